@@ -1,0 +1,47 @@
+//! The contract's constants, read from the core so JS and Rust can never disagree.
+
+use napi_derive::napi;
+
+use super::js_value::JsData;
+use crate::input::{ToValue, Value};
+use crate::limits::*;
+use crate::policy::request::{StreamLimits, TransferBuffers};
+
+#[napi(js_name = "defaultTransferBuffers")]
+pub fn default_transfer_buffers() -> JsData {
+    JsData(TransferBuffers::DEFAULT.to_value())
+}
+
+#[napi(js_name = "defaultStreamLimits")]
+pub fn default_stream_limits() -> JsData {
+    JsData(StreamLimits::DEFAULT.to_value())
+}
+
+#[napi(js_name = "sandboxLimits")]
+pub fn sandbox_limits() -> JsData {
+    let n = |v: usize| Value::Number(v as f64);
+    let u = |v: u64| Value::Number(v as f64);
+    JsData(Value::object([
+        ("startupMs", u(STARTUP_MS_MAX)),
+        ("cleanupMs", u(CLEANUP_MS_MAX)),
+        ("pathBytes", n(PATH_BYTES_MAX)),
+        ("pathComponents", n(PATH_COMPONENTS_MAX)),
+        ("pathComponentBytes", n(PATH_COMPONENT_BYTES_MAX)),
+        ("processArguments", n(PROCESS_ARGS_MAX)),
+        ("processEnvironmentEntries", n(PROCESS_ENV_ENTRIES_MAX)),
+        (
+            "processEnvironmentValueBytes",
+            n(PROCESS_ENV_VALUE_BYTES_MAX),
+        ),
+        ("processRecipeBytes", n(PROCESS_RECIPE_BYTES_MAX)),
+        ("recoveryRecordBytes", n(RECOVERY_RECORD_BYTES_MAX)),
+        ("recoveryResources", n(RECOVERY_RESOURCES_MAX)),
+        ("identifierBytes", n(ID_BYTES_MAX)),
+        ("chunkBytes", u(CHUNK_BYTES_MAX)),
+        ("metadataBatchBytesMin", u(METADATA_BATCH_BYTES_MIN)),
+        ("metadataBatchBytes", u(METADATA_BATCH_BYTES_MAX)),
+        ("mergeFanInMin", u(MERGE_FAN_IN_MIN)),
+        ("mergeFanIn", u(MERGE_FAN_IN_MAX)),
+        ("streamBufferBytes", u(STREAM_BUFFER_BYTES_MAX)),
+    ]))
+}

@@ -1,0 +1,15 @@
+//! native-sandbox: the Rust core of an owned, policy-checked sandbox library for Node.js, and
+//! its Node-API binding. Everything outside `binding` is plain Rust and knows nothing of JS.
+
+pub mod input;
+pub mod json;
+pub mod limits;
+pub mod paths;
+pub mod policy;
+pub mod process;
+pub mod recovery;
+pub mod transfer;
+
+// napi registers exports only outside test builds; the core's unit tests never need it.
+#[cfg(not(test))]
+mod binding;

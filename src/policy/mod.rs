@@ -1,0 +1,8 @@
+//! Sandbox policy: requests, backend support, observed effective policy, identifiers.
+
+pub mod effective;
+pub mod ids;
+pub mod network;
+pub mod request;
+pub mod resources;
+pub mod support;

@@ -1,0 +1,3 @@
+//! The one native process of a sandbox: its recipe.
+
+pub mod spec;

@@ -1,0 +1,4 @@
+//! Recovery: the v2 record and the caller's persistence policy.
+
+pub mod policy;
+pub mod record;

@@ -1,0 +1,3 @@
+//! Transfers of workspace trees: per-call options (the streaming machinery arrives later).
+
+pub mod options;

@@ -1,0 +1,140 @@
+//! `parseTransferOptions`: the per-call signal, deadline and quotas of one transfer.
+
+use crate::input::read::{amount, finite, object};
+use crate::input::{Issue, IssueCode, Issues, Seg, Value};
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TransferOptions {
+    /// Whether a signal was given; the JS layer holds the signal itself.
+    pub has_signal: bool,
+    /// Epoch milliseconds after which the caller stops waiting.
+    pub deadline_at: Option<f64>,
+    pub quotas: TransferQuotas,
+}
+
+/// Logical ceilings of one transfer; `None` imposes none.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TransferQuotas {
+    pub max_files: Option<u64>,
+    pub max_file_bytes: Option<u64>,
+    pub max_total_bytes: Option<u64>,
+    pub max_archive_bytes: Option<u64>,
+    pub max_paths: Option<u64>,
+}
+
+const QUOTA_NAMES: [&str; 5] = [
+    "maxFiles",
+    "maxFileBytes",
+    "maxTotalBytes",
+    "maxArchiveBytes",
+    "maxPaths",
+];
+
+pub fn parse_transfer_options(input: &Value) -> Result<TransferOptions, Vec<Issue>> {
+    let mut issues = Issues::new();
+    let options = match input {
+        Value::Undefined => Some(TransferOptions::default()),
+        value => options(value, &mut issues),
+    };
+    issues.finish(options)
+}
+
+fn options(value: &Value, issues: &mut Issues) -> Option<TransferOptions> {
+    let mut f = object(value, &[], issues)?;
+    let has_signal = match f.optional("signal") {
+        None => Some(false),
+        Some(Value::Foreign(class)) if class == "AbortSignal" => Some(true),
+        Some(other) => {
+            issues.add(
+                IssueCode::InvalidType,
+                &f.at("signal"),
+                format!("expected an AbortSignal, received {}", other.type_name()),
+            );
+            None
+        }
+    };
+    let deadline_at = match f.optional("deadlineAt") {
+        None => Some(None),
+        Some(v) => {
+            let at = f.at("deadlineAt");
+            finite(v, &at, issues).and_then(|n| {
+                if n < 0.0 {
+                    issues.add(
+                        IssueCode::TooSmall,
+                        &at,
+                        format!("must be an epoch time in ms (at least 0), received {n}"),
+                    );
+                    None
+                } else {
+                    Some(Some(n))
+                }
+            })
+        }
+    };
+    let quotas = match f.optional("quotas") {
+        None => Some(TransferQuotas::default()),
+        Some(v) => quotas(v, &f.at("quotas"), issues),
+    };
+    f.finish(issues);
+    Some(TransferOptions {
+        has_signal: has_signal?,
+        deadline_at: deadline_at?,
+        quotas: quotas?,
+    })
+}
+
+fn quotas(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<TransferQuotas> {
+    let mut f = object(value, at, issues)?;
+    let before = issues.len();
+    let mut read = [None; 5];
+    for (slot, name) in read.iter_mut().zip(QUOTA_NAMES) {
+        if let Some(v) = f.optional(name) {
+            *slot = amount(v, &f.at(name), issues);
+        }
+    }
+    f.finish(issues);
+    let [max_files, max_file_bytes, max_total_bytes, max_archive_bytes, max_paths] = read;
+    (issues.len() == before).then_some(TransferQuotas {
+        max_files,
+        max_file_bytes,
+        max_total_bytes,
+        max_archive_bytes,
+        max_paths,
+    })
+}
+
+impl TransferQuotas {
+    /// `(name, amount)` for every quota that was set, in contract order.
+    pub fn entries(&self) -> Vec<(&'static str, u64)> {
+        let values = [
+            self.max_files,
+            self.max_file_bytes,
+            self.max_total_bytes,
+            self.max_archive_bytes,
+            self.max_paths,
+        ];
+        QUOTA_NAMES
+            .iter()
+            .zip(values)
+            .filter_map(|(name, v)| v.map(|v| (*name, v)))
+            .collect()
+    }
+}
+
+impl TransferOptions {
+    /// Plain data for JS: quotas become bigint; the signal is reattached by the JS layer.
+    pub fn to_value(&self) -> Value {
+        let quotas = Value::object(
+            self.quotas
+                .entries()
+                .into_iter()
+                .map(|(name, n)| (name, Value::BigInt(Some(i128::from(n))))),
+        );
+        let mut fields = Vec::new();
+        if let Some(at) = self.deadline_at {
+            fields.push(("deadlineAt", Value::Number(at)));
+        }
+        fields.push(("quotas", quotas));
+        Value::object(fields)
+    }
+}
