@@ -1,0 +1,24 @@
+// native-sandbox: contracts, parsers, constants and error classes.
+export {
+  SandboxCleanupError,
+  SandboxOperationError,
+  SandboxRunError,
+  SandboxStartError,
+  SandboxStateError,
+  SandboxUnsupportedError,
+  SandboxValidationError,
+} from './js/errors.js';
+export {
+  parseSandboxEffectivePolicy,
+  parseSandboxGuestPath,
+  parseSandboxId,
+  parseSandboxProcessId,
+  parseSandboxProcessSpec,
+  parseSandboxRecoveryPolicy,
+  parseSandboxRecoveryRecord,
+  parseSandboxRelativePath,
+  parseSandboxRequest,
+  parseSandboxSupport,
+  parseTransferOptions,
+} from './js/parsers.js';
+export { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './js/constants.js';
