@@ -1,0 +1,78 @@
+// Every entry point of the exports map imports as ESM, exposes exactly what is built, and the
+// root has no dependency on ACP packages.
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { test } from 'node:test';
+
+const ROOT_EXPORTS = [
+  'SANDBOX_DEFAULT_STREAM_LIMITS',
+  'SANDBOX_DEFAULT_TRANSFER_BUFFERS',
+  'SANDBOX_LIMITS',
+  'SandboxCleanupError',
+  'SandboxOperationError',
+  'SandboxRunError',
+  'SandboxStartError',
+  'SandboxStateError',
+  'SandboxUnsupportedError',
+  'SandboxValidationError',
+  'parseSandboxEffectivePolicy',
+  'parseSandboxGuestPath',
+  'parseSandboxId',
+  'parseSandboxProcessId',
+  'parseSandboxProcessSpec',
+  'parseSandboxRecoveryPolicy',
+  'parseSandboxRecoveryRecord',
+  'parseSandboxRelativePath',
+  'parseSandboxRequest',
+  'parseSandboxSupport',
+  'parseTransferOptions',
+];
+
+test('the package imports itself by name, root and every subpath', async () => {
+  const root = await import('native-sandbox');
+  assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
+  for (const subpath of ['backend', 'node', 'acp', 'docker']) {
+    const module = await import(`native-sandbox/${subpath}`);
+    assert.equal(typeof module, 'object', subpath);
+  }
+});
+
+test('the exports map lists the five entry points of the contract', () => {
+  const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker']);
+  assert.equal(manifest.type, 'module');
+  assert.equal(manifest.engines.node, '>=20');
+  const platform = JSON.parse(readFileSync(new URL('../npm/linux-x64-gnu/package.json', import.meta.url), 'utf8'));
+  assert.equal(manifest.optionalDependencies[platform.name], platform.version);
+  assert.equal(platform.version, manifest.version);
+});
+
+test('constants are the published values, frozen', async () => {
+  const { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_LIMITS } = await import('native-sandbox');
+  assert.deepEqual(SANDBOX_DEFAULT_TRANSFER_BUFFERS, { chunkBytes: 65536, metadataBatchBytes: 65536, mergeFanIn: 8 });
+  assert.deepEqual(Object.keys(SANDBOX_DEFAULT_STREAM_LIMITS).sort(), ['highWaterMark', 'maxBufferedInputBytes', 'maxBufferedOutputBytes']);
+  assert.equal(SANDBOX_LIMITS.startupMs, 60_000);
+  assert.equal(SANDBOX_LIMITS.cleanupMs, 30_000);
+  assert.equal(SANDBOX_LIMITS.processRecipeBytes, 256 * 1024);
+  assert.equal(SANDBOX_LIMITS.recoveryRecordBytes, 64 * 1024);
+  for (const constant of [SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_LIMITS]) {
+    assert.ok(Object.isFrozen(constant));
+  }
+});
+
+test('the native addon is loaded through the package loader, not from target/', async () => {
+  const { createRequire } = await import('node:module');
+  const require = createRequire(import.meta.url);
+  await import('native-sandbox');
+  const loaded = Object.keys(require.cache).filter((file) => file.endsWith('.node'));
+  assert.equal(loaded.length, 1, `one addon loaded: ${loaded}`);
+  assert.doesNotMatch(loaded[0], /\/target\//);
+});
+
+test('the root entry point does not reach ACP packages', () => {
+  const sources = ['../index.js', '../js/parsers.js', '../js/errors.js', '../js/constants.js', '../js/native.js', '../js/freeze.js'];
+  for (const source of sources) {
+    const text = readFileSync(new URL(source, import.meta.url), 'utf8');
+    assert.doesNotMatch(text, /acp|agentclientprotocol/i, source);
+  }
+});

@@ -1,0 +1,98 @@
+import assert from 'node:assert/strict';
+import { describe, test } from 'node:test';
+import {
+  SandboxCleanupError,
+  SandboxOperationError,
+  SandboxRunError,
+  SandboxStartError,
+  SandboxStateError,
+  SandboxUnsupportedError,
+  SandboxValidationError,
+} from '../index.js';
+
+function owner() {
+  const calls = [];
+  return {
+    calls,
+    recoveryRecord: undefined,
+    stop: async () => void calls.push('stop'),
+    destroy: async () => void calls.push('destroy'),
+  };
+}
+
+describe('error classes', () => {
+  test('SandboxOperationError carries its code, message and cause', () => {
+    const cause = new Error('engine gone');
+    const error = new SandboxOperationError('driver_failure', 'start failed', { cause });
+    assert.ok(error instanceof Error && error instanceof SandboxOperationError);
+    assert.equal(error.name, 'SandboxOperationError');
+    assert.equal(error.code, 'driver_failure');
+    assert.equal(error.message, 'start failed');
+    assert.equal(error.cause, cause);
+    assert.match(error.stack, /SandboxOperationError: start failed/);
+  });
+
+  test('SandboxOperationError refuses a code outside the contract', () => {
+    assert.throws(() => new SandboxOperationError('oops', 'x'), TypeError);
+  });
+
+  test('SandboxValidationError freezes its issues and names them in its message', () => {
+    const issues = [{ code: 'required', path: ['policy', 'resources'], message: 'resources is required' }];
+    const error = new SandboxValidationError(issues);
+    assert.equal(error.name, 'SandboxValidationError');
+    assert.deepEqual(error.issues, issues);
+    assert.ok(Object.isFrozen(error.issues) && Object.isFrozen(error.issues[0]) && Object.isFrozen(error.issues[0].path));
+    assert.notEqual(error.issues[0], issues[0]);
+    assert.match(error.message, /policy\.resources: resources is required \(required\)/);
+  });
+
+  test('SandboxUnsupportedError and SandboxStateError', () => {
+    for (const [Class, name] of [
+      [SandboxUnsupportedError, 'SandboxUnsupportedError'],
+      [SandboxStateError, 'SandboxStateError'],
+    ]) {
+      const error = new Class('nope');
+      assert.ok(error instanceof Error && error instanceof Class);
+      assert.equal(error.name, name);
+      assert.equal(error.message, 'nope');
+    }
+  });
+
+  test('SandboxCleanupError retries exactly its operation on the same owner', async () => {
+    const o = owner();
+    const cause = new Error('kill failed');
+    const stop = new SandboxCleanupError('stop failed', { cause, owner: o, operation: 'stop' });
+    assert.equal(stop.name, 'SandboxCleanupError');
+    assert.equal(stop.owner, o);
+    assert.equal(stop.operation, 'stop');
+    assert.equal(stop.cause, cause);
+    await stop.retryCleanup();
+    await new SandboxCleanupError('destroy failed', { cause, owner: o, operation: 'destroy' }).retryCleanup();
+    assert.deepEqual(o.calls, ['stop', 'destroy']);
+    assert.throws(() => new SandboxCleanupError('x', { cause, owner: o, operation: 'start' }), TypeError);
+  });
+
+  test('SandboxStartError keeps the cleanup owner', () => {
+    const o = owner();
+    const cause = new Error('image missing');
+    const error = new SandboxStartError('startup failed', { cause, owner: o });
+    assert.ok(error instanceof SandboxStartError && error instanceof Error);
+    assert.equal(error.name, 'SandboxStartError');
+    assert.equal(error.owner, o);
+    assert.equal(error.cause, cause);
+  });
+
+  test('SandboxRunError keeps both errors and destroys through the same owner', async () => {
+    const o = owner();
+    const primaryError = new Error('callback failed');
+    const cleanupError = new Error('destroy failed');
+    const error = new SandboxRunError({ primaryError, cleanupError, owner: o });
+    assert.equal(error.name, 'SandboxRunError');
+    assert.equal(error.primaryError, primaryError);
+    assert.equal(error.cleanupError, cleanupError);
+    assert.equal(error.cause, primaryError);
+    await error.retryCleanup();
+    assert.deepEqual(o.calls, ['destroy']);
+    assert.equal(error.primaryError, primaryError, 'a later cleanup never erases the original failure');
+  });
+});

@@ -1,0 +1,504 @@
+/**
+ * native-sandbox: owned, policy-checked sandboxes for Node.js agent hosts, with a Rust core.
+ * A drop-in replacement for `@agen-ai/sandbox` 0.4.4: the same names, shapes and error classes.
+ *
+ * This root entry point holds the contracts (types), the parsers, the constants and the error
+ * classes. Backends live in `native-sandbox/backend` (JavaScript drivers) and
+ * `native-sandbox/docker` (the Docker engine).
+ */
+
+declare const brand: unique symbol;
+/** A string that passed its parser. */
+export type Branded<T, B extends string> = T & { readonly [brand]: B };
+
+/** A relative workspace path: `/`-separated, no empty, `.` or `..` component, at most 1,024 bytes, 64 components, 255 bytes each. */
+export type SandboxRelativePath = Branded<string, 'SandboxRelativePath'>;
+/** An absolute, normalized guest path (same limits as relative paths). */
+export type SandboxGuestPath = Branded<string, 'SandboxGuestPath'>;
+/** A sandbox id: a letter or digit, then letters, digits, `_`, `.` or `-`; at most 128 bytes. */
+export type SandboxId = Branded<string, 'SandboxId'>;
+/** A process id, with the same alphabet as a sandbox id. */
+export type SandboxProcessId = Branded<string, 'SandboxProcessId'>;
+
+// ---------------------------------------------------------------------------------------------
+// Validation
+
+/**
+ * The stable codes of validation issues:
+ * - `invalid_type`: a value of the wrong JavaScript type (bigint where only numbers are accepted, too);
+ * - `required`: a required field is missing or `undefined`;
+ * - `unknown_field`: a field the contract does not define;
+ * - `retired_field`: `deadlines.executionMs` / `deadlines.operationMs`; the message says how to migrate;
+ * - `not_finite`: `NaN` or an infinity; `not_integer`: a fraction where an integer is required;
+ * - `unsafe_integer`: beyond `Number.MAX_SAFE_INTEGER`;
+ * - `too_small` / `too_large`: outside the field's bounds (negative, zero where positive is required, ...);
+ * - `too_long`: a string, array, object or serialization over its limit;
+ * - `invalid_value`: not one of the allowed literals, or a malformed identifier or digest;
+ * - `invalid_path`: a malformed relative or guest path;
+ * - `duplicate`: a repeated value that must be unique;
+ * - `unsupported_format`: a recovery record in another format than v2.
+ */
+export type ValidationIssueCode =
+  | 'invalid_type'
+  | 'required'
+  | 'unknown_field'
+  | 'retired_field'
+  | 'not_finite'
+  | 'not_integer'
+  | 'unsafe_integer'
+  | 'too_small'
+  | 'too_large'
+  | 'too_long'
+  | 'invalid_value'
+  | 'invalid_path'
+  | 'duplicate'
+  | 'unsupported_format';
+
+/** One problem found in an input. `path` names the offending field (empty for the input itself). */
+export interface ValidationIssue {
+  readonly code: ValidationIssueCode;
+  readonly path: readonly (string | number)[];
+  readonly message: string;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Policy
+
+export interface SandboxResources {
+  /** CPUs, > 0, fractional allowed (at most 1,000,000; resolution one nano-CPU). */
+  readonly cpus: number;
+  /** Memory in bytes, a positive safe integer. No extra swap is granted. */
+  readonly memoryBytes: number;
+  /** Maximum number of processes, a positive safe integer. */
+  readonly pids: number;
+}
+
+export interface SandboxTemporaryStorage {
+  /** Size of the guest HOME in bytes, a positive safe integer (no 256 MiB ceiling). */
+  readonly homeBytes: number;
+  /** Size of the guest TMPDIR in bytes, a positive safe integer. */
+  readonly tempBytes: number;
+}
+
+/** `isolated`: no network but loopback. `outbound`: broad egress, not an allowlist. */
+export type SandboxNetwork = { readonly kind: 'isolated' } | { readonly kind: 'outbound' };
+
+export interface SandboxDeadlines {
+  /** How long `start()` is observed, 1..60,000 ms. Expiry never proves entered work ended. */
+  readonly startupMs: number;
+  /** How long `stop()` / `destroy()` are observed, 1..30,000 ms. */
+  readonly cleanupMs: number;
+}
+
+/** Working-memory buffers of transfers (not file counts or workspace size). */
+export interface SandboxTransferBuffers {
+  /** Largest body chunk, 1..16 MiB. */
+  readonly chunkBytes: number;
+  /** Metadata ledger batch size, 4 KiB..256 MiB. */
+  readonly metadataBatchBytes: number;
+  /** Metadata ledger merge fan-in, 2..1,024. */
+  readonly mergeFanIn: number;
+}
+
+/** Bounded process stream staging, plus optional caller-selected totals. */
+export interface SandboxStreamLimits {
+  /** Queued stdin bytes; a write that would queue past it rejects. 1 B..1 GiB. */
+  readonly maxBufferedInputBytes: number;
+  /** Staged stdout + stderr bytes. 1 B..1 GiB. */
+  readonly maxBufferedOutputBytes: number;
+  /** Node stream high-water mark, at most the smaller staging bound. */
+  readonly highWaterMark: number;
+  /** Total stdin bytes allowed; 0 allows none. Omitted: no total. */
+  readonly maxStdinBytes?: number;
+  /** Total stdout + stderr bytes allowed; 0 allows none. Omitted: no total. */
+  readonly maxOutputBytes?: number;
+}
+
+/** `until_stopped` (the default) installs no timer; `deadline` stops the whole workload `timeoutMs` after process start entry. */
+export type SandboxExecution =
+  | { readonly kind: 'until_stopped' }
+  | { readonly kind: 'deadline'; readonly timeoutMs: number };
+
+export type SandboxWorkspaceDiskQuota =
+  | { readonly kind: 'not_requested' }
+  | { readonly kind: 'required'; readonly bytes: number; readonly accounting: 'allocated_blocks' };
+
+/** What a caller passes to `parseSandboxRequest` or `backend.reserve`. */
+export interface SandboxRequestInput {
+  readonly policy: {
+    readonly resources: SandboxResources;
+    readonly temporaryStorage: SandboxTemporaryStorage;
+    readonly network: SandboxNetwork;
+    readonly deadlines: SandboxDeadlines;
+    readonly transfers: SandboxTransferBuffers;
+    readonly streams: SandboxStreamLimits;
+    /** Defaults to `{ kind: 'until_stopped' }`. */
+    readonly execution?: SandboxExecution;
+    /** Defaults to `{ kind: 'not_requested' }`. */
+    readonly workspaceDiskQuota?: SandboxWorkspaceDiskQuota;
+  };
+}
+
+/** A parsed request: deeply frozen, defaults filled. */
+export interface SandboxRequest {
+  readonly policy: {
+    readonly resources: SandboxResources;
+    readonly temporaryStorage: SandboxTemporaryStorage;
+    readonly network: SandboxNetwork;
+    readonly deadlines: SandboxDeadlines;
+    readonly transfers: SandboxTransferBuffers;
+    readonly streams: SandboxStreamLimits;
+    readonly execution: SandboxExecution;
+    readonly workspaceDiskQuota: SandboxWorkspaceDiskQuota;
+  };
+}
+
+/** What a backend can enforce, declared up front. */
+export interface SandboxSupport {
+  readonly backendId: string;
+  readonly backendRevision: string;
+  readonly network: readonly ('isolated' | 'outbound')[];
+  readonly execution: readonly ('until_stopped' | 'deadline')[];
+  readonly workspaceDiskQuota: boolean;
+}
+
+/** What the backend observed the engine apply after startup. */
+export interface SandboxEffectivePolicy {
+  readonly resources: SandboxResources;
+  readonly temporaryStorage: SandboxTemporaryStorage;
+  readonly network: { readonly kind: 'isolated' | 'outbound' };
+  readonly workspaceDiskQuota: { readonly kind: 'not_requested' } | { readonly kind: 'enforced'; readonly bytes: number };
+}
+
+// ---------------------------------------------------------------------------------------------
+// Processes
+
+/** A literal process recipe: no shell, no inherited environment. */
+export interface SandboxProcessInput {
+  /** Absolute guest path of the executable. */
+  readonly executable: string;
+  /** Literal arguments, at most 128, no NUL. */
+  readonly args: readonly string[];
+  /** Explicit environment: at most 128 entries, names without `=` or NUL, values at most 16 KiB. */
+  readonly env: Readonly<Record<string, string>>;
+  /** Absolute guest working directory. */
+  readonly cwd: string;
+}
+
+/** A parsed recipe (at most 256 KiB as JSON), deeply frozen. */
+export interface SandboxProcessSpec {
+  readonly executable: SandboxGuestPath;
+  readonly args: readonly string[];
+  readonly env: Readonly<Record<string, string>>;
+  readonly cwd: SandboxGuestPath;
+}
+
+export type SandboxProcessExit =
+  | { readonly kind: 'exited'; readonly code: number }
+  | { readonly kind: 'signaled'; readonly signal: string }
+  | { readonly kind: 'unavailable'; readonly reason: 'sandbox_stopped' };
+
+/** Binary Node streams of the one process; ending `stdin` delivers EOF to the guest. */
+export interface SandboxProcessStreams {
+  readonly stdin: import('node:stream').Writable;
+  readonly stdout: import('node:stream').Readable;
+  readonly stderr: import('node:stream').Readable;
+  /** Describes the leader only and never fabricates a code. */
+  readonly exit: Promise<SandboxProcessExit>;
+}
+
+export interface SandboxProcessReservation {
+  readonly id: SandboxProcessId;
+  readonly stopScope: 'sandbox';
+  start(options?: OperationOptions): Promise<SandboxProcessStreams>;
+  stop(): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trees and transfers
+
+export type SandboxByteSource = AsyncIterable<Uint8Array> | Iterable<Uint8Array>;
+
+export type SandboxTreeEntry =
+  | { readonly kind: 'directory'; readonly path: string }
+  | {
+      readonly kind: 'file';
+      readonly path: string;
+      readonly byteLength: number | bigint;
+      readonly executable: boolean;
+      /** Called once; must yield exactly `byteLength` bytes in chunks of at most `chunkBytes`. */
+      open(options: { readonly signal: AbortSignal }): SandboxByteSource;
+    };
+
+export type SandboxTreeSource = Iterable<SandboxTreeEntry> | AsyncIterable<SandboxTreeEntry>;
+
+export type SandboxTreeSelection =
+  | { readonly kind: 'workspace' }
+  | { readonly kind: 'files'; readonly paths: readonly string[] }
+  | { readonly kind: 'subtree'; readonly path: string };
+
+export type SandboxExportEntry =
+  | { readonly kind: 'directory'; readonly path: SandboxRelativePath }
+  | {
+      readonly kind: 'file';
+      readonly path: SandboxRelativePath;
+      readonly byteLength: bigint;
+      readonly executable: boolean;
+      /** Once-only; chunks are valid until the next pull. */
+      readonly bytes: AsyncIterable<Uint8Array>;
+    };
+
+export type SandboxExportConsumer = (entry: SandboxExportEntry) => Promise<void> | void;
+
+/** A nonnegative safe integer or bigint amount. */
+export type SandboxTransferAmount = number | bigint;
+
+export interface SandboxTransferQuotasInput {
+  readonly maxFiles?: SandboxTransferAmount;
+  readonly maxFileBytes?: SandboxTransferAmount;
+  readonly maxTotalBytes?: SandboxTransferAmount;
+  /** Archive bytes, headers and padding included. */
+  readonly maxArchiveBytes?: SandboxTransferAmount;
+  /** Requested exact files plus one subtree root; a whole workspace supplies none. */
+  readonly maxPaths?: SandboxTransferAmount;
+}
+
+export interface SandboxTransferOptions {
+  readonly signal?: AbortSignal;
+  /** Epoch milliseconds after which the caller stops waiting; entered work stays owned. */
+  readonly deadlineAt?: number;
+  readonly quotas?: SandboxTransferQuotasInput;
+}
+
+/** Parsed quotas: every amount as bigint; omitted ones impose no ceiling. */
+export interface SandboxTransferBudget {
+  readonly maxFiles?: bigint;
+  readonly maxFileBytes?: bigint;
+  readonly maxTotalBytes?: bigint;
+  readonly maxArchiveBytes?: bigint;
+  readonly maxPaths?: bigint;
+}
+
+export interface ParsedSandboxTransferOptions {
+  readonly signal?: AbortSignal;
+  readonly deadlineAt?: number;
+  readonly quotas: SandboxTransferBudget;
+}
+
+export interface SandboxTransferSummary {
+  readonly directories: bigint;
+  readonly files: bigint;
+  readonly fileBytes: bigint;
+  readonly archiveBytes: bigint;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Recovery
+
+export type SandboxRecoveryPhase = 'reserved' | 'starting' | 'ready' | 'stopping' | 'stopped' | 'destroying' | 'destroyed';
+
+export type SandboxResourceIdentity =
+  | { readonly kind: 'planned' }
+  | { readonly kind: 'creating' }
+  | { readonly kind: 'identified'; readonly id: string; readonly fingerprint: string };
+
+export interface SandboxRecoveryResource {
+  readonly role: 'compute' | 'storage' | 'export' | 'network';
+  readonly name: string;
+  readonly identity: SandboxResourceIdentity;
+}
+
+/** The strict v2 envelope, at most 64 KiB of UTF-8 JSON. Digests are `sha256:<64 hex>`. */
+export interface SandboxRecoveryRecord {
+  readonly format: 'agenai.sandbox-recovery.v2';
+  readonly backendId: string;
+  readonly backendRevision: string;
+  readonly namespace: string;
+  readonly operationId: string;
+  readonly sandboxId: string;
+  readonly imageDigest: string;
+  readonly policyDigest: string;
+  readonly configurationDigest: string;
+  readonly phase: SandboxRecoveryPhase;
+  readonly authority: { readonly kind: 'unverified' } | { readonly kind: 'verified'; readonly backendIdentity: string };
+  /** At most four, roles unique. */
+  readonly resources: readonly SandboxRecoveryResource[];
+}
+
+export type SandboxRecoveryPolicy =
+  | { readonly kind: 'in_process' }
+  | { readonly kind: 'persisted'; persist(record: SandboxRecoveryRecord): Promise<void> };
+
+/** Cleanup-only ownership: what survives a failed start, a failed cleanup or a recovery. */
+export interface SandboxCleanupOwner {
+  readonly recoveryRecord: SandboxRecoveryRecord;
+  /** Fences admissions and stops the complete workload, keeping storage. */
+  stop(): Promise<void>;
+  /** Stops, then releases storage. */
+  destroy(): Promise<void>;
+}
+
+export type SandboxReconciliation =
+  | { readonly kind: 'matched' | 'uncertain'; readonly owner: SandboxCleanupOwner }
+  | { readonly kind: 'conflict'; readonly reason: string }
+  | { readonly kind: 'absent'; readonly record: SandboxRecoveryRecord };
+
+// ---------------------------------------------------------------------------------------------
+// Backends and sandboxes
+
+export interface OperationOptions {
+  readonly signal?: AbortSignal;
+}
+
+export type SandboxState =
+  | Readonly<{ kind: 'reserved' | 'starting' | 'ready' | 'stopping' | 'stopped' | 'destroying' | 'destroyed' }>
+  | Readonly<{ kind: 'failed' | 'uncertain'; operation: 'start' | 'import' | 'process' | 'export' | 'stop' | 'destroy' }>;
+
+export interface SandboxBackend {
+  readonly support: SandboxSupport;
+  /** Synchronous and inert: validates and reserves identities, acquires nothing. */
+  reserve(request: SandboxRequestInput, recovery: SandboxRecoveryPolicy): SandboxReservation;
+  reconcile(record: SandboxRecoveryRecord, options?: OperationOptions): Promise<SandboxReconciliation>;
+}
+
+export interface SandboxReservation extends SandboxCleanupOwner {
+  readonly id: SandboxId;
+  readonly state: SandboxState;
+  /** Once only; a failure rejects with `SandboxStartError` whose `owner` still cleans up. */
+  start(options?: OperationOptions): Promise<Sandbox>;
+}
+
+export interface Sandbox extends SandboxCleanupOwner {
+  readonly id: SandboxId;
+  readonly state: SandboxState;
+  readonly effective: SandboxEffectivePolicy;
+  /** The authoritative guest workspace; it conveys no host path. */
+  readonly workspace: SandboxGuestPath;
+  importTree(entries: SandboxTreeSource, options?: SandboxTransferOptions): Promise<SandboxTransferSummary>;
+  reserveProcess(spec: SandboxProcessInput): SandboxProcessReservation;
+  exportTree(
+    selection: SandboxTreeSelection,
+    consume: SandboxExportConsumer,
+    options?: SandboxTransferOptions,
+  ): Promise<SandboxTransferSummary>;
+}
+
+export interface SandboxRunOptions extends OperationOptions {
+  readonly recovery: SandboxRecoveryPolicy;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Parsers: each throws SandboxValidationError naming every issue found, not the first only.
+
+/** Parses and normalizes a request; the result is deeply frozen with defaults filled. */
+export declare function parseSandboxRequest(input: unknown): SandboxRequest;
+/** Parses a process recipe (absolute executable and cwd, literal args, explicit env, at most 256 KiB as JSON). */
+export declare function parseSandboxProcessSpec(input: unknown): SandboxProcessSpec;
+/** Parses a relative workspace path. */
+export declare function parseSandboxRelativePath(input: unknown): SandboxRelativePath;
+/** Parses an absolute, normalized guest path. */
+export declare function parseSandboxGuestPath(input: unknown): SandboxGuestPath;
+/** Parses a v2 recovery record; v1 and foreign formats are rejected with `unsupported_format`. */
+export declare function parseSandboxRecoveryRecord(input: unknown): SandboxRecoveryRecord;
+/** Parses `{ kind: 'in_process' }` or `{ kind: 'persisted', persist }`. */
+export declare function parseSandboxRecoveryPolicy(input: unknown): SandboxRecoveryPolicy;
+/** Parses a backend's declared support. */
+export declare function parseSandboxSupport(input: unknown): SandboxSupport;
+/** Parses an observed effective policy. */
+export declare function parseSandboxEffectivePolicy(input: unknown): SandboxEffectivePolicy;
+/** Parses per-transfer options; quotas come back as bigint, the signal as given. */
+export declare function parseTransferOptions(input: unknown): ParsedSandboxTransferOptions;
+/** Parses a sandbox id. */
+export declare function parseSandboxId(input: unknown): SandboxId;
+/** Parses a process id. */
+export declare function parseSandboxProcessId(input: unknown): SandboxProcessId;
+
+// ---------------------------------------------------------------------------------------------
+// Constants
+
+/** 64 KiB chunks, 64 KiB metadata batches, merge fan-in 8. */
+export declare const SANDBOX_DEFAULT_TRANSFER_BUFFERS: Readonly<{ chunkBytes: 65536; metadataBatchBytes: 65536; mergeFanIn: 8 }>;
+/** Bounded staging (1 MiB in, 1 MiB out, 64 KiB high-water mark) and no totals. */
+export declare const SANDBOX_DEFAULT_STREAM_LIMITS: Readonly<{
+  maxBufferedInputBytes: number;
+  maxBufferedOutputBytes: number;
+  highWaterMark: number;
+}>;
+/** The fixed bounds every parser enforces. */
+export declare const SANDBOX_LIMITS: Readonly<{
+  startupMs: 60000;
+  cleanupMs: 30000;
+  pathBytes: 1024;
+  pathComponents: 64;
+  pathComponentBytes: 255;
+  processArguments: 128;
+  processEnvironmentEntries: 128;
+  processEnvironmentValueBytes: 16384;
+  processRecipeBytes: 262144;
+  recoveryRecordBytes: 65536;
+  recoveryResources: 4;
+  identifierBytes: 128;
+  chunkBytes: number;
+  metadataBatchBytesMin: number;
+  metadataBatchBytes: number;
+  mergeFanInMin: number;
+  mergeFanIn: number;
+  streamBufferBytes: number;
+}>;
+
+// ---------------------------------------------------------------------------------------------
+// Errors
+
+export type SandboxOperationErrorCode =
+  | 'cancelled'
+  | 'deadline_exceeded'
+  | 'output_limit'
+  | 'input_limit'
+  | 'stream_failure'
+  | 'persistence_failure'
+  | 'driver_failure';
+
+/** A sandbox operation failed; `code` says how. */
+export declare class SandboxOperationError extends Error {
+  readonly code: SandboxOperationErrorCode;
+  constructor(code: SandboxOperationErrorCode, message: string, options?: ErrorOptions);
+}
+
+/** An input failed validation; `issues` names every problem, each with code, path and message. */
+export declare class SandboxValidationError extends Error {
+  readonly issues: readonly ValidationIssue[];
+  constructor(issues: readonly ValidationIssue[]);
+}
+
+/** The backend cannot enforce what was requested; raised before anything is acquired. */
+export declare class SandboxUnsupportedError extends Error {
+  constructor(message: string);
+}
+
+/** The operation is not allowed in the owner's current state. */
+export declare class SandboxStateError extends Error {
+  constructor(message: string);
+}
+
+/** A stop or destroy did not settle successfully; `retryCleanup()` retries the same operation on the same owner. */
+export declare class SandboxCleanupError extends Error {
+  readonly owner: SandboxCleanupOwner;
+  readonly operation: 'stop' | 'destroy';
+  constructor(message: string, options: { cause: unknown; owner: SandboxCleanupOwner; operation: 'stop' | 'destroy' });
+  retryCleanup(): Promise<void>;
+}
+
+/** Startup failed; `owner` keeps cleanup ownership of whatever was acquired. */
+export declare class SandboxStartError extends Error {
+  readonly owner: SandboxCleanupOwner;
+  constructor(message: string, options: { cause: unknown; owner: SandboxCleanupOwner });
+}
+
+/** Both the callback of `withSandbox` and its cleanup failed; `retryCleanup()` destroys through the same owner. */
+export declare class SandboxRunError extends Error {
+  readonly primaryError: unknown;
+  readonly cleanupError: unknown;
+  readonly owner: SandboxCleanupOwner;
+  constructor(options: { primaryError: unknown; cleanupError: unknown; owner: SandboxCleanupOwner });
+  retryCleanup(): Promise<void>;
+}
