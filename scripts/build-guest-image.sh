@@ -32,7 +32,11 @@ printf 'root:x:0:\nsandbox:x:65532:\n' >"${context}/rootfs/etc/group"
 cat >"${context}/Dockerfile" <<'DOCKERFILE'
 FROM scratch
 COPY rootfs/ /
-ENV HOME=/sandbox/home TMPDIR=/sandbox/tmp PATH=/bin
+ENV HOME=/sandbox/home TMPDIR=/sandbox/tmp PATH=/usr/local/bin:/usr/bin:/bin
 DOCKERFILE
-docker build --quiet --tag "${tag}" "${context}" >/dev/null
+if ! docker build --quiet --tag "${tag}" "${context}" >"${context}/build.log" 2>&1; then
+  cat "${context}/build.log" >&2
+  echo "build-guest-image: docker build of ${tag} failed" >&2
+  exit 1
+fi
 echo "build-guest-image: built ${tag}" >&2

@@ -1,0 +1,63 @@
+// Packs the package and its linux-x64-gnu platform package, installs both into an empty project
+// and imports every entry point from there, as a user would.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+let project;
+
+function run(command, args, cwd) {
+  return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+before(() => {
+  project = mkdtempSync(join(tmpdir(), 'native-sandbox-pack-'));
+  run('npm', ['pack', '--silent', '--pack-destination', project], root);
+  run('npm', ['pack', '--silent', '--pack-destination', project], join(root, 'npm', 'linux-x64-gnu'));
+  const tarballs = readdirSync(project).filter((f) => f.endsWith('.tgz')).sort();
+  assert.deepEqual(tarballs, ['native-sandbox-0.1.0.tgz', 'native-sandbox-linux-x64-gnu-0.1.0.tgz']);
+  writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
+  run('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', ...tarballs.map((t) => `./${t}`)], project);
+});
+
+after(() => {
+  if (project) rmSync(project, { recursive: true, force: true });
+});
+
+test('the main tarball ships the JS layer and no addon; the platform tarball ships the addon', () => {
+  const main = run('tar', ['-tzf', join(project, 'native-sandbox-0.1.0.tgz')], project).split('\n');
+  assert.ok(main.includes('package/index.js') && main.includes('package/binding.cjs') && main.includes('package/js/parsers.js'));
+  assert.ok(main.includes('package/index.d.ts') && main.includes('package/LICENSE') && main.includes('package/README.md'));
+  assert.equal(main.some((f) => f.endsWith('.node') || f.startsWith('package/src/') || f.startsWith('package/target/')), false);
+  const platform = run('tar', ['-tzf', join(project, 'native-sandbox-linux-x64-gnu-0.1.0.tgz')], project).split('\n');
+  assert.ok(platform.includes('package/native-sandbox.linux-x64-gnu.node'));
+});
+
+test('an installed consumer imports every entry point, loading the platform package', () => {
+  const script = `
+    import { createRequire } from 'node:module';
+    const root = await import('native-sandbox');
+    const subpaths = {};
+    for (const name of ['backend', 'node', 'acp', 'docker']) subpaths[name] = Object.keys(await import('native-sandbox/' + name));
+    const parsed = root.parseSandboxGuestPath('/sandbox/workspace');
+    const require = createRequire(import.meta.url);
+    const addon = Object.keys(require.cache).filter((f) => f.endsWith('.node'));
+    console.log(JSON.stringify({ root: Object.keys(root).length, subpaths, parsed, addon }));
+  `;
+  const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
+  assert.equal(out.root, 21);
+  assert.deepEqual(out.subpaths, { backend: [], node: [], acp: [], docker: [] });
+  assert.equal(out.parsed, '/sandbox/workspace');
+  assert.equal(out.addon.length, 1);
+  assert.match(out.addon[0], /node_modules\/native-sandbox-linux-x64-gnu\/native-sandbox\.linux-x64-gnu\.node$/);
+});
+
+test('an installed consumer gets typed validation errors from the native parsers', () => {
+  const out = run(process.execPath, ['--input-type=module', '-e', "const m = await import('native-sandbox'); try { m.parseSandboxRequest({}) } catch (e) { console.log(e.name, e.issues[0].code, e.issues[0].path.join('.')) }"], project);
+  assert.equal(out.trim(), 'SandboxValidationError required policy');
+});

@@ -1,0 +1,75 @@
+// A typed consumer of the public API: compiled with tsc --noEmit by the test command, so a
+// drift between index.d.ts and how users write code fails the build.
+import {
+  parseSandboxRequest,
+  parseSandboxProcessSpec,
+  parseSandboxRelativePath,
+  parseTransferOptions,
+  parseSandboxRecoveryPolicy,
+  SANDBOX_DEFAULT_STREAM_LIMITS,
+  SANDBOX_DEFAULT_TRANSFER_BUFFERS,
+  SANDBOX_LIMITS,
+  SandboxCleanupError,
+  SandboxOperationError,
+  SandboxValidationError,
+  type SandboxRequest,
+  type SandboxRequestInput,
+  type SandboxRecoveryRecord,
+  type SandboxProcessSpec,
+  type SandboxRelativePath,
+  type SandboxCleanupOwner,
+  type ValidationIssue,
+  type SandboxBackend,
+  type Sandbox,
+} from 'native-sandbox';
+import type {} from 'native-sandbox/backend';
+import type {} from 'native-sandbox/docker';
+
+const input: SandboxRequestInput = {
+  policy: {
+    resources: { cpus: 0.5, memoryBytes: 256 * 1024 * 1024, pids: 64 },
+    temporaryStorage: { homeBytes: 64 * 1024 * 1024, tempBytes: 64 * 1024 * 1024 },
+    network: { kind: 'isolated' },
+    deadlines: { startupMs: 30_000, cleanupMs: 30_000 },
+    transfers: SANDBOX_DEFAULT_TRANSFER_BUFFERS,
+    streams: { ...SANDBOX_DEFAULT_STREAM_LIMITS, maxOutputBytes: 0 },
+    execution: { kind: 'deadline', timeoutMs: 30 * 86_400_000 },
+  },
+};
+
+const request: SandboxRequest = parseSandboxRequest(input);
+const timeout: number | undefined = request.policy.execution.kind === 'deadline' ? request.policy.execution.timeoutMs : undefined;
+const spec: SandboxProcessSpec = parseSandboxProcessSpec({ executable: '/bin/sh', args: ['-c', 'true'], env: {}, cwd: '/sandbox/workspace' });
+const path: SandboxRelativePath = parseSandboxRelativePath('results/out.txt');
+const plain: string = path;
+const options = parseTransferOptions({ quotas: { maxTotalBytes: 20n * 1024n ** 3n, maxFiles: 10 } });
+const total: bigint | undefined = options.quotas.maxTotalBytes;
+const recovery = parseSandboxRecoveryPolicy({ kind: 'persisted', persist: async (_record: SandboxRecoveryRecord) => {} });
+const limit: 60000 = SANDBOX_LIMITS.startupMs;
+
+function describeFailure(error: unknown): string {
+  if (error instanceof SandboxValidationError) {
+    return error.issues.map((issue: ValidationIssue) => `${issue.path.join('.')}: ${issue.code}`).join('\n');
+  }
+  if (error instanceof SandboxOperationError) return error.code;
+  if (error instanceof SandboxCleanupError) {
+    const owner: SandboxCleanupOwner = error.owner;
+    void owner;
+    return error.operation;
+  }
+  return String(error);
+}
+
+async function useSandbox(backend: SandboxBackend): Promise<void> {
+  const reservation = backend.reserve(input, { kind: 'in_process' });
+  const sandbox: Sandbox = await reservation.start();
+  const process = sandbox.reserveProcess({ executable: '/bin/cat', args: [], env: {}, cwd: sandbox.workspace });
+  const streams = await process.start();
+  streams.stdin.end(Buffer.from('x'));
+  const exit = await streams.exit;
+  if (exit.kind === 'exited') void exit.code;
+  await sandbox.stop();
+  await sandbox.destroy();
+}
+
+void [timeout, spec, plain, total, recovery, limit, describeFailure, useSandbox];

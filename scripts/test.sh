@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# The whole test command (`npm test`): engine and guest image, Rust format/lint/unit tests, the
+# TypeScript check, then the node:test suites on Node.js 20 and again on Node.js 22.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+step() { printf '\n== %s\n' "$*"; }
+fail() { echo "test: $*" >&2; exit 1; }
+
+# npm puts node_modules/.bin (where the Node.js 22 dev dependency links `node`) first on PATH.
+# Node.js 20 is the machine's own: the first `node` on PATH outside node_modules.
+find_system_node() {
+  local dir
+  IFS=: read -r -a dirs <<<"${PATH}"
+  for dir in "${dirs[@]}"; do
+    case "${dir}" in *node_modules*) continue ;; esac
+    if [ -x "${dir}/node" ]; then echo "${dir}/node"; return 0; fi
+  done
+  return 1
+}
+
+node20="$(find_system_node)" || fail "no Node.js on PATH outside node_modules"
+node22="$(pwd)/node_modules/node/bin/node"
+[ -x "${node22}" ] || fail "Node.js 22 is missing: run npm install first (it is a dev dependency)"
+case "$("${node20}" --version)" in v20.*) ;; *) fail "expected Node.js 20 at ${node20}, found $("${node20}" --version)" ;; esac
+case "$("${node22}" --version)" in v22.*) ;; *) fail "expected Node.js 22 at ${node22}, found $("${node22}" --version)" ;; esac
+
+step "Docker engine and guest image"
+bash scripts/ensure-docker.sh || fail "no Docker engine"
+bash scripts/build-guest-image.sh || fail "guest image build failed"
+
+step "cargo fmt --check"
+cargo fmt --check || fail "cargo fmt --check found unformatted code (run cargo fmt)"
+step "cargo clippy --all-targets -- -D warnings"
+cargo clippy --quiet --all-targets --locked -- -D warnings || fail "clippy"
+step "cargo test"
+cargo test --quiet --locked || fail "cargo test"
+
+step "release addon"
+"${node20}" scripts/build-addon.mjs || fail "addon build"
+
+step "TypeScript check of index.d.ts, the subpath declarations and the typed consumer"
+node_modules/.bin/tsc -p tsconfig.json || fail "tsc"
+
+status=0
+for runtime in "${node20}" "${node22}"; do
+  step "node --test on $("${runtime}" --version)"
+  "${runtime}" --test --test-concurrency=1 __test__/*.test.mjs || status=1
+done
+exit "${status}"
