@@ -83,3 +83,56 @@ impl<T: ToValue> ToValue for Vec<T> {
         Value::Array(self.iter().map(ToValue::to_value).collect())
     }
 }
+
+/// Test support: builds a [`Value`] from JSON, so core tests read like the JS ones.
+#[cfg(test)]
+pub fn from_json(json: serde_json::Value) -> Value {
+    match json {
+        serde_json::Value::Null => Value::Null,
+        serde_json::Value::Bool(b) => Value::Bool(b),
+        serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
+        serde_json::Value::String(s) => Value::String(s),
+        serde_json::Value::Array(items) => Value::Array(items.into_iter().map(from_json).collect()),
+        serde_json::Value::Object(fields) => {
+            Value::Object(fields.into_iter().map(|(k, v)| (k, from_json(v))).collect())
+        }
+    }
+}
+
+/// Test support: the `(code, dotted path)` pairs of a failed parse.
+#[cfg(test)]
+pub fn issue_list<T: std::fmt::Debug>(
+    result: Result<T, Vec<super::Issue>>,
+) -> Vec<(&'static str, String)> {
+    match result {
+        Ok(value) => panic!("expected issues, parsed {value:?}"),
+        Err(issues) => issues
+            .iter()
+            .map(|i| (i.code.as_str(), super::render_path(&i.path)))
+            .collect(),
+    }
+}
+
+/// Test support: replaces the value at a dotted path (`policy.resources.cpus`), adding the key if absent.
+#[cfg(test)]
+pub fn with(mut root: Value, path: &str, value: Value) -> Value {
+    fn set(node: &mut Value, keys: &[&str], value: Value) {
+        if let Value::Object(fields) = node {
+            match keys {
+                [last] => match fields.iter_mut().find(|(k, _)| k == last) {
+                    Some(slot) => slot.1 = value,
+                    None => fields.push(((*last).to_owned(), value)),
+                },
+                [first, rest @ ..] => {
+                    if let Some(slot) = fields.iter_mut().find(|(k, _)| k == first) {
+                        set(&mut slot.1, rest, value);
+                    }
+                }
+                [] => {}
+            }
+        }
+    }
+    let keys: Vec<&str> = path.split('.').collect();
+    set(&mut root, &keys, value);
+    root
+}

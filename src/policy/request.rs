@@ -367,3 +367,179 @@ impl ToValue for WorkspaceDiskQuota {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::{from_json, issue_list, with};
+    use serde_json::json;
+
+    fn valid() -> Value {
+        from_json(json!({ "policy": {
+            "resources": { "cpus": 0.5, "memoryBytes": 268435456, "pids": 64 },
+            "temporaryStorage": { "homeBytes": 1048576, "tempBytes": 1048576 },
+            "network": { "kind": "isolated" },
+            "deadlines": { "startupMs": 60000, "cleanupMs": 30000 },
+            "transfers": { "chunkBytes": 65536, "metadataBatchBytes": 65536, "mergeFanIn": 8 },
+            "streams": { "maxBufferedInputBytes": 1048576, "maxBufferedOutputBytes": 1048576, "highWaterMark": 65536 }
+        }}))
+    }
+
+    fn issues_of(input: Value) -> Vec<(&'static str, String)> {
+        issue_list(parse_sandbox_request(&input))
+    }
+
+    #[test]
+    fn fills_defaults() {
+        let request = parse_sandbox_request(&valid()).expect("valid request");
+        assert_eq!(request.policy.execution, Execution::UntilStopped);
+        assert_eq!(
+            request.policy.workspace_disk_quota,
+            WorkspaceDiskQuota::NotRequested
+        );
+        assert_eq!(request.policy.streams.max_output_bytes, None);
+        assert_eq!(request.policy.deadlines.startup_ms, 60_000);
+    }
+
+    #[test]
+    fn thirty_day_deadline_is_exact() {
+        let input = with(
+            valid(),
+            "policy.execution",
+            from_json(json!({ "kind": "deadline", "timeoutMs": 2_592_000_000u64 })),
+        );
+        let request = parse_sandbox_request(&input).expect("valid request");
+        assert_eq!(
+            request.policy.execution,
+            Execution::Deadline {
+                timeout_ms: 2_592_000_000
+            }
+        );
+    }
+
+    #[test]
+    fn non_finite_and_non_integer_values() {
+        let input = with(valid(), "policy.resources.cpus", Value::Number(f64::NAN));
+        assert_eq!(
+            issues_of(input),
+            vec![("not_finite", "policy.resources.cpus".into())]
+        );
+        let input = with(
+            valid(),
+            "policy.resources.cpus",
+            Value::Number(f64::NEG_INFINITY),
+        );
+        assert_eq!(
+            issues_of(input),
+            vec![("not_finite", "policy.resources.cpus".into())]
+        );
+        let input = with(valid(), "policy.resources.memoryBytes", Value::Number(1.5));
+        assert_eq!(
+            issues_of(input),
+            vec![("not_integer", "policy.resources.memoryBytes".into())]
+        );
+        let input = with(
+            valid(),
+            "policy.resources.pids",
+            Value::Number(9_007_199_254_740_992.0),
+        );
+        assert_eq!(
+            issues_of(input),
+            vec![("unsafe_integer", "policy.resources.pids".into())]
+        );
+        let input = with(valid(), "policy.resources.pids", Value::BigInt(Some(5)));
+        assert_eq!(
+            issues_of(input),
+            vec![("invalid_type", "policy.resources.pids".into())]
+        );
+    }
+
+    #[test]
+    fn bounds_at_and_one_past() {
+        for (path, at, past, code) in [
+            (
+                "policy.deadlines.startupMs",
+                60_000.0,
+                60_001.0,
+                "too_large",
+            ),
+            (
+                "policy.deadlines.cleanupMs",
+                30_000.0,
+                30_001.0,
+                "too_large",
+            ),
+            ("policy.deadlines.cleanupMs", 1.0, 0.0, "too_small"),
+            ("policy.transfers.mergeFanIn", 2.0, 1.0, "too_small"),
+            (
+                "policy.transfers.chunkBytes",
+                16_777_216.0,
+                16_777_217.0,
+                "too_large",
+            ),
+        ] {
+            assert!(
+                parse_sandbox_request(&with(valid(), path, Value::Number(at))).is_ok(),
+                "{path} at {at}"
+            );
+            assert_eq!(
+                issues_of(with(valid(), path, Value::Number(past))),
+                vec![(code, path.to_owned())]
+            );
+        }
+    }
+
+    #[test]
+    fn retired_and_unknown_fields() {
+        let input = with(valid(), "policy.deadlines.executionMs", Value::Number(1.0));
+        let input = with(input, "policy.deadlines.operationMs", Value::Number(1.0));
+        let input = with(input, "policy.extra", Value::Null);
+        assert_eq!(
+            issues_of(input),
+            vec![
+                ("retired_field", "policy.deadlines.executionMs".into()),
+                ("retired_field", "policy.deadlines.operationMs".into()),
+                ("unknown_field", "policy.extra".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn collects_every_issue() {
+        let input = with(
+            valid(),
+            "policy.network",
+            from_json(json!({ "kind": "lan" })),
+        );
+        let input = with(
+            input,
+            "policy.streams.highWaterMark",
+            Value::Number(2_000_000.0),
+        );
+        let input = with(
+            input,
+            "policy.workspaceDiskQuota",
+            from_json(json!({ "kind": "required", "bytes": 0 })),
+        );
+        assert_eq!(
+            issues_of(input),
+            vec![
+                ("invalid_value", "policy.network.kind".into()),
+                ("too_large", "policy.streams.highWaterMark".into()),
+                ("too_small", "policy.workspaceDiskQuota.bytes".into()),
+                ("required", "policy.workspaceDiskQuota.accounting".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn undefined_counts_as_missing() {
+        let input = with(valid(), "policy.resources", Value::Undefined);
+        assert_eq!(
+            issues_of(input),
+            vec![("required", "policy.resources".into())]
+        );
+        let input = with(valid(), "policy.execution", Value::Undefined);
+        assert!(parse_sandbox_request(&input).is_ok());
+    }
+}

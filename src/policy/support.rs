@@ -109,3 +109,31 @@ impl ToValue for SandboxSupport {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::{from_json, issue_list};
+    use serde_json::json;
+
+    #[test]
+    fn support_lists() {
+        let ok = from_json(
+            json!({ "backendId": "d", "backendRevision": "1", "network": ["isolated"], "execution": ["until_stopped", "deadline"], "workspaceDiskQuota": false }),
+        );
+        let support = parse_sandbox_support(&ok).expect("valid support");
+        assert_eq!(support.network, vec![NetworkKind::Isolated]);
+        let bad = from_json(
+            json!({ "backendId": "", "backendRevision": "1", "network": ["outbound", "outbound"], "execution": [], "workspaceDiskQuota": 0 }),
+        );
+        assert_eq!(
+            issue_list(parse_sandbox_support(&bad)),
+            vec![
+                ("too_small", "backendId".into()),
+                ("duplicate", "network[1]".into()),
+                ("too_small", "execution".into()),
+                ("invalid_type", "workspaceDiskQuota".into()),
+            ]
+        );
+    }
+}

@@ -138,3 +138,66 @@ impl ToValue for SandboxProcessSpec {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::{from_json, issue_list};
+    use serde_json::json;
+
+    fn issues_of(input: serde_json::Value) -> Vec<(&'static str, String)> {
+        issue_list(parse_sandbox_process_spec(&from_json(input)))
+    }
+
+    #[test]
+    fn literal_recipe() {
+        let spec = parse_sandbox_process_spec(&from_json(json!({
+            "executable": "/bin/sh", "args": ["-c", "true"], "env": { "B": "2", "A": "1" }, "cwd": "/sandbox/workspace"
+        })))
+        .expect("valid spec");
+        let mut env = spec.env.clone();
+        env.sort();
+        assert_eq!(
+            env,
+            vec![("A".into(), "1".into()), ("B".into(), "2".into())]
+        );
+        assert_eq!(parse_sandbox_process_spec(&spec.to_value()), Ok(spec));
+    }
+
+    #[test]
+    fn every_issue_with_its_path() {
+        let args: Vec<String> = (0..129).map(|i| i.to_string()).collect();
+        assert_eq!(
+            issues_of(
+                json!({ "executable": "sh", "args": args, "env": { "A=B": "x", "C": 1 }, "cwd": "/a/", "shell": true })
+            ),
+            vec![
+                ("invalid_path", "executable".into()),
+                ("too_long", "args".into()),
+                ("invalid_value", "env.A=B".into()),
+                ("invalid_type", "env.C".into()),
+                ("invalid_path", "cwd".into()),
+                ("unknown_field", "shell".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn env_value_bound_and_recipe_size() {
+        let at = "x".repeat(PROCESS_ENV_VALUE_BYTES_MAX);
+        let ok = json!({ "executable": "/a", "args": [], "env": { "V": at }, "cwd": "/" });
+        assert!(parse_sandbox_process_spec(&from_json(ok)).is_ok());
+        let past = "x".repeat(PROCESS_ENV_VALUE_BYTES_MAX + 1);
+        assert_eq!(
+            issues_of(json!({ "executable": "/a", "args": [], "env": { "V": past }, "cwd": "/" })),
+            vec![("too_long", "env.V".into())]
+        );
+        let big: serde_json::Map<String, serde_json::Value> = (0..17)
+            .map(|i| (format!("V{i}"), json!("x".repeat(16_000))))
+            .collect();
+        assert_eq!(
+            issues_of(json!({ "executable": "/a", "args": [], "env": big, "cwd": "/" })),
+            vec![("too_long", "(input)".into())]
+        );
+    }
+}

@@ -368,3 +368,67 @@ impl ToValue for Resource {
         ])
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::{from_json, issue_list, with};
+    use serde_json::json;
+
+    fn valid() -> Value {
+        let d = |c: &str| format!("sha256:{}", c.repeat(64));
+        from_json(json!({
+            "format": RECOVERY_FORMAT, "backendId": "docker", "backendRevision": "1", "namespace": "ns",
+            "operationId": "op", "sandboxId": "sbx", "imageDigest": d("a"), "policyDigest": d("b"),
+            "configurationDigest": d("c"), "phase": "starting", "authority": { "kind": "unverified" },
+            "resources": [
+                { "role": "compute", "name": "c", "identity": { "kind": "creating" } },
+                { "role": "storage", "name": "s", "identity": { "kind": "identified", "id": "v", "fingerprint": d("d") } }
+            ]
+        }))
+    }
+
+    #[test]
+    fn round_trips() {
+        let record = parse_sandbox_recovery_record(&valid()).expect("valid record");
+        assert_eq!(
+            parse_sandbox_recovery_record(&record.to_value()).as_ref(),
+            Ok(&record)
+        );
+        assert_eq!(json_len(&record.to_value()), json_len(&valid()));
+        assert_eq!(record.phase, Phase::Starting);
+    }
+
+    #[test]
+    fn other_formats_stop_before_anything_else() {
+        let v1 = with(
+            valid(),
+            "format",
+            Value::string("agenai.sandbox-recovery.v1"),
+        );
+        let v1 = with(v1, "extra", Value::Null);
+        assert_eq!(
+            issue_list(parse_sandbox_recovery_record(&v1)),
+            vec![("unsupported_format", "format".into())]
+        );
+    }
+
+    #[test]
+    fn digests_and_roles() {
+        assert!(is_sha256_digest(&format!("sha256:{}", "0".repeat(64))));
+        assert!(!is_sha256_digest(&format!("sha256:{}", "G".repeat(64))));
+        assert!(!is_sha256_digest(&format!("sha512:{}", "0".repeat(64))));
+        let dup = with(
+            valid(),
+            "resources",
+            from_json(json!([
+                { "role": "compute", "name": "a", "identity": { "kind": "planned" } },
+                { "role": "compute", "name": "b", "identity": { "kind": "planned" } }
+            ])),
+        );
+        assert_eq!(
+            issue_list(parse_sandbox_recovery_record(&dup)),
+            vec![("duplicate", "resources[1].role".into())]
+        );
+    }
+}

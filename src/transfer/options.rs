@@ -138,3 +138,65 @@ impl TransferOptions {
         Value::object(fields)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::issue_list;
+
+    fn quotas(fields: Vec<(&str, Value)>) -> Value {
+        Value::object([("quotas", Value::object(fields))])
+    }
+
+    #[test]
+    fn numbers_and_bigints() {
+        let options = parse_transfer_options(&quotas(vec![
+            ("maxFiles", Value::Number(3.0)),
+            ("maxPaths", Value::BigInt(Some(i128::from(u64::MAX)))),
+        ]))
+        .expect("valid options");
+        assert_eq!(options.quotas.max_files, Some(3));
+        assert_eq!(options.quotas.max_paths, Some(u64::MAX));
+        assert_eq!(
+            parse_transfer_options(&Value::Undefined),
+            Ok(TransferOptions::default())
+        );
+    }
+
+    #[test]
+    fn bad_amounts() {
+        let input = quotas(vec![
+            ("maxFiles", Value::BigInt(Some(-1))),
+            (
+                "maxFileBytes",
+                Value::BigInt(Some(i128::from(u64::MAX) + 1)),
+            ),
+            ("maxTotalBytes", Value::Number(0.5)),
+            ("maxArchiveBytes", Value::Number(f64::INFINITY)),
+            ("maxPaths", Value::string("1")),
+            ("maxDirs", Value::Number(1.0)),
+        ]);
+        assert_eq!(
+            issue_list(parse_transfer_options(&input)),
+            vec![
+                ("too_small", "quotas.maxFiles".into()),
+                ("too_large", "quotas.maxFileBytes".into()),
+                ("not_integer", "quotas.maxTotalBytes".into()),
+                ("not_finite", "quotas.maxArchiveBytes".into()),
+                ("invalid_type", "quotas.maxPaths".into()),
+                ("unknown_field", "quotas.maxDirs".into()),
+            ]
+        );
+    }
+
+    #[test]
+    fn signal_must_be_an_abort_signal() {
+        let good = Value::object([("signal", Value::Foreign("AbortSignal".into()))]);
+        assert!(parse_transfer_options(&good).is_ok_and(|o| o.has_signal));
+        let bad = Value::object([("signal", Value::object([("aborted", Value::Bool(false))]))]);
+        assert_eq!(
+            issue_list(parse_transfer_options(&bad)),
+            vec![("invalid_type", "signal".into())]
+        );
+    }
+}
