@@ -26,7 +26,7 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 
     exit 1
   fi
   echo "ensure-docker: installing docker.io and busybox-static from Debian" >&2
-  export DEBIAN_FRONTEND=noninteractive
+  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
   apt-get update -qq >/dev/null
   apt-get install -y -qq docker.io busybox-static >/dev/null
 fi
