@@ -3,6 +3,7 @@
 
 pub mod input;
 pub mod json;
+pub mod lifecycle;
 pub mod limits;
 pub mod paths;
 pub mod policy;

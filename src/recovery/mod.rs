@@ -1,4 +1,5 @@
-//! Recovery: the v2 record and the caller's persistence policy.
+//! Recovery: the v2 record, the rule that keeps its identity fixed, and the persistence policy.
 
+pub mod continuation;
 pub mod policy;
 pub mod record;

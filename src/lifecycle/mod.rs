@@ -1,0 +1,14 @@
+//! The sandbox lifecycle: one owner state machine for every driver, Rust or JavaScript.
+
+pub mod admission;
+pub mod cancel;
+pub mod driver;
+pub mod error;
+pub mod journal;
+pub mod observe;
+pub mod owner;
+pub mod recovered;
+pub mod state;
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,350 @@
+//! The sandbox owner: one reservation's whole life, from inert reservation to destroyed, with
+//! cleanup ownership that no failure, cancellation or deadline can lose.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::admission::check_effective;
+use super::cancel::Cancel;
+use super::driver::{DriverReservation, Persist, ReadyFacts, StartContext};
+use super::error::{CleanupOperation, OperationCode, OwnerError};
+use super::journal::Journal;
+use super::observe::{enter, observe, sleep_exactly, Actual, Observed};
+use super::state::{Operation, State};
+use crate::policy::request::{Execution, SandboxRequest};
+use crate::recovery::record::SandboxRecoveryRecord;
+
+/// Cheap to clone: every clone is the same owner.
+#[derive(Clone)]
+pub struct SandboxOwner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    id: String,
+    driver: Arc<dyn DriverReservation>,
+    request: SandboxRequest,
+    journal: Arc<Journal>,
+    startup_cancel: Cancel,
+    core: Mutex<Core>,
+}
+
+struct Core {
+    state: State,
+    startup: Option<Actual<ReadyFacts>>,
+    ready: Option<ReadyFacts>,
+    stop: Option<Actual<()>>,
+    destroy: Option<Actual<()>>,
+    /// Fired when compute stops: ends the execution deadline timer and the process port.
+    execution: Option<Cancel>,
+}
+
+impl SandboxOwner {
+    /// Wraps a fresh driver reservation. Inert: nothing is acquired until `start`.
+    pub fn new(
+        id: String,
+        driver: Arc<dyn DriverReservation>,
+        request: SandboxRequest,
+        initial: SandboxRecoveryRecord,
+        persist: Option<Arc<dyn Persist>>,
+    ) -> Self {
+        let startup_cancel = Cancel::new();
+        let journal = Arc::new(Journal::new(initial, persist, startup_cancel.clone()));
+        Self {
+            inner: Arc::new(Inner {
+                id,
+                driver,
+                request,
+                journal,
+                startup_cancel,
+                core: Mutex::new(Core {
+                    state: State::Reserved,
+                    startup: None,
+                    ready: None,
+                    stop: None,
+                    destroy: None,
+                    execution: None,
+                }),
+            }),
+        }
+    }
+
+    fn core(&self) -> MutexGuard<'_, Core> {
+        self.inner
+            .core
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    pub fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    pub fn state(&self) -> State {
+        self.core().state
+    }
+
+    pub fn request(&self) -> &SandboxRequest {
+        &self.inner.request
+    }
+
+    pub fn recovery_record(&self) -> SandboxRecoveryRecord {
+        self.inner.journal.current()
+    }
+
+    pub fn journal(&self) -> Arc<Journal> {
+        Arc::clone(&self.inner.journal)
+    }
+
+    /// The facts of a completed startup.
+    pub fn ready(&self) -> Option<ReadyFacts> {
+        self.core().ready.clone()
+    }
+
+    fn startup_limit(&self) -> Duration {
+        Duration::from_millis(self.inner.request.policy.deadlines.startup_ms)
+    }
+
+    fn cleanup_limit(&self) -> Duration {
+        Duration::from_millis(self.inner.request.policy.deadlines.cleanup_ms)
+    }
+
+    /// Marks an operation's failure, unless cleanup has already taken over.
+    pub fn fence(&self, operation: Operation) {
+        let mut core = self.core();
+        if !core.state.in_cleanup() {
+            core.state = State::Uncertain(operation);
+        }
+    }
+
+    /// Starts the sandbox once. Any failure comes back as `OwnerError::Start`: this owner keeps
+    /// cleanup ownership of whatever was acquired. `caller` is the caller's cancellation.
+    pub async fn start(&self, caller: Option<Cancel>) -> Result<ReadyFacts, OwnerError> {
+        let actual = {
+            let mut core = self.core();
+            if core.state != State::Reserved {
+                return Err(OwnerError::state(
+                    "sandbox startup is once-only and cannot follow cleanup",
+                ));
+            }
+            core.state = State::Starting;
+            if caller.as_ref().is_some_and(Cancel::is_cancelled) {
+                self.inner.startup_cancel.cancel(OwnerError::cancelled(
+                    "sandbox startup was cancelled before entry",
+                ));
+            }
+            let owner = self.clone();
+            let actual = enter(async move {
+                let result = owner.run_startup().await;
+                if result.is_err() {
+                    owner.fence(Operation::Start);
+                }
+                result
+            });
+            core.startup = Some(actual.clone());
+            actual
+        };
+        let mut cancels = vec![self.inner.startup_cancel.clone()];
+        cancels.extend(caller);
+        let result = match observe(
+            actual,
+            Some(self.startup_limit()),
+            &cancels,
+            "sandbox startup",
+        )
+        .await
+        {
+            Observed::Settled(result) => result,
+            Observed::Interrupted(reason) => {
+                self.inner.startup_cancel.cancel(reason.clone());
+                self.fence(Operation::Start);
+                self.stop_in_background();
+                Err(reason)
+            }
+        };
+        result.map_err(|cause| OwnerError::Start {
+            message: "sandbox startup failed; its reservation keeps cleanup ownership".into(),
+            cause: Arc::new(cause),
+        })
+    }
+
+    async fn run_startup(&self) -> Result<ReadyFacts, OwnerError> {
+        let cancel = &self.inner.startup_cancel;
+        cancel.check()?;
+        self.inner.journal.initialize().await?;
+        cancel.check()?;
+        let context = StartContext {
+            cancel: cancel.clone(),
+            journal: self.journal(),
+        };
+        let ready = Arc::clone(&self.inner.driver).start(context).await?;
+        let mut core = self.core();
+        if core.state != State::Starting || cancel.is_cancelled() {
+            return Err(OwnerError::cancelled(
+                "sandbox startup settled after its admission was closed",
+            ));
+        }
+        check_effective(&self.inner.request, &ready.effective)?;
+        core.ready = Some(ready.clone());
+        core.state = State::Ready;
+        Ok(ready)
+    }
+
+    /// Fences admissions and stops the complete workload, keeping storage. Concurrent calls
+    /// join the entered stop; a failed one leaves this owner able to retry.
+    pub async fn stop(&self) -> Result<(), OwnerError> {
+        let actual = {
+            let mut core = self.core();
+            if matches!(core.state, State::Stopped | State::Destroyed) {
+                return Ok(());
+            }
+            self.begin_stop(&mut core)
+        };
+        self.observe_cleanup(actual, CleanupOperation::Stop).await
+    }
+
+    /// Stops, then releases storage.
+    pub async fn destroy(&self) -> Result<(), OwnerError> {
+        let actual = {
+            let mut core = self.core();
+            if core.state == State::Destroyed {
+                return Ok(());
+            }
+            core.state = State::Destroying;
+            match &core.destroy {
+                Some(actual) => actual.clone(),
+                None => {
+                    let stopped = self.begin_stop(&mut core);
+                    let owner = self.clone();
+                    let actual = enter(async move {
+                        let result = async {
+                            stopped.await?;
+                            Arc::clone(&owner.inner.driver).destroy().await
+                        }
+                        .await;
+                        let mut core = owner.core();
+                        match result {
+                            Ok(()) => core.state = State::Destroyed,
+                            Err(_) => {
+                                core.destroy = None;
+                                if core.state != State::Destroyed {
+                                    core.state = State::Uncertain(Operation::Destroy);
+                                }
+                            }
+                        }
+                        result
+                    });
+                    core.destroy = Some(actual.clone());
+                    actual
+                }
+            }
+        };
+        self.observe_cleanup(actual, CleanupOperation::Destroy)
+            .await
+    }
+
+    async fn observe_cleanup(
+        &self,
+        actual: Actual<()>,
+        operation: CleanupOperation,
+    ) -> Result<(), OwnerError> {
+        let what = match operation {
+            CleanupOperation::Stop => "sandbox stop",
+            CleanupOperation::Destroy => "sandbox destruction",
+        };
+        let cause = match observe(actual, Some(self.cleanup_limit()), &[], what).await {
+            Observed::Settled(Ok(())) => return Ok(()),
+            Observed::Settled(Err(cause)) | Observed::Interrupted(cause) => cause,
+        };
+        self.fence(match operation {
+            CleanupOperation::Stop => Operation::Stop,
+            CleanupOperation::Destroy => Operation::Destroy,
+        });
+        Err(OwnerError::Cleanup {
+            operation,
+            message: format!("{what} did not settle successfully; the same owner can retry it"),
+            cause: Arc::new(cause),
+        })
+    }
+
+    fn stop_in_background(&self) {
+        let owner = self.clone();
+        tokio::spawn(async move {
+            // The failure stays visible through state and the next stop or destroy call.
+            let _ = owner.stop().await;
+        });
+    }
+
+    /// Enters (or joins) the physical stop. Must be called with the core locked.
+    fn begin_stop(&self, core: &mut Core) -> Actual<()> {
+        if let Some(actual) = &core.stop {
+            return actual.clone();
+        }
+        if core.state != State::Destroying {
+            core.state = State::Stopping;
+        }
+        self.inner
+            .startup_cancel
+            .cancel(OwnerError::cancelled("sandbox compute is stopping"));
+        if let Some(execution) = core.execution.take() {
+            execution.cancel(OwnerError::cancelled("sandbox compute is stopping"));
+        }
+        let startup = core.startup.clone();
+        let owner = self.clone();
+        let actual = enter(async move {
+            let physical = Arc::clone(&owner.inner.driver).stop().await;
+            if let Some(startup) = startup {
+                // Entered startup must settle before compute counts as stopped.
+                let _ = startup.await;
+            }
+            let mut core = owner.core();
+            match physical {
+                Ok(()) => {
+                    if !matches!(core.state, State::Destroying | State::Destroyed) {
+                        core.state = State::Stopped;
+                    }
+                }
+                Err(_) => {
+                    core.stop = None;
+                    if !matches!(core.state, State::Destroying | State::Destroyed) {
+                        core.state = State::Uncertain(Operation::Stop);
+                    }
+                }
+            }
+            physical
+        });
+        core.stop = Some(actual.clone());
+        actual
+    }
+
+    /// Process start entry: from here the execution policy owns the whole workload. With a
+    /// deadline, compute stops when it fires, however far away it is.
+    pub fn enter_execution(&self) -> Result<Cancel, OwnerError> {
+        let mut core = self.core();
+        if core.state != State::Ready {
+            return Err(OwnerError::state("process startup requires ready compute"));
+        }
+        if core.execution.is_some() {
+            return Err(OwnerError::state("a sandbox admits one process execution"));
+        }
+        let execution = Cancel::new();
+        core.execution = Some(execution.clone());
+        if let Execution::Deadline { timeout_ms } = self.inner.request.policy.execution {
+            let owner = self.clone();
+            let timer = execution.clone();
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = timer.cancelled() => {}
+                    () = sleep_exactly(Duration::from_millis(timeout_ms)) => {
+                        timer.cancel(OwnerError::operation(
+                            OperationCode::DeadlineExceeded,
+                            "sandbox execution exceeded its deadline",
+                        ));
+                        let _ = owner.stop().await;
+                    }
+                }
+            });
+        }
+        Ok(execution)
+    }
+}

@@ -1,0 +1,130 @@
+//! Cleanup-only ownership of a reconciled sandbox: stop and destroy, never run.
+
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use super::driver::RecoveredDriver;
+use super::error::{CleanupOperation, OwnerError};
+use super::observe::{enter, observe, Actual, Observed};
+use crate::limits::CLEANUP_MS_MAX;
+use crate::recovery::continuation::{check_continuation, Continuation};
+use crate::recovery::record::SandboxRecoveryRecord;
+
+#[derive(Clone)]
+pub struct RecoveredOwner {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    driver: Arc<dyn RecoveredDriver>,
+    record: Mutex<SandboxRecoveryRecord>,
+    stop: Mutex<Option<Actual<()>>>,
+    destroy: Mutex<Option<Actual<()>>>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl RecoveredOwner {
+    pub fn new(driver: Arc<dyn RecoveredDriver>, record: SandboxRecoveryRecord) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                driver,
+                record: Mutex::new(record),
+                stop: Mutex::new(None),
+                destroy: Mutex::new(None),
+            }),
+        }
+    }
+
+    /// The driver's current record, which may only continue the reconciled identity.
+    pub fn recovery_record(&self) -> Result<SandboxRecoveryRecord, OwnerError> {
+        let next = self.inner.driver.recovery_record()?;
+        let mut record = lock(&self.inner.record);
+        check_continuation(&record, &next, Continuation::Reconciliation)
+            .map_err(|why| OwnerError::State(format!("recovered record refused: {why}")))?;
+        *record = next.clone();
+        Ok(next)
+    }
+
+    pub async fn stop(&self) -> Result<(), OwnerError> {
+        let actual = self.begin_stop();
+        Self::observed(actual, CleanupOperation::Stop).await
+    }
+
+    pub async fn destroy(&self) -> Result<(), OwnerError> {
+        let actual = {
+            let mut slot = lock(&self.inner.destroy);
+            match &*slot {
+                Some(actual) => actual.clone(),
+                None => {
+                    let stopped = self.begin_stop();
+                    let owner = self.clone();
+                    let actual = enter(async move {
+                        let result = async {
+                            stopped.await?;
+                            owner.recovery_record()?;
+                            Arc::clone(&owner.inner.driver).destroy().await
+                        }
+                        .await;
+                        if result.is_err() {
+                            *lock(&owner.inner.destroy) = None;
+                        }
+                        result
+                    });
+                    *slot = Some(actual.clone());
+                    actual
+                }
+            }
+        };
+        Self::observed(actual, CleanupOperation::Destroy).await
+    }
+
+    fn begin_stop(&self) -> Actual<()> {
+        let mut slot = lock(&self.inner.stop);
+        if let Some(actual) = &*slot {
+            return actual.clone();
+        }
+        let owner = self.clone();
+        let actual = enter(async move {
+            let result = async {
+                owner.recovery_record()?;
+                Arc::clone(&owner.inner.driver).stop().await
+            }
+            .await;
+            if result.is_err() {
+                *lock(&owner.inner.stop) = None;
+            }
+            result
+        });
+        *slot = Some(actual.clone());
+        actual
+    }
+
+    async fn observed(actual: Actual<()>, operation: CleanupOperation) -> Result<(), OwnerError> {
+        let what = match operation {
+            CleanupOperation::Stop => "recovered sandbox stop",
+            CleanupOperation::Destroy => "recovered sandbox destruction",
+        };
+        match observe(
+            actual,
+            Some(Duration::from_millis(CLEANUP_MS_MAX)),
+            &[],
+            what,
+        )
+        .await
+        {
+            Observed::Settled(Ok(())) => Ok(()),
+            Observed::Settled(Err(cause)) | Observed::Interrupted(cause) => {
+                Err(OwnerError::Cleanup {
+                    operation,
+                    message: format!(
+                        "{what} did not settle successfully; the same owner can retry it"
+                    ),
+                    cause: Arc::new(cause),
+                })
+            }
+        }
+    }
+}

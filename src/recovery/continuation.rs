@@ -1,0 +1,163 @@
+//! A record may change its phase, authority and resource progress, never its identity. This is
+//! what makes a persisted record safe to act on after a crash: nothing can re-point it.
+
+use super::record::{Authority, Identity, SandboxRecoveryRecord};
+
+/// Who proposes the next record: the live owner (`Checkpoint`) or a backend describing what it
+/// found (`Reconciliation`, which may not report a new acquisition as entered).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Continuation {
+    Checkpoint,
+    Reconciliation,
+}
+
+/// `Ok` when `next` continues `previous`; otherwise why it does not.
+pub fn check_continuation(
+    previous: &SandboxRecoveryRecord,
+    next: &SandboxRecoveryRecord,
+    by: Continuation,
+) -> Result<(), String> {
+    let same_identity = next.backend_id == previous.backend_id
+        && next.backend_revision == previous.backend_revision
+        && next.namespace == previous.namespace
+        && next.operation_id == previous.operation_id
+        && next.sandbox_id == previous.sandbox_id
+        && next.image_digest == previous.image_digest
+        && next.policy_digest == previous.policy_digest
+        && next.configuration_digest == previous.configuration_digest
+        && next.resources.len() == previous.resources.len();
+    if !same_identity {
+        return Err("a recovery record cannot change its backend, namespace, operation, sandbox, digests or resource set".into());
+    }
+    if let Authority::Verified { backend_identity } = &previous.authority {
+        let kept = matches!(&next.authority, Authority::Verified { backend_identity: b } if b == backend_identity);
+        if !kept {
+            return Err(
+                "a recovery record cannot replace or drop its verified backend authority".into(),
+            );
+        }
+    }
+    for resource in &previous.resources {
+        let Some(replacement) = next.resources.iter().find(|r| r.role == resource.role) else {
+            return Err(format!(
+                "the {} resource disappeared from the recovery record",
+                resource.role.as_str()
+            ));
+        };
+        if replacement.name != resource.name {
+            return Err(format!(
+                "the {} resource cannot be renamed",
+                resource.role.as_str()
+            ));
+        }
+        let allowed = match (&resource.identity, &replacement.identity) {
+            (Identity::Planned, Identity::Planned) => true,
+            (Identity::Planned, Identity::Creating) => by == Continuation::Checkpoint,
+            (Identity::Planned, Identity::Identified { .. }) => false,
+            (Identity::Creating, Identity::Planned) => false,
+            (Identity::Creating, _) => true,
+            (
+                Identity::Identified { id, fingerprint },
+                Identity::Identified {
+                    id: i,
+                    fingerprint: f,
+                },
+            ) => id == i && fingerprint == f,
+            (Identity::Identified { .. }, _) => false,
+        };
+        if !allowed {
+            return Err(format!(
+                "the {} resource cannot replace an owned identity or enter a new effect here",
+                resource.role.as_str()
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::record::{Phase, Resource, Role};
+
+    fn record(identity: Identity) -> SandboxRecoveryRecord {
+        SandboxRecoveryRecord {
+            backend_id: "b".into(),
+            backend_revision: "1".into(),
+            namespace: "ns".into(),
+            operation_id: "op".into(),
+            sandbox_id: "s".into(),
+            image_digest: format!("sha256:{}", "a".repeat(64)),
+            policy_digest: format!("sha256:{}", "b".repeat(64)),
+            configuration_digest: format!("sha256:{}", "c".repeat(64)),
+            phase: Phase::Reserved,
+            authority: Authority::Unverified,
+            resources: vec![Resource {
+                role: Role::Compute,
+                name: "c".into(),
+                identity,
+            }],
+        }
+    }
+
+    fn identified(id: &str) -> Identity {
+        Identity::Identified {
+            id: id.into(),
+            fingerprint: format!("sha256:{}", "d".repeat(64)),
+        }
+    }
+
+    #[test]
+    fn progress_is_allowed() {
+        let planned = record(Identity::Planned);
+        let creating = record(Identity::Creating);
+        let done = record(identified("x"));
+        assert!(check_continuation(&planned, &creating, Continuation::Checkpoint).is_ok());
+        assert!(check_continuation(&creating, &done, Continuation::Checkpoint).is_ok());
+        assert!(check_continuation(&done, &done, Continuation::Reconciliation).is_ok());
+        let mut later = done.clone();
+        later.phase = Phase::Ready;
+        later.authority = Authority::Verified {
+            backend_identity: "engine".into(),
+        };
+        assert!(check_continuation(&done, &later, Continuation::Checkpoint).is_ok());
+    }
+
+    #[test]
+    fn identity_changes_are_refused() {
+        let planned = record(Identity::Planned);
+        assert!(
+            check_continuation(&planned, &record(identified("x")), Continuation::Checkpoint)
+                .is_err()
+        );
+        assert!(check_continuation(
+            &planned,
+            &record(Identity::Creating),
+            Continuation::Reconciliation
+        )
+        .is_err());
+        assert!(check_continuation(
+            &record(identified("x")),
+            &record(identified("y")),
+            Continuation::Checkpoint
+        )
+        .is_err());
+        assert!(check_continuation(
+            &record(Identity::Creating),
+            &planned,
+            Continuation::Checkpoint
+        )
+        .is_err());
+        let mut moved = planned.clone();
+        moved.namespace = "other".into();
+        assert!(check_continuation(&planned, &moved, Continuation::Checkpoint).is_err());
+        let mut renamed = planned.clone();
+        renamed.resources[0].name = "d".into();
+        assert!(check_continuation(&planned, &renamed, Continuation::Checkpoint).is_err());
+        let mut verified = planned.clone();
+        verified.authority = Authority::Verified {
+            backend_identity: "e".into(),
+        };
+        assert!(check_continuation(&verified, &planned, Continuation::Checkpoint).is_err());
+    }
+}
