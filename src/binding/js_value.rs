@@ -90,6 +90,28 @@ fn class_name(object: &Object<'_>) -> Result<Option<String>> {
     Ok(Some(unsafe { name.cast::<String>()? }))
 }
 
+/// A JS value captured on arrival (a driver's resolved result, a checkpointed record).
+pub struct Captured(pub Value);
+
+impl FromNapiValue for Captured {
+    unsafe fn from_napi_value(env: sys::napi_env, value: sys::napi_value) -> Result<Self> {
+        let unknown = unsafe { Unknown::from_raw_unchecked(env, value) };
+        capture(unknown).map(Captured)
+    }
+}
+
+impl TypeName for Captured {
+    fn type_name() -> &'static str {
+        "unknown"
+    }
+
+    fn value_type() -> ValueType {
+        ValueType::Unknown
+    }
+}
+
+impl ValidateNapiValue for Captured {}
+
 /// Core data on its way to JS: objects, arrays, strings, numbers, bigints.
 pub struct JsData(pub Value);
 

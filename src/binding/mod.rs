@@ -1,5 +1,8 @@
 //! The only napi code: converts between JS values and the core, nothing else.
 
 mod constants;
+mod errors;
+mod js_driver;
 mod js_value;
+mod owner;
 mod parsers;

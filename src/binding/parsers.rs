@@ -5,40 +5,19 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::js_value::{capture, JsData};
-use crate::input::{Issue, Seg, ToValue, Value};
+use super::errors::issue_value;
+use crate::input::{Issue, ToValue, Value};
 use crate::paths::{self, Anchor};
 use crate::{policy, process, recovery, transfer};
 
-fn outcome<T>(
-    result: std::result::Result<T, Vec<Issue>>,
-    to_value: impl FnOnce(&T) -> Value,
-) -> JsData {
+fn outcome<T>(result: std::result::Result<T, Vec<Issue>>, to_value: impl FnOnce(&T) -> Value) -> JsData {
     JsData(match result {
         Ok(value) => Value::object([("ok", Value::Bool(true)), ("value", to_value(&value))]),
         Err(issues) => Value::object([
             ("ok", Value::Bool(false)),
-            (
-                "issues",
-                Value::Array(issues.iter().map(issue_value).collect()),
-            ),
+            ("issues", Value::Array(issues.iter().map(issue_value).collect())),
         ]),
     })
-}
-
-fn issue_value(issue: &Issue) -> Value {
-    let path = issue
-        .path
-        .iter()
-        .map(|seg| match seg {
-            Seg::Key(key) => Value::string(key.as_str()),
-            Seg::Index(index) => Value::Number(*index as f64),
-        })
-        .collect();
-    Value::object([
-        ("code", Value::string(issue.code.as_str())),
-        ("path", Value::Array(path)),
-        ("message", Value::string(issue.message.as_str())),
-    ])
 }
 
 #[napi(js_name = "parseSandboxRequest")]

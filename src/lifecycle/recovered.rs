@@ -38,14 +38,23 @@ impl RecoveredOwner {
         }
     }
 
-    /// The driver's current record, which may only continue the reconciled identity.
-    pub fn recovery_record(&self) -> Result<SandboxRecoveryRecord, OwnerError> {
-        let next = self.inner.driver.recovery_record()?;
+    /// The last record accepted from the driver.
+    pub fn recovery_record(&self) -> SandboxRecoveryRecord {
+        lock(&self.inner.record).clone()
+    }
+
+    /// Accepts the driver's current record if it only continues the reconciled identity.
+    pub fn observe_record(&self, next: SandboxRecoveryRecord) -> Result<SandboxRecoveryRecord, OwnerError> {
         let mut record = lock(&self.inner.record);
         check_continuation(&record, &next, Continuation::Reconciliation)
             .map_err(|why| OwnerError::State(format!("recovered record refused: {why}")))?;
         *record = next.clone();
         Ok(next)
+    }
+
+    async fn refresh_record(&self) -> Result<SandboxRecoveryRecord, OwnerError> {
+        let next = Arc::clone(&self.inner.driver).recovery_record().await?;
+        self.observe_record(next)
     }
 
     pub async fn stop(&self) -> Result<(), OwnerError> {
@@ -64,7 +73,7 @@ impl RecoveredOwner {
                     let actual = enter(async move {
                         let result = async {
                             stopped.await?;
-                            owner.recovery_record()?;
+                            owner.refresh_record().await?;
                             Arc::clone(&owner.inner.driver).destroy().await
                         }
                         .await;
@@ -89,7 +98,7 @@ impl RecoveredOwner {
         let owner = self.clone();
         let actual = enter(async move {
             let result = async {
-                owner.recovery_record()?;
+                owner.refresh_record().await?;
                 Arc::clone(&owner.inner.driver).stop().await
             }
             .await;

@@ -1,0 +1,173 @@
+//! A driver written in JavaScript, seen from the Rust owner. Every call goes through one
+//! threadsafe function per owner into the JS adapter (`js/driver-port.js`), which never throws:
+//! it resolves `{ ok: true, value }` or `{ ok: false, ref, message }`, `ref` naming the original
+//! JS error so the caller gets that very object back as a cause.
+
+use std::sync::Arc;
+
+use futures::future::{BoxFuture, FutureExt};
+use napi::bindgen_prelude::Promise;
+use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
+use napi::Status;
+
+use super::errors::describe;
+use super::js_value::{Captured, JsData};
+use crate::input::{ToValue, Value};
+use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts, RecoveredDriver, StartContext};
+use crate::lifecycle::error::{DriverFailure, OwnerError};
+use crate::paths::{self, Anchor};
+use crate::policy::effective::parse_sandbox_effective_policy;
+use crate::recovery::record::{parse_sandbox_recovery_record, SandboxRecoveryRecord};
+
+/// `(call: { op, arg }) => Promise<{ ok, value } | { ok: false, ref, message }>`. Weak: a pending
+/// driver call alone never keeps Node alive; the Promise a caller awaits does.
+pub type Invoke = ThreadsafeFunction<JsData, Promise<Captured>, JsData, Status, false, true>;
+
+#[derive(Clone)]
+pub struct JsPort {
+    invoke: Arc<Invoke>,
+}
+
+impl JsPort {
+    pub fn new(invoke: Invoke) -> Self {
+        Self {
+            invoke: Arc::new(invoke),
+        }
+    }
+
+    fn message(op: &str, arg: Value) -> JsData {
+        JsData(Value::object([("op", Value::string(op)), ("arg", arg)]))
+    }
+
+    /// Calls `op` on the adapter and waits for its promise.
+    pub async fn call(&self, op: &str, arg: Value) -> Result<Value, OwnerError> {
+        let lost = |e: napi::Error| OwnerError::driver(format!("the JavaScript driver could not be called ({op}): {e}"));
+        let promise = self.invoke.call_async(Self::message(op, arg)).await.map_err(lost)?;
+        let Captured(reply) = promise.await.map_err(lost)?;
+        if reply.get("ok") == Some(&Value::Bool(true)) {
+            return Ok(reply.get("value").cloned().unwrap_or(Value::Undefined));
+        }
+        let message = match reply.get("message") {
+            Some(Value::String(m)) => m.clone(),
+            _ => format!("the JavaScript driver failed ({op})"),
+        };
+        let external = match reply.get("ref") {
+            Some(Value::Number(n)) if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) => Some(*n as u32),
+            _ => None,
+        };
+        Err(OwnerError::Driver(DriverFailure { message, external }))
+    }
+
+    /// Fire-and-forget notice (an abort), delivered when the JS thread is free.
+    pub fn notify(&self, op: &str, arg: Value) {
+        // A closing environment refuses the call; nothing is left to notify then.
+        let _ = self.invoke.call(Self::message(op, arg), ThreadsafeFunctionCallMode::NonBlocking);
+    }
+}
+
+pub struct JsDriver {
+    port: JsPort,
+}
+
+impl JsDriver {
+    pub fn new(port: JsPort) -> Arc<Self> {
+        Arc::new(Self { port })
+    }
+}
+
+fn ready_facts(value: &Value) -> Result<ReadyFacts, OwnerError> {
+    let effective = parse_sandbox_effective_policy(value.get("effective").unwrap_or(&Value::Undefined))
+        .map_err(|issues| OwnerError::Validation(prefix_issues(issues, "effective")))?;
+    let mut issues = crate::input::Issues::new();
+    let workspace = paths::path(
+        value.get("workspace").unwrap_or(&Value::Undefined),
+        &["workspace".into()],
+        Anchor::Guest,
+        &mut issues,
+    );
+    let workspace = issues.finish(workspace).map_err(OwnerError::Validation)?;
+    Ok(ReadyFacts { effective, workspace })
+}
+
+fn prefix_issues(mut issues: Vec<crate::input::Issue>, field: &str) -> Vec<crate::input::Issue> {
+    for issue in &mut issues {
+        issue.path.insert(0, field.into());
+    }
+    issues
+}
+
+impl DriverReservation for JsDriver {
+    fn start(self: Arc<Self>, context: StartContext) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
+        async move {
+            let call = self.port.call("start", Value::Null);
+            tokio::pin!(call);
+            let reply = tokio::select! {
+                reply = &mut call => reply,
+                reason = context.cancel.cancelled() => {
+                    // Abort the driver's signal, then wait for its start to settle: entered work
+                    // stays owned until it does.
+                    self.port.notify("abortStart", describe(&reason));
+                    call.await
+                }
+            }?;
+            ready_facts(&reply)
+        }
+        .boxed()
+    }
+
+    fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.port.call("stop", Value::Null).await.map(drop) }.boxed()
+    }
+
+    fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.port.call("destroy", Value::Null).await.map(drop) }.boxed()
+    }
+}
+
+/// `{ kind: 'persisted', persist }` through the same adapter.
+pub struct JsPersist {
+    port: JsPort,
+}
+
+impl JsPersist {
+    pub fn new(port: JsPort) -> Arc<Self> {
+        Arc::new(Self { port })
+    }
+}
+
+impl Persist for JsPersist {
+    fn persist(&self, record: SandboxRecoveryRecord) -> BoxFuture<'static, Result<(), OwnerError>> {
+        let port = self.port.clone();
+        async move { port.call("persist", record.to_value()).await.map(drop) }.boxed()
+    }
+}
+
+/// The cleanup owner a JavaScript driver returned from `reconcile`.
+pub struct JsRecoveredDriver {
+    port: JsPort,
+}
+
+impl JsRecoveredDriver {
+    pub fn new(port: JsPort) -> Arc<Self> {
+        Arc::new(Self { port })
+    }
+}
+
+/// Parses a record a driver reported, naming what was wrong with it.
+pub fn reported_record(value: &Value) -> Result<SandboxRecoveryRecord, OwnerError> {
+    parse_sandbox_recovery_record(value).map_err(OwnerError::Validation)
+}
+
+impl RecoveredDriver for JsRecoveredDriver {
+    fn recovery_record(self: Arc<Self>) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>> {
+        async move { reported_record(&self.port.call("recoveredRecord", Value::Null).await?) }.boxed()
+    }
+
+    fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.port.call("recoveredStop", Value::Null).await.map(drop) }.boxed()
+    }
+
+    fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.port.call("recoveredDestroy", Value::Null).await.map(drop) }.boxed()
+    }
+}

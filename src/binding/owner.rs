@@ -1,0 +1,283 @@
+//! The owner classes JavaScript holds: `NativeOwner` (a reservation's whole life),
+//! `NativeReconciliation` (one reconcile call) and `NativeRecoveredOwner` (cleanup only).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use super::errors::{failed, ok, outcome};
+use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
+use super::js_value::{Captured, JsData};
+use crate::input::{ToValue, Value};
+use crate::lifecycle::admission::check_supported;
+use crate::lifecycle::cancel::Cancel;
+use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts};
+use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::observe::{enter, observe, Observed};
+use crate::lifecycle::owner::SandboxOwner;
+use crate::lifecycle::recovered::RecoveredOwner;
+use crate::lifecycle::state::State;
+use crate::limits::STARTUP_MS_MAX;
+use crate::policy::request::{parse_sandbox_request, SandboxRequest};
+use crate::policy::support::{parse_sandbox_support, SandboxSupport};
+use crate::recovery::continuation::{check_continuation, Continuation};
+use crate::recovery::record::{Authority, Identity, Phase, SandboxRecoveryRecord};
+
+fn invalid(what: &str, issues: Vec<crate::input::Issue>) -> napi::Error {
+    let detail: Vec<String> = issues.iter().map(ToString::to_string).collect();
+    napi::Error::new(Status::InvalidArg, format!("{what}: {}", detail.join("; ")))
+}
+
+fn request_of(value: &Value) -> Result<SandboxRequest> {
+    parse_sandbox_request(value).map_err(|i| invalid("request", i))
+}
+
+fn support_of(value: &Value) -> Result<SandboxSupport> {
+    parse_sandbox_support(value).map_err(|i| invalid("support", i))
+}
+
+fn record_of(value: &Value) -> Result<SandboxRecoveryRecord> {
+    crate::recovery::record::parse_sandbox_recovery_record(value).map_err(|i| invalid("recovery record", i))
+}
+
+fn state_value(state: State) -> Value {
+    let mut fields = vec![("kind", Value::string(state.kind()))];
+    if let Some(operation) = state.operation() {
+        fields.push(("operation", Value::string(operation.as_str())));
+    }
+    Value::object(fields)
+}
+
+fn ready_value(ready: &ReadyFacts) -> Value {
+    Value::object([
+        ("effective", ready.effective.to_value()),
+        ("workspace", Value::string(ready.workspace.as_str())),
+    ])
+}
+
+/// Refuses a request the support cannot enforce, before the driver is asked anything.
+#[napi(js_name = "checkSupported")]
+pub fn check_supported_js(request: Captured, support: Captured) -> Result<JsData> {
+    let request = request_of(&request.0)?;
+    let support = support_of(&support.0)?;
+    Ok(JsData(outcome(check_supported(&request, &support).map(|()| Value::Null))))
+}
+
+/// The driver's initial record must describe exactly this reservation, before any effect.
+#[napi(js_name = "checkInitialRecord")]
+pub fn check_initial_record(record: Captured, id: String, support: Captured) -> Result<JsData> {
+    let record = record_of(&record.0)?;
+    let support = support_of(&support.0)?;
+    let fresh = record.sandbox_id == id
+        && record.backend_id == support.backend_id
+        && record.backend_revision == support.backend_revision
+        && record.phase == Phase::Reserved
+        && record.authority == Authority::Unverified
+        && record.resources.iter().all(|r| r.identity == Identity::Planned);
+    Ok(JsData(if fresh {
+        ok(Value::Null)
+    } else {
+        failed(&OwnerError::state(
+            "the initial recovery record must describe this reserved sandbox (same id, backend and revision; \
+             phase reserved; unverified authority; every resource planned) before any resource effect",
+        ))
+    }))
+}
+
+#[napi]
+pub struct NativeOwner {
+    owner: SandboxOwner,
+    caller: Cancel,
+}
+
+#[napi]
+impl NativeOwner {
+    /// `request` parsed, `id` and `record` from the driver's fresh reservation, `persisted` when
+    /// the recovery policy persists through the adapter.
+    #[napi(constructor)]
+    pub fn new(request: Captured, id: String, record: Captured, persisted: bool, invoke: Invoke) -> Result<Self> {
+        let request = request_of(&request.0)?;
+        let record = record_of(&record.0)?;
+        let port = JsPort::new(invoke);
+        let persist: Option<Arc<dyn Persist>> = persisted.then(|| JsPersist::new(port.clone()) as Arc<dyn Persist>);
+        let driver = JsDriver::new(port) as Arc<dyn DriverReservation>;
+        Ok(Self {
+            owner: SandboxOwner::new(id, driver, request, record, persist),
+            caller: Cancel::new(),
+        })
+    }
+
+    #[napi]
+    pub fn state(&self) -> JsData {
+        JsData(state_value(self.owner.state()))
+    }
+
+    #[napi(js_name = "recoveryRecord")]
+    pub fn recovery_record(&self) -> JsData {
+        JsData(self.owner.recovery_record().to_value())
+    }
+
+    /// The caller's signal aborted: cancel startup (before or after entry).
+    #[napi(js_name = "cancelStart")]
+    pub fn cancel_start(&self) {
+        self.caller
+            .cancel(OwnerError::cancelled("sandbox startup was cancelled through its signal"));
+    }
+
+    #[napi]
+    pub async fn start(&self) -> JsData {
+        let result = self.owner.start(Some(self.caller.clone())).await;
+        JsData(outcome(result.map(|ready| ready_value(&ready))))
+    }
+
+    #[napi]
+    pub async fn stop(&self) -> JsData {
+        JsData(outcome(self.owner.stop().await.map(|()| Value::Null)))
+    }
+
+    #[napi]
+    pub async fn destroy(&self) -> JsData {
+        JsData(outcome(self.owner.destroy().await.map(|()| Value::Null)))
+    }
+
+    /// The driver's `checkpoint(record)`: persisted before it resolves.
+    #[napi]
+    pub async fn checkpoint(&self, record: Captured) -> JsData {
+        let result = match crate::recovery::record::parse_sandbox_recovery_record(&record.0) {
+            Ok(record) => self.owner.journal().checkpoint(record).await,
+            Err(issues) => Err(OwnerError::Validation(issues)),
+        };
+        JsData(outcome(result.map(|()| Value::Null)))
+    }
+}
+
+/// One `backend.reconcile(record)` call against a JavaScript driver.
+#[napi]
+pub struct NativeReconciliation {
+    record: SandboxRecoveryRecord,
+    support: SandboxSupport,
+    port: JsPort,
+    cancel: Cancel,
+}
+
+#[napi]
+impl NativeReconciliation {
+    #[napi(constructor)]
+    pub fn new(record: Captured, support: Captured, invoke: Invoke) -> Result<Self> {
+        Ok(Self {
+            record: record_of(&record.0)?,
+            support: support_of(&support.0)?,
+            port: JsPort::new(invoke),
+            cancel: Cancel::new(),
+        })
+    }
+
+    #[napi]
+    pub fn cancel(&self) {
+        self.cancel
+            .cancel(OwnerError::cancelled("sandbox reconciliation was cancelled through its signal"));
+    }
+
+    /// Resolves `{ kind: 'matched' | 'uncertain' }`, `{ kind: 'conflict', reason }` or
+    /// `{ kind: 'absent', record }`; never a runnable sandbox.
+    #[napi]
+    pub async fn run(&self) -> JsData {
+        JsData(outcome(self.reconcile().await))
+    }
+}
+
+impl NativeReconciliation {
+    async fn reconcile(&self) -> std::result::Result<Value, OwnerError> {
+        if self.record.backend_id != self.support.backend_id || self.record.backend_revision != self.support.backend_revision {
+            return Ok(Value::object([
+                ("kind", Value::string("conflict")),
+                ("reason", Value::string("the recovery record belongs to another backend identity or revision")),
+            ]));
+        }
+        if self.cancel.is_cancelled() {
+            return Err(OwnerError::cancelled("sandbox reconciliation was cancelled before entry"));
+        }
+        let port = self.port.clone();
+        let record = self.record.to_value();
+        let actual = enter(async move { port.call("reconcile", record).await });
+        let reply = match observe(
+            actual,
+            Some(Duration::from_millis(STARTUP_MS_MAX)),
+            std::slice::from_ref(&self.cancel),
+            "sandbox reconciliation",
+        )
+        .await
+        {
+            Observed::Settled(reply) => reply?,
+            Observed::Interrupted(reason) => {
+                self.port.notify("abortReconcile", super::errors::describe(&reason));
+                return Err(reason);
+            }
+        };
+        let invalid = || OwnerError::state("the backend returned an invalid reconciliation result");
+        match reply.get("kind") {
+            Some(Value::String(kind)) if kind == "matched" || kind == "uncertain" => {
+                Ok(Value::object([("kind", Value::string(kind.as_str()))]))
+            }
+            Some(Value::String(kind)) if kind == "conflict" => match reply.get("reason") {
+                Some(Value::String(reason)) if !reason.is_empty() && reason.len() <= 1_024 => Ok(Value::object([
+                    ("kind", Value::string("conflict")),
+                    ("reason", Value::string(reason.as_str())),
+                ])),
+                _ => Err(invalid()),
+            },
+            Some(Value::String(kind)) if kind == "absent" => {
+                let absent = reported_record(reply.get("record").unwrap_or(&Value::Undefined))?;
+                check_continuation(&self.record, &absent, Continuation::Reconciliation)
+                    .map_err(|why| OwnerError::State(format!("reconciliation refused: {why}")))?;
+                if absent.resources.iter().any(|r| r.identity == Identity::Creating) {
+                    return Err(OwnerError::state(
+                        "an entered acquisition with unresolved identity cannot be conclusively absent",
+                    ));
+                }
+                Ok(Value::object([
+                    ("kind", Value::string("absent")),
+                    ("record", absent.to_value()),
+                ]))
+            }
+            _ => Err(invalid()),
+        }
+    }
+}
+
+/// Cleanup-only ownership of a reconciled sandbox.
+#[napi]
+pub struct NativeRecoveredOwner {
+    owner: RecoveredOwner,
+}
+
+#[napi]
+impl NativeRecoveredOwner {
+    #[napi(constructor)]
+    pub fn new(record: Captured, invoke: Invoke) -> Result<Self> {
+        let record = record_of(&record.0)?;
+        let driver = JsRecoveredDriver::new(JsPort::new(invoke));
+        Ok(Self {
+            owner: RecoveredOwner::new(driver, record),
+        })
+    }
+
+    /// Checks the driver's current record against the reconciled identity and returns it.
+    #[napi(js_name = "observeRecord")]
+    pub fn observe_record(&self, current: Captured) -> JsData {
+        let result = reported_record(&current.0).and_then(|record| self.owner.observe_record(record));
+        JsData(outcome(result.map(|record| record.to_value())))
+    }
+
+    #[napi]
+    pub async fn stop(&self) -> JsData {
+        JsData(outcome(self.owner.stop().await.map(|()| Value::Null)))
+    }
+
+    #[napi]
+    pub async fn destroy(&self) -> JsData {
+        JsData(outcome(self.owner.destroy().await.map(|()| Value::Null)))
+    }
+}
