@@ -1,3 +1,2 @@
-// native-sandbox/backend: not built yet. This entry point exports nothing until its issue lands,
-// so an import of a missing name fails loudly instead of reaching a stub.
-export {};
+// native-sandbox/backend: drive a backend written in JavaScript with the shared Rust owner.
+export { createSandboxBackend } from './js/backend.js';

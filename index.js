@@ -1,4 +1,4 @@
-// native-sandbox: contracts, parsers, constants and error classes.
+// native-sandbox: contracts, parsers, constants, error classes and withSandbox.
 export {
   SandboxCleanupError,
   SandboxOperationError,
@@ -22,3 +22,4 @@ export {
   parseTransferOptions,
 } from './js/parsers.js';
 export { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './js/constants.js';
+export { withSandbox } from './js/with-sandbox.js';

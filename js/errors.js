@@ -90,3 +90,33 @@ export class SandboxRunError extends Error {
     return this.owner.destroy();
   }
 }
+
+/**
+ * Turns a native error descriptor into the contract's error class. `context.owner` is the cleanup
+ * owner start and cleanup errors keep; `context.errors` maps a driver error `ref` back to the very
+ * object the JavaScript driver threw.
+ */
+export function errorFromDescriptor(descriptor, context) {
+  const cause = () => (descriptor.cause ? errorFromDescriptor(descriptor.cause, context) : undefined);
+  switch (descriptor.kind) {
+    case 'state':
+      return new SandboxStateError(descriptor.message);
+    case 'unsupported':
+      return new SandboxUnsupportedError(descriptor.message);
+    case 'validation':
+      return new SandboxValidationError(descriptor.issues);
+    case 'operation': {
+      const inner = cause();
+      return new SandboxOperationError(descriptor.code, descriptor.message, inner === undefined ? undefined : { cause: inner });
+    }
+    case 'driver':
+      if (descriptor.ref !== undefined && context.errors?.has(descriptor.ref)) return context.errors.get(descriptor.ref);
+      return new SandboxOperationError('driver_failure', descriptor.message);
+    case 'start':
+      return new SandboxStartError(descriptor.message, { cause: cause(), owner: context.owner });
+    case 'cleanup':
+      return new SandboxCleanupError(descriptor.message, { cause: cause(), owner: context.owner, operation: descriptor.operation });
+    default:
+      return new SandboxOperationError('driver_failure', String(descriptor.message ?? 'unknown native failure'));
+  }
+}

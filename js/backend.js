@@ -1,0 +1,68 @@
+// createSandboxBackend: a JavaScript driver driven by the one Rust owner.
+import { errorFromDescriptor, SandboxStateError, SandboxValidationError } from './errors.js';
+import { settle } from './driver-port.js';
+import { native } from './native.js';
+import { parseOperationOptions } from './options.js';
+import { ownDriverReservation, reconcileWithDriver } from './owner.js';
+import {
+  parseSandboxId,
+  parseSandboxRecoveryPolicy,
+  parseSandboxRecoveryRecord,
+  parseSandboxRequest,
+  parseSandboxSupport,
+} from './parsers.js';
+
+function requireFunctions(driver) {
+  if (driver === null || typeof driver !== 'object') {
+    throw new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected a driver object' }]);
+  }
+  const issues = [];
+  for (const name of ['reserve', 'reconcile']) {
+    if (typeof driver[name] !== 'function') {
+      issues.push({ code: 'invalid_type', path: [name], message: `driver.${name} must be a function` });
+    }
+  }
+  if (issues.length > 0) throw new SandboxValidationError(issues);
+}
+
+function isFreshReservation(reserved, seen) {
+  return (
+    reserved !== null &&
+    typeof reserved === 'object' &&
+    !('then' in reserved) &&
+    !seen.has(reserved) &&
+    typeof reserved.start === 'function' &&
+    typeof reserved.stop === 'function' &&
+    typeof reserved.destroy === 'function'
+  );
+}
+
+/** See index.d.ts of native-sandbox/backend. */
+export function createSandboxBackend(driver) {
+  requireFunctions(driver);
+  const support = parseSandboxSupport(driver.support);
+  const seen = new WeakSet();
+  const noOwner = { owner: undefined, errors: undefined };
+  return Object.freeze({
+    support,
+    reserve(request, recovery) {
+      const parsed = parseSandboxRequest(request);
+      const policy = parseSandboxRecoveryPolicy(recovery);
+      settle(native.checkSupported(parsed, support), noOwner, errorFromDescriptor);
+      const reserved = driver.reserve(parsed);
+      if (!isFreshReservation(reserved, seen)) {
+        throw new SandboxStateError('A backend must return a fresh synchronous inert reservation with start, stop and destroy.');
+      }
+      seen.add(reserved);
+      const id = parseSandboxId(reserved.id);
+      const record = parseSandboxRecoveryRecord(reserved.recoveryRecord);
+      settle(native.checkInitialRecord(record, id, support), noOwner, errorFromDescriptor);
+      return ownDriverReservation({ request: parsed, id, record, recovery: policy, reserved });
+    },
+    async reconcile(record, options) {
+      const parsed = parseSandboxRecoveryRecord(record);
+      const { signal } = parseOperationOptions(options);
+      return reconcileWithDriver({ driver, record: parsed, support, signal });
+    },
+  });
+}

@@ -1,0 +1,36 @@
+// The JavaScript side of a driver port: the one function the Rust owner calls for every driver
+// operation. It never throws into native code: each call resolves `{ ok: true, value }` or
+// `{ ok: false, ref, message }`, and `ref` keeps the thrown object for the caller to see.
+
+/** Creates a port over `handlers` (`{ [op]: (arg) => value | Promise<value> }`). */
+export function createDriverPort(handlers) {
+  const errors = new Map();
+  let nextRef = 1;
+  async function invoke(call) {
+    try {
+      const handler = handlers[call.op];
+      if (typeof handler !== 'function') throw new TypeError(`native-sandbox: no driver handler for ${call.op}`);
+      return { ok: true, value: await handler(call.arg) };
+    } catch (error) {
+      const ref = nextRef++;
+      errors.set(ref, error);
+      return { ok: false, ref, message: messageOf(error) };
+    }
+  }
+  return { invoke, errors };
+}
+
+function messageOf(error) {
+  if (error instanceof Error) return error.message;
+  try {
+    return String(error);
+  } catch {
+    return 'a non-error value was thrown';
+  }
+}
+
+/** Resolves a native `{ ok, value | error }` outcome, throwing the contract's error class. */
+export function settle(outcome, context, errorFromDescriptor) {
+  if (outcome.ok) return outcome.value;
+  throw errorFromDescriptor(outcome.error, context);
+}

@@ -1,0 +1,160 @@
+// The JavaScript faces of a Rust-owned sandbox: the reservation, the started sandbox, and the
+// cleanup-only owner of a reconciled one. All state lives in the native owner; these objects
+// only translate calls, signals and errors.
+import { errorFromDescriptor, SandboxStateError, SandboxUnsupportedError } from './errors.js';
+import { createDriverPort, settle } from './driver-port.js';
+import { deepFreeze } from './freeze.js';
+import { native } from './native.js';
+import { onAbort, parseOperationOptions } from './options.js';
+
+/**
+ * Owns one fresh driver reservation (`reserved`) with a native owner, and returns the
+ * contract's `SandboxReservation`.
+ */
+export function ownDriverReservation({ request, id, record, recovery, reserved }) {
+  const startController = new AbortController();
+  const context = { owner: undefined, errors: undefined };
+  let readyPort;
+  const checkpoint = async (next) => settle(await owner.checkpoint(next), context, errorFromDescriptor);
+  const port = createDriverPort({
+    async start() {
+      const ready = await reserved.start({ signal: startController.signal, checkpoint });
+      if (ready === null || typeof ready !== 'object') {
+        throw new SandboxStateError('A driver start must resolve its ready port.');
+      }
+      readyPort = ready;
+      return { effective: ready.effective, workspace: ready.workspace };
+    },
+    abortStart(reason) {
+      startController.abort(errorFromDescriptor(reason, context));
+    },
+    stop: () => reserved.stop(),
+    destroy: () => reserved.destroy(),
+    persist: (next) => recovery.persist(deepFreeze(next)),
+  });
+  context.errors = port.errors;
+  const owner = new native.NativeOwner(request, id, record, recovery.kind === 'persisted', port.invoke);
+  const stop = async () => settle(await owner.stop(), context, errorFromDescriptor);
+  const destroy = async () => settle(await owner.destroy(), context, errorFromDescriptor);
+  const lifecycle = {
+    get state() {
+      return Object.freeze(owner.state());
+    },
+    get recoveryRecord() {
+      return deepFreeze(owner.recoveryRecord());
+    },
+    stop,
+    destroy,
+  };
+
+  async function start(options) {
+    const { signal } = parseOperationOptions(options);
+    const detach = onAbort(signal, () => owner.cancelStart());
+    try {
+      const ready = settle(await owner.start(), context, errorFromDescriptor);
+      return startedSandbox({ id, ready, lifecycle, readyPort });
+    } finally {
+      detach();
+    }
+  }
+
+  const reservation = Object.freeze({
+    id,
+    get state() {
+      return lifecycle.state;
+    },
+    get recoveryRecord() {
+      return lifecycle.recoveryRecord;
+    },
+    start,
+    stop,
+    destroy,
+  });
+  context.owner = reservation;
+  return reservation;
+}
+
+function notBuilt(what) {
+  return new SandboxUnsupportedError(
+    `${what} through createSandboxBackend is not available in this version of native-sandbox; lifecycle only (reserve, start, stop, destroy, reconcile)`,
+  );
+}
+
+function startedSandbox({ id, ready, lifecycle }) {
+  return Object.freeze({
+    id,
+    effective: deepFreeze(ready.effective),
+    workspace: ready.workspace,
+    get state() {
+      return lifecycle.state;
+    },
+    get recoveryRecord() {
+      return lifecycle.recoveryRecord;
+    },
+    importTree: async () => {
+      throw notBuilt('importTree');
+    },
+    reserveProcess() {
+      throw notBuilt('reserveProcess');
+    },
+    exportTree: async () => {
+      throw notBuilt('exportTree');
+    },
+    stop: lifecycle.stop,
+    destroy: lifecycle.destroy,
+  });
+}
+
+/**
+ * Runs `driver.reconcile` under the native observation, and wraps a matched or uncertain
+ * result in a cleanup-only owner.
+ */
+export async function reconcileWithDriver({ driver, record, support, signal }) {
+  const controller = new AbortController();
+  const context = { owner: undefined, errors: undefined };
+  let driverOwner;
+  const port = createDriverPort({
+    async reconcile() {
+      const result = await driver.reconcile(record, { signal: controller.signal });
+      if (result !== null && typeof result === 'object' && (result.kind === 'matched' || result.kind === 'uncertain')) {
+        const candidate = result.owner;
+        if (candidate === null || typeof candidate !== 'object' || typeof candidate.stop !== 'function' || typeof candidate.destroy !== 'function') {
+          throw new SandboxStateError('A matched or uncertain reconciliation must carry a cleanup owner with stop() and destroy().');
+        }
+        driverOwner = candidate;
+        return { kind: result.kind };
+      }
+      return result;
+    },
+    abortReconcile(reason) {
+      controller.abort(errorFromDescriptor(reason, context));
+    },
+    recoveredRecord: () => driverOwner.recoveryRecord,
+    recoveredStop: () => driverOwner.stop(),
+    recoveredDestroy: () => driverOwner.destroy(),
+  });
+  context.errors = port.errors;
+  const reconciliation = new native.NativeReconciliation(record, support, port.invoke);
+  const detach = onAbort(signal, () => reconciliation.cancel());
+  let result;
+  try {
+    result = settle(await reconciliation.run(), context, errorFromDescriptor);
+  } finally {
+    detach();
+  }
+  if (result.kind === 'matched' || result.kind === 'uncertain') {
+    const recovered = new native.NativeRecoveredOwner(record, port.invoke);
+    const owner = Object.freeze({
+      get recoveryRecord() {
+        return deepFreeze(settle(recovered.observeRecord(driverOwner.recoveryRecord), context, errorFromDescriptor));
+      },
+      stop: async () => settle(await recovered.stop(), context, errorFromDescriptor),
+      destroy: async () => settle(await recovered.destroy(), context, errorFromDescriptor),
+    });
+    context.owner = owner;
+    // The driver's owner must describe the reconciled identity before anyone relies on it.
+    void owner.recoveryRecord;
+    return Object.freeze({ kind: result.kind, owner });
+  }
+  return deepFreeze(result);
+}
