@@ -387,6 +387,19 @@ export interface SandboxRunOptions extends OperationOptions {
   readonly recovery: SandboxRecoveryPolicy;
 }
 
+/**
+ * Reserves and starts a sandbox, runs `callback` with it, and always attempts `destroy()`.
+ * Resolves with the callback's result. When only one of callback (or startup) and cleanup
+ * fails, that error is thrown; when both fail, `SandboxRunError` keeps both and the owner.
+ * Export any files inside the callback, after `sandbox.stop()` succeeds.
+ */
+export declare function withSandbox<T>(
+  backend: SandboxBackend,
+  request: SandboxRequestInput,
+  callback: (sandbox: Sandbox) => Promise<T> | T,
+  options: SandboxRunOptions,
+): Promise<T>;
+
 // ---------------------------------------------------------------------------------------------
 // Parsers: each throws SandboxValidationError naming every issue found, not the first only.
 

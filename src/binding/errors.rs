@@ -37,16 +37,28 @@ pub fn issue_value(issue: &Issue) -> Value {
 }
 
 pub fn describe(error: &OwnerError) -> Value {
-    let text = |kind: &str, message: &str| vec![("kind", Value::string(kind)), ("message", Value::string(message))];
+    let text = |kind: &str, message: &str| {
+        vec![
+            ("kind", Value::string(kind)),
+            ("message", Value::string(message)),
+        ]
+    };
     let fields = match error {
         OwnerError::State(message) => text("state", message),
         OwnerError::Unsupported(message) => text("unsupported", message),
         OwnerError::Validation(issues) => {
             let mut fields = text("validation", "invalid input");
-            fields.push(("issues", Value::Array(issues.iter().map(issue_value).collect())));
+            fields.push((
+                "issues",
+                Value::Array(issues.iter().map(issue_value).collect()),
+            ));
             fields
         }
-        OwnerError::Operation { code, message, cause } => {
+        OwnerError::Operation {
+            code,
+            message,
+            cause,
+        } => {
             let mut fields = text("operation", message);
             fields.push(("code", Value::string(code.as_str())));
             if let Some(cause) = cause {

@@ -13,7 +13,9 @@ use napi::Status;
 use super::errors::describe;
 use super::js_value::{Captured, JsData};
 use crate::input::{ToValue, Value};
-use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts, RecoveredDriver, StartContext};
+use crate::lifecycle::driver::{
+    DriverReservation, Persist, ReadyFacts, RecoveredDriver, StartContext,
+};
 use crate::lifecycle::error::{DriverFailure, OwnerError};
 use crate::paths::{self, Anchor};
 use crate::policy::effective::parse_sandbox_effective_policy;
@@ -41,8 +43,16 @@ impl JsPort {
 
     /// Calls `op` on the adapter and waits for its promise.
     pub async fn call(&self, op: &str, arg: Value) -> Result<Value, OwnerError> {
-        let lost = |e: napi::Error| OwnerError::driver(format!("the JavaScript driver could not be called ({op}): {e}"));
-        let promise = self.invoke.call_async(Self::message(op, arg)).await.map_err(lost)?;
+        let lost = |e: napi::Error| {
+            OwnerError::driver(format!(
+                "the JavaScript driver could not be called ({op}): {e}"
+            ))
+        };
+        let promise = self
+            .invoke
+            .call_async(Self::message(op, arg))
+            .await
+            .map_err(lost)?;
         let Captured(reply) = promise.await.map_err(lost)?;
         if reply.get("ok") == Some(&Value::Bool(true)) {
             return Ok(reply.get("value").cloned().unwrap_or(Value::Undefined));
@@ -52,7 +62,11 @@ impl JsPort {
             _ => format!("the JavaScript driver failed ({op})"),
         };
         let external = match reply.get("ref") {
-            Some(Value::Number(n)) if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) => Some(*n as u32),
+            Some(Value::Number(n))
+                if n.fract() == 0.0 && *n >= 0.0 && *n <= f64::from(u32::MAX) =>
+            {
+                Some(*n as u32)
+            }
             _ => None,
         };
         Err(OwnerError::Driver(DriverFailure { message, external }))
@@ -61,7 +75,10 @@ impl JsPort {
     /// Fire-and-forget notice (an abort), delivered when the JS thread is free.
     pub fn notify(&self, op: &str, arg: Value) {
         // A closing environment refuses the call; nothing is left to notify then.
-        let _ = self.invoke.call(Self::message(op, arg), ThreadsafeFunctionCallMode::NonBlocking);
+        let _ = self.invoke.call(
+            Self::message(op, arg),
+            ThreadsafeFunctionCallMode::NonBlocking,
+        );
     }
 }
 
@@ -76,8 +93,9 @@ impl JsDriver {
 }
 
 fn ready_facts(value: &Value) -> Result<ReadyFacts, OwnerError> {
-    let effective = parse_sandbox_effective_policy(value.get("effective").unwrap_or(&Value::Undefined))
-        .map_err(|issues| OwnerError::Validation(prefix_issues(issues, "effective")))?;
+    let effective =
+        parse_sandbox_effective_policy(value.get("effective").unwrap_or(&Value::Undefined))
+            .map_err(|issues| OwnerError::Validation(prefix_issues(issues, "effective")))?;
     let mut issues = crate::input::Issues::new();
     let workspace = paths::path(
         value.get("workspace").unwrap_or(&Value::Undefined),
@@ -86,7 +104,10 @@ fn ready_facts(value: &Value) -> Result<ReadyFacts, OwnerError> {
         &mut issues,
     );
     let workspace = issues.finish(workspace).map_err(OwnerError::Validation)?;
-    Ok(ReadyFacts { effective, workspace })
+    Ok(ReadyFacts {
+        effective,
+        workspace,
+    })
 }
 
 fn prefix_issues(mut issues: Vec<crate::input::Issue>, field: &str) -> Vec<crate::input::Issue> {
@@ -97,7 +118,10 @@ fn prefix_issues(mut issues: Vec<crate::input::Issue>, field: &str) -> Vec<crate
 }
 
 impl DriverReservation for JsDriver {
-    fn start(self: Arc<Self>, context: StartContext) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
+    fn start(
+        self: Arc<Self>,
+        context: StartContext,
+    ) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
         async move {
             let call = self.port.call("start", Value::Null);
             tokio::pin!(call);
@@ -159,8 +183,11 @@ pub fn reported_record(value: &Value) -> Result<SandboxRecoveryRecord, OwnerErro
 }
 
 impl RecoveredDriver for JsRecoveredDriver {
-    fn recovery_record(self: Arc<Self>) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>> {
-        async move { reported_record(&self.port.call("recoveredRecord", Value::Null).await?) }.boxed()
+    fn recovery_record(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>> {
+        async move { reported_record(&self.port.call("recoveredRecord", Value::Null).await?) }
+            .boxed()
     }
 
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
@@ -168,6 +195,12 @@ impl RecoveredDriver for JsRecoveredDriver {
     }
 
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
-        async move { self.port.call("recoveredDestroy", Value::Null).await.map(drop) }.boxed()
+        async move {
+            self.port
+                .call("recoveredDestroy", Value::Null)
+                .await
+                .map(drop)
+        }
+        .boxed()
     }
 }

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
+
 use napi_derive::napi;
 
 use super::errors::{failed, ok, outcome};
@@ -14,7 +15,7 @@ use crate::input::{ToValue, Value};
 use crate::lifecycle::admission::check_supported;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts};
-use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::error::{CleanupOperation, OwnerError};
 use crate::lifecycle::observe::{enter, observe, Observed};
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
@@ -39,7 +40,8 @@ fn support_of(value: &Value) -> Result<SandboxSupport> {
 }
 
 fn record_of(value: &Value) -> Result<SandboxRecoveryRecord> {
-    crate::recovery::record::parse_sandbox_recovery_record(value).map_err(|i| invalid("recovery record", i))
+    crate::recovery::record::parse_sandbox_recovery_record(value)
+        .map_err(|i| invalid("recovery record", i))
 }
 
 fn state_value(state: State) -> Value {
@@ -62,7 +64,9 @@ fn ready_value(ready: &ReadyFacts) -> Value {
 pub fn check_supported_js(request: Captured, support: Captured) -> Result<JsData> {
     let request = request_of(&request.0)?;
     let support = support_of(&support.0)?;
-    Ok(JsData(outcome(check_supported(&request, &support).map(|()| Value::Null))))
+    Ok(JsData(outcome(
+        check_supported(&request, &support).map(|()| Value::Null),
+    )))
 }
 
 /// The driver's initial record must describe exactly this reservation, before any effect.
@@ -75,7 +79,10 @@ pub fn check_initial_record(record: Captured, id: String, support: Captured) -> 
         && record.backend_revision == support.backend_revision
         && record.phase == Phase::Reserved
         && record.authority == Authority::Unverified
-        && record.resources.iter().all(|r| r.identity == Identity::Planned);
+        && record
+            .resources
+            .iter()
+            .all(|r| r.identity == Identity::Planned);
     Ok(JsData(if fresh {
         ok(Value::Null)
     } else {
@@ -97,11 +104,18 @@ impl NativeOwner {
     /// `request` parsed, `id` and `record` from the driver's fresh reservation, `persisted` when
     /// the recovery policy persists through the adapter.
     #[napi(constructor)]
-    pub fn new(request: Captured, id: String, record: Captured, persisted: bool, invoke: Invoke) -> Result<Self> {
+    pub fn new(
+        request: Captured,
+        id: String,
+        record: Captured,
+        persisted: bool,
+        invoke: Invoke,
+    ) -> Result<Self> {
         let request = request_of(&request.0)?;
         let record = record_of(&record.0)?;
         let port = JsPort::new(invoke);
-        let persist: Option<Arc<dyn Persist>> = persisted.then(|| JsPersist::new(port.clone()) as Arc<dyn Persist>);
+        let persist: Option<Arc<dyn Persist>> =
+            persisted.then(|| JsPersist::new(port.clone()) as Arc<dyn Persist>);
         let driver = JsDriver::new(port) as Arc<dyn DriverReservation>;
         Ok(Self {
             owner: SandboxOwner::new(id, driver, request, record, persist),
@@ -122,24 +136,41 @@ impl NativeOwner {
     /// The caller's signal aborted: cancel startup (before or after entry).
     #[napi(js_name = "cancelStart")]
     pub fn cancel_start(&self) {
-        self.caller
-            .cancel(OwnerError::cancelled("sandbox startup was cancelled through its signal"));
+        self.caller.cancel(OwnerError::cancelled(
+            "sandbox startup was cancelled through its signal",
+        ));
     }
 
+    /// Enters startup now (the state reads `starting` on return) and resolves with its outcome.
     #[napi]
-    pub async fn start(&self) -> JsData {
-        let result = self.owner.start(Some(self.caller.clone())).await;
-        JsData(outcome(result.map(|ready| ready_value(&ready))))
+    pub fn start(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
+        let owner = self.owner.clone();
+        let caller = self.caller.clone();
+        let entered = within_runtime_if_available(|| owner.begin_start(Some(&caller)));
+        AsyncBlockBuilder::new(async move {
+            let result = match entered {
+                Ok(actual) => owner.observe_start(actual, Some(caller)).await,
+                Err(error) => Err(error),
+            };
+            Ok(JsData(outcome(result.map(|ready| ready_value(&ready)))))
+        })
+        .build(env)
     }
 
+    /// Enters (or joins) a stop now and resolves with its observed outcome.
     #[napi]
-    pub async fn stop(&self) -> JsData {
-        JsData(outcome(self.owner.stop().await.map(|()| Value::Null)))
+    pub fn stop(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
+        let owner = self.owner.clone();
+        let entered = within_runtime_if_available(|| owner.begin_stop_call());
+        cleanup_block(env, owner, entered, CleanupOperation::Stop)
     }
 
+    /// Enters (or joins) destruction now and resolves with its observed outcome.
     #[napi]
-    pub async fn destroy(&self) -> JsData {
-        JsData(outcome(self.owner.destroy().await.map(|()| Value::Null)))
+    pub fn destroy(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
+        let owner = self.owner.clone();
+        let entered = within_runtime_if_available(|| owner.begin_destroy_call());
+        cleanup_block(env, owner, entered, CleanupOperation::Destroy)
     }
 
     /// The driver's `checkpoint(record)`: persisted before it resolves.
@@ -151,6 +182,22 @@ impl NativeOwner {
         };
         JsData(outcome(result.map(|()| Value::Null)))
     }
+}
+
+fn cleanup_block(
+    env: &Env,
+    owner: SandboxOwner,
+    entered: Option<crate::lifecycle::observe::Actual<()>>,
+    operation: CleanupOperation,
+) -> Result<AsyncBlock<JsData>> {
+    AsyncBlockBuilder::new(async move {
+        let result = match entered {
+            Some(actual) => owner.observe_cleanup(actual, operation).await,
+            None => Ok(()),
+        };
+        Ok(JsData(outcome(result.map(|()| Value::Null))))
+    })
+    .build(env)
 }
 
 /// One `backend.reconcile(record)` call against a JavaScript driver.
@@ -176,8 +223,9 @@ impl NativeReconciliation {
 
     #[napi]
     pub fn cancel(&self) {
-        self.cancel
-            .cancel(OwnerError::cancelled("sandbox reconciliation was cancelled through its signal"));
+        self.cancel.cancel(OwnerError::cancelled(
+            "sandbox reconciliation was cancelled through its signal",
+        ));
     }
 
     /// Resolves `{ kind: 'matched' | 'uncertain' }`, `{ kind: 'conflict', reason }` or
@@ -190,14 +238,23 @@ impl NativeReconciliation {
 
 impl NativeReconciliation {
     async fn reconcile(&self) -> std::result::Result<Value, OwnerError> {
-        if self.record.backend_id != self.support.backend_id || self.record.backend_revision != self.support.backend_revision {
+        if self.record.backend_id != self.support.backend_id
+            || self.record.backend_revision != self.support.backend_revision
+        {
             return Ok(Value::object([
                 ("kind", Value::string("conflict")),
-                ("reason", Value::string("the recovery record belongs to another backend identity or revision")),
+                (
+                    "reason",
+                    Value::string(
+                        "the recovery record belongs to another backend identity or revision",
+                    ),
+                ),
             ]));
         }
         if self.cancel.is_cancelled() {
-            return Err(OwnerError::cancelled("sandbox reconciliation was cancelled before entry"));
+            return Err(OwnerError::cancelled(
+                "sandbox reconciliation was cancelled before entry",
+            ));
         }
         let port = self.port.clone();
         let record = self.record.to_value();
@@ -212,7 +269,8 @@ impl NativeReconciliation {
         {
             Observed::Settled(reply) => reply?,
             Observed::Interrupted(reason) => {
-                self.port.notify("abortReconcile", super::errors::describe(&reason));
+                self.port
+                    .notify("abortReconcile", super::errors::describe(&reason));
                 return Err(reason);
             }
         };
@@ -222,17 +280,23 @@ impl NativeReconciliation {
                 Ok(Value::object([("kind", Value::string(kind.as_str()))]))
             }
             Some(Value::String(kind)) if kind == "conflict" => match reply.get("reason") {
-                Some(Value::String(reason)) if !reason.is_empty() && reason.len() <= 1_024 => Ok(Value::object([
-                    ("kind", Value::string("conflict")),
-                    ("reason", Value::string(reason.as_str())),
-                ])),
+                Some(Value::String(reason)) if !reason.is_empty() && reason.len() <= 1_024 => {
+                    Ok(Value::object([
+                        ("kind", Value::string("conflict")),
+                        ("reason", Value::string(reason.as_str())),
+                    ]))
+                }
                 _ => Err(invalid()),
             },
             Some(Value::String(kind)) if kind == "absent" => {
                 let absent = reported_record(reply.get("record").unwrap_or(&Value::Undefined))?;
                 check_continuation(&self.record, &absent, Continuation::Reconciliation)
                     .map_err(|why| OwnerError::State(format!("reconciliation refused: {why}")))?;
-                if absent.resources.iter().any(|r| r.identity == Identity::Creating) {
+                if absent
+                    .resources
+                    .iter()
+                    .any(|r| r.identity == Identity::Creating)
+                {
                     return Err(OwnerError::state(
                         "an entered acquisition with unresolved identity cannot be conclusively absent",
                     ));
@@ -267,7 +331,8 @@ impl NativeRecoveredOwner {
     /// Checks the driver's current record against the reconciled identity and returns it.
     #[napi(js_name = "observeRecord")]
     pub fn observe_record(&self, current: Captured) -> JsData {
-        let result = reported_record(&current.0).and_then(|record| self.owner.observe_record(record));
+        let result =
+            reported_record(&current.0).and_then(|record| self.owner.observe_record(record));
         JsData(outcome(result.map(|record| record.to_value())))
     }
 

@@ -4,18 +4,24 @@
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::js_value::{capture, JsData};
 use super::errors::issue_value;
+use super::js_value::{capture, JsData};
 use crate::input::{Issue, ToValue, Value};
 use crate::paths::{self, Anchor};
 use crate::{policy, process, recovery, transfer};
 
-fn outcome<T>(result: std::result::Result<T, Vec<Issue>>, to_value: impl FnOnce(&T) -> Value) -> JsData {
+fn outcome<T>(
+    result: std::result::Result<T, Vec<Issue>>,
+    to_value: impl FnOnce(&T) -> Value,
+) -> JsData {
     JsData(match result {
         Ok(value) => Value::object([("ok", Value::Bool(true)), ("value", to_value(&value))]),
         Err(issues) => Value::object([
             ("ok", Value::Bool(false)),
-            ("issues", Value::Array(issues.iter().map(issue_value).collect())),
+            (
+                "issues",
+                Value::Array(issues.iter().map(issue_value).collect()),
+            ),
         ]),
     })
 }

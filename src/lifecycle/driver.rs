@@ -47,7 +47,9 @@ pub trait Persist: Send + Sync + 'static {
 /// Cleanup-only ownership a driver hands back from reconciliation.
 pub trait RecoveredDriver: Send + Sync + 'static {
     /// The driver's current view of the record; the owner checks it against the reconciled identity.
-    fn recovery_record(self: Arc<Self>) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>>;
+    fn recovery_record(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>>;
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
 }

@@ -120,30 +120,43 @@ impl SandboxOwner {
     /// Starts the sandbox once. Any failure comes back as `OwnerError::Start`: this owner keeps
     /// cleanup ownership of whatever was acquired. `caller` is the caller's cancellation.
     pub async fn start(&self, caller: Option<Cancel>) -> Result<ReadyFacts, OwnerError> {
-        let actual = {
-            let mut core = self.core();
-            if core.state != State::Reserved {
-                return Err(OwnerError::state(
-                    "sandbox startup is once-only and cannot follow cleanup",
-                ));
+        let actual = self.begin_start(caller.as_ref())?;
+        self.observe_start(actual, caller).await
+    }
+
+    /// Enters startup synchronously (the state reads `starting` on return). Needs a tokio
+    /// runtime context: the startup runs as its own task.
+    pub fn begin_start(&self, caller: Option<&Cancel>) -> Result<Actual<ReadyFacts>, OwnerError> {
+        let mut core = self.core();
+        if core.state != State::Reserved {
+            return Err(OwnerError::state(
+                "sandbox startup is once-only and cannot follow cleanup",
+            ));
+        }
+        core.state = State::Starting;
+        if caller.is_some_and(Cancel::is_cancelled) {
+            self.inner.startup_cancel.cancel(OwnerError::cancelled(
+                "sandbox startup was cancelled before entry",
+            ));
+        }
+        let owner = self.clone();
+        let actual = enter(async move {
+            let result = owner.run_startup().await;
+            if result.is_err() {
+                owner.fence(Operation::Start);
             }
-            core.state = State::Starting;
-            if caller.as_ref().is_some_and(Cancel::is_cancelled) {
-                self.inner.startup_cancel.cancel(OwnerError::cancelled(
-                    "sandbox startup was cancelled before entry",
-                ));
-            }
-            let owner = self.clone();
-            let actual = enter(async move {
-                let result = owner.run_startup().await;
-                if result.is_err() {
-                    owner.fence(Operation::Start);
-                }
-                result
-            });
-            core.startup = Some(actual.clone());
-            actual
-        };
+            result
+        });
+        core.startup = Some(actual.clone());
+        Ok(actual)
+    }
+
+    /// Observes an entered startup within `deadlines.startupMs` and the caller's cancellation.
+    pub async fn observe_start(
+        &self,
+        actual: Actual<ReadyFacts>,
+        caller: Option<Cancel>,
+    ) -> Result<ReadyFacts, OwnerError> {
         let mut cancels = vec![self.inner.startup_cancel.clone()];
         cancels.extend(caller);
         let result = match observe(
@@ -193,57 +206,68 @@ impl SandboxOwner {
     /// Fences admissions and stops the complete workload, keeping storage. Concurrent calls
     /// join the entered stop; a failed one leaves this owner able to retry.
     pub async fn stop(&self) -> Result<(), OwnerError> {
-        let actual = {
-            let mut core = self.core();
-            if matches!(core.state, State::Stopped | State::Destroyed) {
-                return Ok(());
-            }
-            self.begin_stop(&mut core)
-        };
-        self.observe_cleanup(actual, CleanupOperation::Stop).await
+        match self.begin_stop_call() {
+            Some(actual) => self.observe_cleanup(actual, CleanupOperation::Stop).await,
+            None => Ok(()),
+        }
     }
 
     /// Stops, then releases storage.
     pub async fn destroy(&self) -> Result<(), OwnerError> {
-        let actual = {
-            let mut core = self.core();
-            if core.state == State::Destroyed {
-                return Ok(());
+        match self.begin_destroy_call() {
+            Some(actual) => {
+                self.observe_cleanup(actual, CleanupOperation::Destroy)
+                    .await
             }
-            core.state = State::Destroying;
-            match &core.destroy {
-                Some(actual) => actual.clone(),
-                None => {
-                    let stopped = self.begin_stop(&mut core);
-                    let owner = self.clone();
-                    let actual = enter(async move {
-                        let result = async {
-                            stopped.await?;
-                            Arc::clone(&owner.inner.driver).destroy().await
-                        }
-                        .await;
-                        let mut core = owner.core();
-                        match result {
-                            Ok(()) => core.state = State::Destroyed,
-                            Err(_) => {
-                                core.destroy = None;
-                                if core.state != State::Destroyed {
-                                    core.state = State::Uncertain(Operation::Destroy);
-                                }
-                            }
-                        }
-                        result
-                    });
-                    core.destroy = Some(actual.clone());
-                    actual
-                }
-            }
-        };
-        self.observe_cleanup(actual, CleanupOperation::Destroy)
-            .await
+            None => Ok(()),
+        }
     }
 
-    async fn observe_cleanup(
+    /// Enters (or joins) a stop synchronously; `None` when compute is already stopped.
+    pub fn begin_stop_call(&self) -> Option<Actual<()>> {
+        let mut core = self.core();
+        if matches!(core.state, State::Stopped | State::Destroyed) {
+            return None;
+        }
+        Some(self.begin_stop(&mut core))
+    }
+
+    /// Enters (or joins) destruction synchronously; `None` when already destroyed.
+    pub fn begin_destroy_call(&self) -> Option<Actual<()>> {
+        let mut core = self.core();
+        if core.state == State::Destroyed {
+            return None;
+        }
+        core.state = State::Destroying;
+        if let Some(actual) = &core.destroy {
+            return Some(actual.clone());
+        }
+        let stopped = self.begin_stop(&mut core);
+        let owner = self.clone();
+        let actual = enter(async move {
+            let result = async {
+                stopped.await?;
+                Arc::clone(&owner.inner.driver).destroy().await
+            }
+            .await;
+            let mut core = owner.core();
+            match result {
+                Ok(()) => core.state = State::Destroyed,
+                Err(_) => {
+                    core.destroy = None;
+                    if core.state != State::Destroyed {
+                        core.state = State::Uncertain(Operation::Destroy);
+                    }
+                }
+            }
+            result
+        });
+        core.destroy = Some(actual.clone());
+        Some(actual)
+    }
+
+    /// Observes an entered stop or destroy within `deadlines.cleanupMs`.
+    pub async fn observe_cleanup(
         &self,
         actual: Actual<()>,
         operation: CleanupOperation,

@@ -44,7 +44,10 @@ impl RecoveredOwner {
     }
 
     /// Accepts the driver's current record if it only continues the reconciled identity.
-    pub fn observe_record(&self, next: SandboxRecoveryRecord) -> Result<SandboxRecoveryRecord, OwnerError> {
+    pub fn observe_record(
+        &self,
+        next: SandboxRecoveryRecord,
+    ) -> Result<SandboxRecoveryRecord, OwnerError> {
         let mut record = lock(&self.inner.record);
         check_continuation(&record, &next, Continuation::Reconciliation)
             .map_err(|why| OwnerError::State(format!("recovered record refused: {why}")))?;
