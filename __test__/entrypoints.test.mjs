@@ -26,14 +26,16 @@ const ROOT_EXPORTS = [
   'parseSandboxRequest',
   'parseSandboxSupport',
   'parseTransferOptions',
+  'withSandbox',
 ];
 
 test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
-  for (const subpath of ['backend', 'node', 'acp', 'docker']) {
+  const built = { backend: ['createSandboxBackend'], node: [], acp: [], docker: [] };
+  for (const [subpath, names] of Object.entries(built)) {
     const module = await import(`native-sandbox/${subpath}`);
-    assert.equal(typeof module, 'object', subpath);
+    assert.deepEqual(Object.keys(module).sort(), names, subpath);
   }
 });
 
@@ -70,7 +72,7 @@ test('the native addon is loaded through the package loader, not from target/', 
 });
 
 test('the root entry point does not reach ACP packages', () => {
-  const sources = ['../index.js', '../js/parsers.js', '../js/errors.js', '../js/constants.js', '../js/native.js', '../js/freeze.js'];
+  const sources = ['../index.js', '../js/parsers.js', '../js/errors.js', '../js/constants.js', '../js/native.js', '../js/freeze.js', '../js/with-sandbox.js'];
   for (const source of sources) {
     const text = readFileSync(new URL(source, import.meta.url), 'utf8');
     assert.doesNotMatch(text, /acp|agentclientprotocol/i, source);

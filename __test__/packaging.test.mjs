@@ -50,8 +50,8 @@ test('an installed consumer imports every entry point, loading the platform pack
     console.log(JSON.stringify({ root: Object.keys(root).length, subpaths, parsed, addon }));
   `;
   const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
-  assert.equal(out.root, 21);
-  assert.deepEqual(out.subpaths, { backend: [], node: [], acp: [], docker: [] });
+  assert.equal(out.root, 22);
+  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: [], acp: [], docker: [] });
   assert.equal(out.parsed, '/sandbox/workspace');
   assert.equal(out.addon.length, 1);
   assert.match(out.addon[0], /node_modules\/native-sandbox-linux-x64-gnu\/native-sandbox\.linux-x64-gnu\.node$/);

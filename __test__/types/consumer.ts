@@ -22,7 +22,8 @@ import {
   type SandboxBackend,
   type Sandbox,
 } from 'native-sandbox';
-import type {} from 'native-sandbox/backend';
+import { createSandboxBackend, type SandboxBackendDriver, type SandboxDriverReservation } from 'native-sandbox/backend';
+import { withSandbox } from 'native-sandbox';
 import type {} from 'native-sandbox/docker';
 
 const input: SandboxRequestInput = {
@@ -72,4 +73,48 @@ async function useSandbox(backend: SandboxBackend): Promise<void> {
   await sandbox.destroy();
 }
 
-void [timeout, spec, plain, total, recovery, limit, describeFailure, useSandbox];
+const driver: SandboxBackendDriver = {
+  support: { backendId: 'typed', backendRevision: '1', network: ['isolated'], execution: ['until_stopped'], workspaceDiskQuota: false },
+  reserve(parsed: SandboxRequest): SandboxDriverReservation {
+    const record: SandboxRecoveryRecord = {
+      format: 'agenai.sandbox-recovery.v2',
+      backendId: 'typed',
+      backendRevision: '1',
+      namespace: 'ns',
+      operationId: 'op',
+      sandboxId: 'sbx',
+      imageDigest: `sha256:${'a'.repeat(64)}`,
+      policyDigest: `sha256:${'b'.repeat(64)}`,
+      configurationDigest: `sha256:${'c'.repeat(64)}`,
+      phase: 'reserved',
+      authority: { kind: 'unverified' },
+      resources: [],
+    };
+    return {
+      id: 'sbx',
+      recoveryRecord: record,
+      async start({ signal, checkpoint }) {
+        signal.throwIfAborted();
+        await checkpoint({ ...record, phase: 'starting' });
+        return {
+          effective: {
+            resources: parsed.policy.resources,
+            temporaryStorage: parsed.policy.temporaryStorage,
+            network: { kind: 'isolated' },
+            workspaceDiskQuota: { kind: 'not_requested' },
+          },
+          workspace: '/sandbox/workspace',
+        };
+      },
+      async stop() {},
+      async destroy() {},
+    };
+  },
+  async reconcile(found) {
+    return { kind: 'absent', record: found };
+  },
+};
+const backend = createSandboxBackend(driver);
+const answer: Promise<number> = withSandbox(backend, input, async (sandbox) => sandbox.workspace.length, { recovery: { kind: 'in_process' } });
+
+void [timeout, spec, plain, total, recovery, limit, describeFailure, useSandbox, answer];
