@@ -1,6 +1,8 @@
 //! native-sandbox: the Rust core of an owned, policy-checked sandbox library for Node.js, and
 //! its Node-API binding. Everything outside `binding` is plain Rust and knows nothing of JS.
 
+pub mod digest;
+pub mod docker;
 pub mod input;
 pub mod json;
 pub mod lifecycle;

@@ -3,12 +3,18 @@
 
 use std::sync::Arc;
 
+use std::pin::Pin;
+
+use bytes::Bytes;
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use tokio::io::AsyncWrite;
 
 use super::cancel::Cancel;
 use super::error::OwnerError;
 use super::journal::Journal;
 use crate::policy::effective::SandboxEffectivePolicy;
+use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::SandboxRecoveryRecord;
 
 /// What a started driver reports: the observed policy and the guest workspace.
@@ -26,6 +32,31 @@ pub struct StartContext {
     pub journal: Arc<Journal>,
 }
 
+/// Which output stream a chunk belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutputStream {
+    Stdout,
+    Stderr,
+}
+
+/// How the process leader ended, as far as anyone can know.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ProcessExit {
+    Exited(i64),
+    Signaled(String),
+    /// Compute was removed by a stop; the leader's own fate is unknown and never invented.
+    Unavailable,
+}
+
+/// The raw channels of a started process, before the owner applies stream limits.
+pub struct ProcessChannels {
+    /// Shutting it down delivers EOF to the guest.
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
+    /// Chunks in the order the guest wrote them; ends when the process's streams close.
+    pub output: BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>,
+    pub exit: BoxFuture<'static, ProcessExit>,
+}
+
 /// One reserved sandbox of a driver. Stop and destroy must work in any state, also before or
 /// during start, and also after persistence failed.
 pub trait DriverReservation: Send + Sync + 'static {
@@ -37,6 +68,19 @@ pub trait DriverReservation: Send + Sync + 'static {
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
     /// Releases storage (called after a successful stop).
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
+    /// Starts the one process, attached before it runs. `cancel` fires when compute stops.
+    fn start_process(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+        let _ = (spec, cancel);
+        Box::pin(async {
+            Err(OwnerError::Unsupported(
+                "this driver has no process port in this version of native-sandbox".into(),
+            ))
+        })
+    }
 }
 
 /// The caller's persistence of recovery records (`{ kind: 'persisted', persist }`).

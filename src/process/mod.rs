@@ -1,3 +1,4 @@
-//! The one native process of a sandbox: its recipe.
+//! The one native process of a sandbox: its recipe and the owner's side of its streams.
 
+pub mod io;
 pub mod spec;

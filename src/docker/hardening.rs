@@ -1,0 +1,158 @@
+//! The one container configuration every sandbox container gets (hardening plus the requested
+//! limits), and reading back what the engine actually applied.
+
+use std::collections::HashMap;
+
+use bollard::models::{HostConfig, HostConfigLogConfig, Mount, MountType};
+
+use super::layout::{HOME, TMPDIR, WORKSPACE};
+use crate::lifecycle::error::OwnerError;
+use crate::policy::effective::{EffectiveDiskQuota, SandboxEffectivePolicy};
+use crate::policy::network::NetworkKind;
+use crate::policy::request::Policy;
+use crate::policy::resources::{Resources, TemporaryStorage};
+
+/// tmpfs options besides the size; `mode=1777` so the non-root user can write.
+const TMPFS_OPTIONS: &str = "rw,nosuid,nodev,mode=1777";
+
+/// The host configuration of every container of a sandbox: non-root user (set on the body),
+/// no capabilities, no new privileges, read-only root, an init that reaps zombies, no host
+/// mounts, no published ports, no privileged mode, the requested limits, no extra swap, and the
+/// `none` log driver (the engine would otherwise copy every output byte to the host's disk).
+pub fn host_config(policy: &Policy, volume: &str, network: Option<&str>, runtime: Option<&str>) -> HostConfig {
+    let memory = i64::try_from(policy.resources.memory_bytes).unwrap_or(i64::MAX);
+    HostConfig {
+        nano_cpus: Some((policy.resources.cpus * 1e9).round() as i64),
+        memory: Some(memory),
+        memory_swap: Some(memory),
+        pids_limit: Some(i64::try_from(policy.resources.pids).unwrap_or(i64::MAX)),
+        tmpfs: Some(HashMap::from([
+            (HOME.to_owned(), format!("{TMPFS_OPTIONS},size={}", policy.temporary_storage.home_bytes)),
+            (TMPDIR.to_owned(), format!("{TMPFS_OPTIONS},size={}", policy.temporary_storage.temp_bytes)),
+        ])),
+        network_mode: Some(match (policy.network, network) {
+            (NetworkKind::Outbound, Some(name)) => name.to_owned(),
+            _ => "none".to_owned(),
+        }),
+        cap_drop: Some(vec!["ALL".to_owned()]),
+        security_opt: Some(vec!["no-new-privileges".to_owned()]),
+        readonly_rootfs: Some(true),
+        init: Some(true),
+        privileged: Some(false),
+        publish_all_ports: Some(false),
+        mounts: Some(vec![Mount {
+            target: Some(WORKSPACE.to_owned()),
+            source: Some(volume.to_owned()),
+            typ: Some(MountType::VOLUME),
+            read_only: Some(false),
+            ..Default::default()
+        }]),
+        log_config: Some(HostConfigLogConfig {
+            typ: Some("none".to_owned()),
+            config: None,
+        }),
+        runtime: runtime.map(str::to_owned),
+        ..Default::default()
+    }
+}
+
+fn tmpfs_size(options: Option<&String>) -> Option<u64> {
+    options?
+        .split(',')
+        .find_map(|option| option.strip_prefix("size="))
+        .and_then(|size| size.parse().ok())
+}
+
+/// Reads back the applied configuration. Anything that is not exactly the hardening is an
+/// error: startup fails closed and the owner cleans up.
+pub fn applied(host: &HostConfig, user: Option<&str>, expected_user: &str) -> Result<SandboxEffectivePolicy, OwnerError> {
+    let mut wrong = Vec::new();
+    if user != Some(expected_user) {
+        wrong.push(format!("user {user:?} instead of {expected_user}"));
+    }
+    if host.cap_drop.as_deref() != Some(&["ALL".to_owned()][..]) {
+        wrong.push("capabilities not all dropped".to_owned());
+    }
+    if host.cap_add.as_ref().is_some_and(|c| !c.is_empty()) {
+        wrong.push("capabilities added".to_owned());
+    }
+    if !host.security_opt.as_ref().is_some_and(|o| o.iter().any(|s| s == "no-new-privileges" || s == "no-new-privileges:true")) {
+        wrong.push("no-new-privileges missing".to_owned());
+    }
+    if host.readonly_rootfs != Some(true) {
+        wrong.push("root filesystem writable".to_owned());
+    }
+    if host.init != Some(true) {
+        wrong.push("no init process".to_owned());
+    }
+    if host.privileged == Some(true) {
+        wrong.push("privileged".to_owned());
+    }
+    if host.binds.as_ref().is_some_and(|b| !b.is_empty()) {
+        wrong.push("host bind mounts".to_owned());
+    }
+    if host.mounts.as_ref().is_some_and(|m| m.iter().any(|m| m.typ != Some(MountType::VOLUME))) {
+        wrong.push("a mount other than the workspace volume".to_owned());
+    }
+    if host.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) || host.publish_all_ports == Some(true) {
+        wrong.push("published ports".to_owned());
+    }
+    if host.memory_swap != host.memory {
+        wrong.push("extra swap".to_owned());
+    }
+    let tmpfs = host.tmpfs.clone().unwrap_or_default();
+    let home = tmpfs_size(tmpfs.get(HOME));
+    let temp = tmpfs_size(tmpfs.get(TMPDIR));
+    let nano = host.nano_cpus.unwrap_or(0);
+    let memory = host.memory.unwrap_or(0);
+    let pids = host.pids_limit.unwrap_or(0);
+    if nano <= 0 || memory <= 0 || pids <= 0 || home.is_none() || temp.is_none() {
+        wrong.push("a resource limit is missing (cpus, memory, pids or tmpfs size)".to_owned());
+    }
+    if !wrong.is_empty() {
+        return Err(OwnerError::Unsupported(format!(
+            "the engine did not apply the sandbox hardening: {}",
+            wrong.join("; ")
+        )));
+    }
+    let network = match host.network_mode.as_deref() {
+        Some("none") => NetworkKind::Isolated,
+        _ => NetworkKind::Outbound,
+    };
+    Ok(SandboxEffectivePolicy {
+        resources: Resources {
+            cpus: nano as f64 / 1e9,
+            memory_bytes: memory as u64,
+            pids: pids as u64,
+        },
+        temporary_storage: TemporaryStorage {
+            home_bytes: home.unwrap_or(0),
+            temp_bytes: temp.unwrap_or(0),
+        },
+        network,
+        workspace_disk_quota: EffectiveDiskQuota::NotRequested,
+    })
+}
+
+/// The Docker backend fails closed on any difference, not only on a looser value.
+pub fn check_exact(policy: &Policy, effective: &SandboxEffectivePolicy) -> Result<(), OwnerError> {
+    let asked = Resources {
+        cpus: (policy.resources.cpus * 1e9).round() / 1e9,
+        ..policy.resources
+    };
+    if effective.resources != asked
+        || effective.temporary_storage != policy.temporary_storage
+        || effective.network != policy.network
+    {
+        return Err(OwnerError::Unsupported(format!(
+            "the engine applied {:?} / {:?} / {} where {:?} / {:?} / {} was requested",
+            effective.resources,
+            effective.temporary_storage,
+            effective.network.as_str(),
+            asked,
+            policy.temporary_storage,
+            policy.network.as_str()
+        )));
+    }
+    Ok(())
+}

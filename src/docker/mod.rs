@@ -1,0 +1,6 @@
+//! The Docker driver: one hardened container per sandbox process through bollard.
+
+pub mod engine;
+pub mod hardening;
+pub mod layout;
+pub mod options;

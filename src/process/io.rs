@@ -1,0 +1,217 @@
+//! The owner's side of a process's streams: bounded staging in both directions, the
+//! caller-selected totals, and an owned stop when a limit is crossed. Nothing is truncated:
+//! crossing a limit fails the streams.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use futures::future::{BoxFuture, FutureExt, Shared};
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::sync::{mpsc, Semaphore};
+
+use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
+use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::policy::request::StreamLimits;
+
+type Received = Result<Bytes, OwnerError>;
+
+/// Called once when a limit is crossed or a stream breaks: the owner stops the workload.
+pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
+
+pub struct ProcessIo {
+    limits: StreamLimits,
+    stdin: tokio::sync::Mutex<Option<mpsc::UnboundedSender<(Bytes, u32)>>>,
+    stdin_budget: Arc<Semaphore>,
+    stdin_total: AtomicU64,
+    stdin_writer: Mutex<Option<Shared<BoxFuture<'static, Result<(), OwnerError>>>>>,
+    stdout: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
+    stderr: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
+    output_budget: Arc<Semaphore>,
+    exit: Shared<BoxFuture<'static, ProcessExit>>,
+    violated: Arc<AtomicBool>,
+    on_violation: OnViolation,
+}
+
+fn permits(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl ProcessIo {
+    /// Wires the raw channels; spawns the output pump and the stdin writer on the runtime.
+    pub fn new(channels: ProcessChannels, limits: StreamLimits, on_violation: OnViolation) -> Arc<Self> {
+        let ProcessChannels { mut input, output, exit } = channels;
+        let output_staging = usize::try_from(limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
+        let input_staging = usize::try_from(limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
+        let output_budget = Arc::new(Semaphore::new(output_staging.min(Semaphore::MAX_PERMITS)));
+        let stdin_budget = Arc::new(Semaphore::new(input_staging.min(Semaphore::MAX_PERMITS)));
+        let (stdout_tx, stdout_rx) = mpsc::unbounded_channel();
+        let (stderr_tx, stderr_rx) = mpsc::unbounded_channel();
+        let (stdin_tx, mut stdin_rx) = mpsc::unbounded_channel::<(Bytes, u32)>();
+        let violated = Arc::new(AtomicBool::new(false));
+
+        let pump_budget = Arc::clone(&output_budget);
+        let pump_violated = Arc::clone(&violated);
+        let pump_violation = Arc::clone(&on_violation);
+        let max_output = limits.max_output_bytes;
+        let piece = output_staging.clamp(1, 64 * 1024);
+        tokio::spawn(async move {
+            let mut output = output;
+            let mut total: u64 = 0;
+            while let Some(item) = output.next().await {
+                let (which, bytes) = match item {
+                    Ok(chunk) => chunk,
+                    Err(error) => {
+                        let _ = stdout_tx.send(Err(error.clone()));
+                        let _ = stderr_tx.send(Err(error));
+                        break;
+                    }
+                };
+                total = total.saturating_add(bytes.len() as u64);
+                if max_output.is_some_and(|max| total > max) {
+                    let error = OwnerError::operation(
+                        OperationCode::OutputLimit,
+                        format!(
+                            "the process wrote more than policy.streams.maxOutputBytes ({}) to stdout and stderr together; the sandbox is being stopped",
+                            max_output.unwrap_or(0)
+                        ),
+                    );
+                    let _ = stdout_tx.send(Err(error.clone()));
+                    let _ = stderr_tx.send(Err(error));
+                    if !pump_violated.swap(true, Ordering::SeqCst) {
+                        pump_violation();
+                    }
+                    break;
+                }
+                let sender = match which {
+                    OutputStream::Stdout => &stdout_tx,
+                    OutputStream::Stderr => &stderr_tx,
+                };
+                let mut rest = bytes;
+                while !rest.is_empty() {
+                    let part = rest.split_to(rest.len().min(piece));
+                    // Staging is full: stop reading from the engine until a reader takes bytes.
+                    match pump_budget.acquire_many(permits(part.len())).await {
+                        Ok(permit) => permit.forget(),
+                        Err(_) => return,
+                    }
+                    if sender.send(Ok(part)).is_err() {
+                        // Nobody reads this stream any more: give its budget back and go on.
+                        continue;
+                    }
+                }
+            }
+        });
+
+        let writer_budget = Arc::clone(&stdin_budget);
+        let writer = async move {
+            while let Some((chunk, taken)) = stdin_rx.recv().await {
+                let written = input.write_all(&chunk).await;
+                writer_budget.add_permits(taken as usize);
+                written.map_err(|e| {
+                    OwnerError::operation(OperationCode::StreamFailure, format!("writing the process stdin failed: {e}"))
+                })?;
+            }
+            input.flush().await.ok();
+            input.shutdown().await.map_err(|e| {
+                OwnerError::operation(OperationCode::StreamFailure, format!("closing the process stdin failed: {e}"))
+            })
+        }
+        .boxed();
+        let writer = tokio::spawn(writer);
+        let writer = async move {
+            writer
+                .await
+                .unwrap_or_else(|e| Err(OwnerError::driver(format!("stdin writer ended abnormally: {e}"))))
+        }
+        .boxed()
+        .shared();
+
+        Arc::new(Self {
+            limits,
+            stdin: tokio::sync::Mutex::new(Some(stdin_tx)),
+            stdin_budget,
+            stdin_total: AtomicU64::new(0),
+            stdin_writer: Mutex::new(Some(writer)),
+            stdout: tokio::sync::Mutex::new(stdout_rx),
+            stderr: tokio::sync::Mutex::new(stderr_rx),
+            output_budget,
+            exit: exit.shared(),
+            violated,
+            on_violation,
+        })
+    }
+
+    fn violation(&self) {
+        if !self.violated.swap(true, Ordering::SeqCst) {
+            (self.on_violation)();
+        }
+    }
+
+    /// Queues `chunk` for the guest; waits while the staging is full (backpressure).
+    pub async fn write(&self, chunk: Bytes) -> Result<(), OwnerError> {
+        let len = chunk.len() as u64;
+        let total = self.stdin_total.fetch_add(len, Ordering::SeqCst).saturating_add(len);
+        if let Some(max) = self.limits.max_stdin_bytes {
+            if total > max {
+                self.violation();
+                return Err(OwnerError::operation(
+                    OperationCode::InputLimit,
+                    format!("stdin would exceed policy.streams.maxStdinBytes ({max}); the sandbox is being stopped"),
+                ));
+            }
+        }
+        let sender = self.stdin.lock().await;
+        let Some(sender) = sender.as_ref() else {
+            return Err(OwnerError::state("stdin is already ended"));
+        };
+        // A chunk larger than the whole staging waits for all of it, never for more.
+        let staging = usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
+        let taken = permits(chunk.len().min(staging).min(Semaphore::MAX_PERMITS));
+        match self.stdin_budget.acquire_many(taken).await {
+            Ok(permit) => permit.forget(),
+            Err(_) => return Err(OwnerError::state("stdin is closed")),
+        }
+        sender
+            .send((chunk, taken))
+            .map_err(|_| OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed"))
+    }
+
+    /// Ends stdin: resolves once everything queued was written and EOF was delivered.
+    pub async fn end(&self) -> Result<(), OwnerError> {
+        self.stdin.lock().await.take();
+        let writer = self.stdin_writer.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        match writer {
+            Some(writer) => writer.await,
+            None => Ok(()),
+        }
+    }
+
+    /// The next chunk of stdout or stderr; `None` at end of stream.
+    pub async fn read(&self, stream: OutputStream) -> Result<Option<Bytes>, OwnerError> {
+        let received = match stream {
+            OutputStream::Stdout => self.stdout.lock().await.recv().await,
+            OutputStream::Stderr => self.stderr.lock().await.recv().await,
+        };
+        match received {
+            Some(Ok(bytes)) => {
+                self.output_budget.add_permits(bytes.len());
+                Ok(Some(bytes))
+            }
+            Some(Err(error)) => Err(error),
+            None => Ok(None),
+        }
+    }
+
+    pub async fn exit(&self) -> ProcessExit {
+        self.exit.clone().await
+    }
+
+    /// Closes both directions (stop): pending writes and reads settle.
+    pub async fn close(&self) {
+        self.stdin.lock().await.take();
+        self.stdin_budget.close();
+        self.output_budget.close();
+    }
+}
