@@ -24,17 +24,29 @@ pub fn sha256_of(value: &Value) -> String {
 
 fn canonical(value: &Value) -> String {
     match value {
-        Value::Null | Value::Undefined | Value::Function | Value::Symbol | Value::Foreign(_) => "null".into(),
+        Value::Null | Value::Undefined | Value::Function | Value::Symbol | Value::Foreign(_) => {
+            "null".into()
+        }
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => serde_json::to_string(n).unwrap_or_else(|_| "null".into()),
-        Value::BigInt(n) => format!("\"{}\"", n.map_or_else(|| "overflow".into(), |n| n.to_string())),
+        Value::BigInt(n) => format!(
+            "\"{}\"",
+            n.map_or_else(|| "overflow".into(), |n| n.to_string())
+        ),
         Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
-        Value::Array(items) => format!("[{}]", items.iter().map(canonical).collect::<Vec<_>>().join(",")),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(canonical).collect::<Vec<_>>().join(",")
+        ),
         Value::Object(fields) => format!(
             "{{{}}}",
             fields
                 .iter()
-                .map(|(k, v)| format!("{}:{}", serde_json::to_string(k).unwrap_or_default(), canonical(v)))
+                .map(|(k, v)| format!(
+                    "{}:{}",
+                    serde_json::to_string(k).unwrap_or_default(),
+                    canonical(v)
+                ))
                 .collect::<Vec<_>>()
                 .join(",")
         ),
@@ -45,7 +57,9 @@ fn canonical(value: &Value) -> String {
 pub fn fresh_id(prefix: &str) -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let count = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let nanos = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
     let seed = format!("{nanos}:{}:{count}:{:p}", std::process::id(), &COUNTER);
     let digest = sha256(seed.as_bytes());
     format!("{prefix}-{}", &digest[7..23])

@@ -14,7 +14,11 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 pub fn connect(engine: &Engine) -> Result<Docker, OwnerError> {
     let connected = match engine {
         Engine::Default => Docker::connect_with_defaults(),
-        Engine::Socket(path) => Docker::connect_with_unix(path, REQUEST_TIMEOUT.as_secs(), bollard::API_DEFAULT_VERSION),
+        Engine::Socket(path) => Docker::connect_with_unix(
+            path,
+            REQUEST_TIMEOUT.as_secs(),
+            bollard::API_DEFAULT_VERSION,
+        ),
         Engine::Url(url) => Docker::connect_with_host(url),
     };
     connected
@@ -24,7 +28,13 @@ pub fn connect(engine: &Engine) -> Result<Docker, OwnerError> {
 
 /// True for the engine's "no such object" answer.
 pub fn is_not_found(error: &bollard::errors::Error) -> bool {
-    matches!(error, bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })
+    matches!(
+        error,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            ..
+        }
+    )
 }
 
 pub fn engine_error(what: &str, error: bollard::errors::Error) -> OwnerError {

@@ -19,7 +19,12 @@ const TMPFS_OPTIONS: &str = "rw,nosuid,nodev,mode=1777";
 /// no capabilities, no new privileges, read-only root, an init that reaps zombies, no host
 /// mounts, no published ports, no privileged mode, the requested limits, no extra swap, and the
 /// `none` log driver (the engine would otherwise copy every output byte to the host's disk).
-pub fn host_config(policy: &Policy, volume: &str, network: Option<&str>, runtime: Option<&str>) -> HostConfig {
+pub fn host_config(
+    policy: &Policy,
+    volume: &str,
+    network: Option<&str>,
+    runtime: Option<&str>,
+) -> HostConfig {
     let memory = i64::try_from(policy.resources.memory_bytes).unwrap_or(i64::MAX);
     HostConfig {
         nano_cpus: Some((policy.resources.cpus * 1e9).round() as i64),
@@ -27,8 +32,20 @@ pub fn host_config(policy: &Policy, volume: &str, network: Option<&str>, runtime
         memory_swap: Some(memory),
         pids_limit: Some(i64::try_from(policy.resources.pids).unwrap_or(i64::MAX)),
         tmpfs: Some(HashMap::from([
-            (HOME.to_owned(), format!("{TMPFS_OPTIONS},size={}", policy.temporary_storage.home_bytes)),
-            (TMPDIR.to_owned(), format!("{TMPFS_OPTIONS},size={}", policy.temporary_storage.temp_bytes)),
+            (
+                HOME.to_owned(),
+                format!(
+                    "{TMPFS_OPTIONS},size={}",
+                    policy.temporary_storage.home_bytes
+                ),
+            ),
+            (
+                TMPDIR.to_owned(),
+                format!(
+                    "{TMPFS_OPTIONS},size={}",
+                    policy.temporary_storage.temp_bytes
+                ),
+            ),
         ])),
         network_mode: Some(match (policy.network, network) {
             (NetworkKind::Outbound, Some(name)) => name.to_owned(),
@@ -65,7 +82,11 @@ fn tmpfs_size(options: Option<&String>) -> Option<u64> {
 
 /// Reads back the applied configuration. Anything that is not exactly the hardening is an
 /// error: startup fails closed and the owner cleans up.
-pub fn applied(host: &HostConfig, user: Option<&str>, expected_user: &str) -> Result<SandboxEffectivePolicy, OwnerError> {
+pub fn applied(
+    host: &HostConfig,
+    user: Option<&str>,
+    expected_user: &str,
+) -> Result<SandboxEffectivePolicy, OwnerError> {
     let mut wrong = Vec::new();
     if user != Some(expected_user) {
         wrong.push(format!("user {user:?} instead of {expected_user}"));
@@ -76,7 +97,10 @@ pub fn applied(host: &HostConfig, user: Option<&str>, expected_user: &str) -> Re
     if host.cap_add.as_ref().is_some_and(|c| !c.is_empty()) {
         wrong.push("capabilities added".to_owned());
     }
-    if !host.security_opt.as_ref().is_some_and(|o| o.iter().any(|s| s == "no-new-privileges" || s == "no-new-privileges:true")) {
+    if !host.security_opt.as_ref().is_some_and(|o| {
+        o.iter()
+            .any(|s| s == "no-new-privileges" || s == "no-new-privileges:true")
+    }) {
         wrong.push("no-new-privileges missing".to_owned());
     }
     if host.readonly_rootfs != Some(true) {
@@ -91,10 +115,16 @@ pub fn applied(host: &HostConfig, user: Option<&str>, expected_user: &str) -> Re
     if host.binds.as_ref().is_some_and(|b| !b.is_empty()) {
         wrong.push("host bind mounts".to_owned());
     }
-    if host.mounts.as_ref().is_some_and(|m| m.iter().any(|m| m.typ != Some(MountType::VOLUME))) {
+    if host
+        .mounts
+        .as_ref()
+        .is_some_and(|m| m.iter().any(|m| m.typ != Some(MountType::VOLUME)))
+    {
         wrong.push("a mount other than the workspace volume".to_owned());
     }
-    if host.port_bindings.as_ref().is_some_and(|p| !p.is_empty()) || host.publish_all_ports == Some(true) {
+    if host.port_bindings.as_ref().is_some_and(|p| !p.is_empty())
+        || host.publish_all_ports == Some(true)
+    {
         wrong.push("published ports".to_owned());
     }
     if host.memory_swap != host.memory {

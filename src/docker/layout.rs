@@ -44,13 +44,22 @@ impl Names {
 }
 
 /// The labels every object of a sandbox carries; `role` names which one it is.
-pub fn labels(namespace: &str, sandbox_id: &str, operation_id: &str, configuration: &str, role: &str) -> HashMap<String, String> {
+pub fn labels(
+    namespace: &str,
+    sandbox_id: &str,
+    operation_id: &str,
+    configuration: &str,
+    role: &str,
+) -> HashMap<String, String> {
     HashMap::from([
         (LABEL_NAMESPACE.to_owned(), namespace.to_owned()),
         (LABEL_SANDBOX.to_owned(), sandbox_id.to_owned()),
         (LABEL_OPERATION.to_owned(), operation_id.to_owned()),
         (LABEL_ROLE.to_owned(), role.to_owned()),
         (LABEL_CONFIGURATION.to_owned(), configuration.to_owned()),
-        (format!("{LABEL_PREFIX}.version"), BACKEND_REVISION.to_owned()),
+        (
+            format!("{LABEL_PREFIX}.version"),
+            BACKEND_REVISION.to_owned(),
+        ),
     ])
 }

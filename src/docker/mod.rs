@@ -1,6 +1,9 @@
 //! The Docker driver: one hardened container per sandbox process through bollard.
 
+pub mod backend;
 pub mod engine;
 pub mod hardening;
 pub mod layout;
+pub mod objects;
 pub mod options;
+pub mod reservation;

@@ -38,12 +38,18 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         let at = f.at("image");
         let s = string(v, &at, 512, issues)?;
         if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            issues.add(IssueCode::InvalidValue, &at, "must be a non-empty image reference or ID without whitespace");
+            issues.add(
+                IssueCode::InvalidValue,
+                &at,
+                "must be a non-empty image reference or ID without whitespace",
+            );
             return None;
         }
         Some(s)
     });
-    let namespace = f.required("namespace", issues).and_then(|v| identifier(v, &f.at("namespace"), issues));
+    let namespace = f
+        .required("namespace", issues)
+        .and_then(|v| identifier(v, &f.at("namespace"), issues));
     let spill_directory = f
         .required("spillDirectory", issues)
         .and_then(|v| paths::path(v, &f.at("spillDirectory"), Anchor::Guest, issues));
@@ -76,7 +82,9 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
     let url = f.optional("url");
     let tls = f.optional("tls");
     let result = match (socket, url) {
-        (Some(socket), None) => paths::path(socket, &f.at("socketPath"), Anchor::Guest, issues).map(Engine::Socket),
+        (Some(socket), None) => {
+            paths::path(socket, &f.at("socketPath"), Anchor::Guest, issues).map(Engine::Socket)
+        }
         (None, Some(url)) => {
             let at = f.at("url");
             let s = string(url, &at, 2_048, issues)?;
@@ -87,15 +95,26 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
                     "TLS engine connections are not supported by this build; use a unix socket or a plain tcp:// URL on a trusted network",
                 );
                 None
-            } else if s.starts_with("tcp://") || s.starts_with("http://") || s.starts_with("unix://") {
+            } else if s.starts_with("tcp://")
+                || s.starts_with("http://")
+                || s.starts_with("unix://")
+            {
                 Some(Engine::Url(s))
             } else {
-                issues.add(IssueCode::InvalidValue, &at, "must start with tcp://, http:// or unix://");
+                issues.add(
+                    IssueCode::InvalidValue,
+                    &at,
+                    "must start with tcp://, http:// or unix://",
+                );
                 None
             }
         }
         (Some(_), Some(_)) => {
-            issues.add(IssueCode::InvalidValue, at, "give either socketPath or url, not both");
+            issues.add(
+                IssueCode::InvalidValue,
+                at,
+                "give either socketPath or url, not both",
+            );
             None
         }
         (None, None) => {
@@ -110,11 +129,17 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
 /// `uid:gid`, numeric. Root (0) only when asked for explicitly, which this is.
 fn user(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<String> {
     let s = string(value, at, 64, issues)?;
-    let numeric = |part: &str| !part.is_empty() && part.len() <= 10 && part.bytes().all(|b| b.is_ascii_digit());
+    let numeric = |part: &str| {
+        !part.is_empty() && part.len() <= 10 && part.bytes().all(|b| b.is_ascii_digit())
+    };
     match s.split_once(':') {
         Some((uid, gid)) if numeric(uid) && numeric(gid) => Some(s),
         _ => {
-            issues.add(IssueCode::InvalidValue, at, "must be a numeric 'uid:gid' such as '65532:65532'");
+            issues.add(
+                IssueCode::InvalidValue,
+                at,
+                "must be a numeric 'uid:gid' such as '65532:65532'",
+            );
             None
         }
     }
@@ -128,8 +153,10 @@ mod tests {
 
     #[test]
     fn defaults_and_issues() {
-        let ok = parse_docker_options(&from_json(json!({ "image": "busybox:1", "namespace": "ci", "spillDirectory": "/tmp/spill" })))
-            .expect("valid options");
+        let ok = parse_docker_options(&from_json(
+            json!({ "image": "busybox:1", "namespace": "ci", "spillDirectory": "/tmp/spill" }),
+        ))
+        .expect("valid options");
         assert_eq!(ok.user, DEFAULT_USER);
         assert_eq!(ok.engine, Engine::Default);
         let bad = from_json(json!({

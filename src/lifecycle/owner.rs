@@ -12,6 +12,8 @@ use super::journal::Journal;
 use super::observe::{enter, observe, sleep_exactly, Actual, Observed};
 use super::state::{Operation, State};
 use crate::policy::request::{Execution, SandboxRequest};
+use crate::process::io::ProcessIo;
+use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::SandboxRecoveryRecord;
 
 /// Cheap to clone: every clone is the same owner.
@@ -37,6 +39,14 @@ struct Core {
     destroy: Option<Actual<()>>,
     /// Fired when compute stops: ends the execution deadline timer and the process port.
     execution: Option<Cancel>,
+    /// The one process recipe, once reserved (imports close for good at that moment).
+    process: Option<ProcessSlot>,
+}
+
+struct ProcessSlot {
+    spec: SandboxProcessSpec,
+    started: bool,
+    io: Option<Arc<ProcessIo>>,
 }
 
 impl SandboxOwner {
@@ -64,6 +74,7 @@ impl SandboxOwner {
                     stop: None,
                     destroy: None,
                     execution: None,
+                    process: None,
                 }),
             }),
         }
@@ -314,9 +325,14 @@ impl SandboxOwner {
             execution.cancel(OwnerError::cancelled("sandbox compute is stopping"));
         }
         let startup = core.startup.clone();
+        let io = core.process.as_ref().and_then(|p| p.io.clone());
         let owner = self.clone();
         let actual = enter(async move {
             let physical = Arc::clone(&owner.inner.driver).stop().await;
+            if let Some(io) = io {
+                // Compute is gone or going: unblock every pending read and write.
+                io.close().await;
+            }
             if let Some(startup) = startup {
                 // Entered startup must settle before compute counts as stopped.
                 let _ = startup.await;
@@ -339,6 +355,101 @@ impl SandboxOwner {
         });
         core.stop = Some(actual.clone());
         actual
+    }
+
+    /// Reserves the one process (synchronously): closes imports for good.
+    pub fn reserve_process(&self, spec: SandboxProcessSpec) -> Result<(), OwnerError> {
+        let mut core = self.core();
+        if core.state != State::Ready || core.process.is_some() {
+            return Err(OwnerError::state(
+                "a sandbox admits one process reservation, while it is ready",
+            ));
+        }
+        core.process = Some(ProcessSlot {
+            spec,
+            started: false,
+            io: None,
+        });
+        Ok(())
+    }
+
+    /// Starts the reserved process once: the execution policy takes over at entry, startup is
+    /// observed within `deadlines.startupMs`, and its streams come back under the stream limits.
+    pub async fn start_process(
+        &self,
+        caller: Option<Cancel>,
+    ) -> Result<Arc<ProcessIo>, OwnerError> {
+        let spec = {
+            let mut core = self.core();
+            let ready = core.state == State::Ready;
+            match core.process.as_mut() {
+                Some(slot) if ready && !slot.started => {
+                    slot.started = true;
+                    slot.spec.clone()
+                }
+                _ => {
+                    return Err(OwnerError::state(
+                        "process startup is once-only and requires ready compute",
+                    ))
+                }
+            }
+        };
+        if let Some(reason) = caller.as_ref().and_then(Cancel::reason) {
+            self.fence(Operation::Process);
+            return Err(reason);
+        }
+        let execution = self.enter_execution()?;
+        let driver = Arc::clone(&self.inner.driver);
+        let cancel = execution.clone();
+        // Shared observation needs a clonable output: hand the channels over through a slot.
+        let actual = enter(async move {
+            driver
+                .start_process(spec, cancel)
+                .await
+                .map(|channels| Arc::new(Mutex::new(Some(channels))))
+        });
+        let mut cancels = vec![execution];
+        cancels.extend(caller);
+        let channels = match observe(
+            actual,
+            Some(self.startup_limit()),
+            &cancels,
+            "process startup",
+        )
+        .await
+        {
+            Observed::Settled(Ok(channels)) => channels,
+            Observed::Settled(Err(error)) | Observed::Interrupted(error) => {
+                self.fence(Operation::Process);
+                self.stop_in_background();
+                return Err(error);
+            }
+        };
+        let Some(channels) = channels
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
+            return Err(OwnerError::state("process channels were taken twice"));
+        };
+        let owner = self.clone();
+        let io = ProcessIo::new(
+            channels,
+            self.inner.request.policy.streams,
+            Arc::new(move || owner.stop_in_background()),
+        );
+        let mut core = self.core();
+        if let Some(slot) = core.process.as_mut() {
+            slot.io = Some(Arc::clone(&io));
+        }
+        if core.state != State::Ready {
+            drop(core);
+            io.close().await;
+            return Err(OwnerError::cancelled(
+                "the sandbox stopped while its process was starting",
+            ));
+        }
+        Ok(io)
     }
 
     /// Process start entry: from here the execution policy owns the whole workload. With a

@@ -40,9 +40,18 @@ fn permits(n: usize) -> u32 {
 
 impl ProcessIo {
     /// Wires the raw channels; spawns the output pump and the stdin writer on the runtime.
-    pub fn new(channels: ProcessChannels, limits: StreamLimits, on_violation: OnViolation) -> Arc<Self> {
-        let ProcessChannels { mut input, output, exit } = channels;
-        let output_staging = usize::try_from(limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
+    pub fn new(
+        channels: ProcessChannels,
+        limits: StreamLimits,
+        on_violation: OnViolation,
+    ) -> Arc<Self> {
+        let ProcessChannels {
+            mut input,
+            output,
+            exit,
+        } = channels;
+        let output_staging =
+            usize::try_from(limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
         let input_staging = usize::try_from(limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
         let output_budget = Arc::new(Semaphore::new(output_staging.min(Semaphore::MAX_PERMITS)));
         let stdin_budget = Arc::new(Semaphore::new(input_staging.min(Semaphore::MAX_PERMITS)));
@@ -110,20 +119,28 @@ impl ProcessIo {
                 let written = input.write_all(&chunk).await;
                 writer_budget.add_permits(taken as usize);
                 written.map_err(|e| {
-                    OwnerError::operation(OperationCode::StreamFailure, format!("writing the process stdin failed: {e}"))
+                    OwnerError::operation(
+                        OperationCode::StreamFailure,
+                        format!("writing the process stdin failed: {e}"),
+                    )
                 })?;
             }
             input.flush().await.ok();
             input.shutdown().await.map_err(|e| {
-                OwnerError::operation(OperationCode::StreamFailure, format!("closing the process stdin failed: {e}"))
+                OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    format!("closing the process stdin failed: {e}"),
+                )
             })
         }
         .boxed();
         let writer = tokio::spawn(writer);
         let writer = async move {
-            writer
-                .await
-                .unwrap_or_else(|e| Err(OwnerError::driver(format!("stdin writer ended abnormally: {e}"))))
+            writer.await.unwrap_or_else(|e| {
+                Err(OwnerError::driver(format!(
+                    "stdin writer ended abnormally: {e}"
+                )))
+            })
         }
         .boxed()
         .shared();
@@ -152,7 +169,10 @@ impl ProcessIo {
     /// Queues `chunk` for the guest; waits while the staging is full (backpressure).
     pub async fn write(&self, chunk: Bytes) -> Result<(), OwnerError> {
         let len = chunk.len() as u64;
-        let total = self.stdin_total.fetch_add(len, Ordering::SeqCst).saturating_add(len);
+        let total = self
+            .stdin_total
+            .fetch_add(len, Ordering::SeqCst)
+            .saturating_add(len);
         if let Some(max) = self.limits.max_stdin_bytes {
             if total > max {
                 self.violation();
@@ -173,15 +193,19 @@ impl ProcessIo {
             Ok(permit) => permit.forget(),
             Err(_) => return Err(OwnerError::state("stdin is closed")),
         }
-        sender
-            .send((chunk, taken))
-            .map_err(|_| OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed"))
+        sender.send((chunk, taken)).map_err(|_| {
+            OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
+        })
     }
 
     /// Ends stdin: resolves once everything queued was written and EOF was delivered.
     pub async fn end(&self) -> Result<(), OwnerError> {
         self.stdin.lock().await.take();
-        let writer = self.stdin_writer.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        let writer = self
+            .stdin_writer
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
         match writer {
             Some(writer) => writer.await,
             None => Ok(()),

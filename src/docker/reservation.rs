@@ -1,0 +1,648 @@
+//! One Docker sandbox: startup under checkpoints, the process container, stop and destroy.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use bollard::body_full;
+use bollard::container::LogOutput;
+use bollard::models::{ContainerCreateBody, NetworkCreateRequest, VolumeCreateRequest};
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, KillContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder, WaitContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+use tokio::sync::Mutex;
+
+use super::engine::{engine_error, is_not_found};
+use super::hardening::{applied, check_exact, host_config};
+use super::layout::{fixed_environment, labels, WORKSPACE};
+use super::objects::{
+    container_fingerprint, network_fingerprint, provable_container, remove_all, volume_fingerprint,
+    with_identity,
+};
+use crate::lifecycle::cancel::Cancel;
+use crate::lifecycle::driver::{
+    DriverReservation, OutputStream, ProcessChannels, ProcessExit, ReadyFacts, StartContext,
+};
+use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::lifecycle::journal::Journal;
+use crate::policy::effective::SandboxEffectivePolicy;
+use crate::policy::network::NetworkKind;
+use crate::policy::request::SandboxRequest;
+use crate::process::spec::SandboxProcessSpec;
+use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
+
+/// What a reservation needs from its backend, fixed at reservation time.
+#[derive(Clone)]
+pub struct Settings {
+    pub docker: Docker,
+    pub image_id: String,
+    pub user: String,
+    pub runtime: Option<String>,
+    pub configuration_digest: String,
+}
+
+pub struct DockerReservation {
+    settings: Settings,
+    request: SandboxRequest,
+    state: Mutex<Progress>,
+}
+
+/// What startup has established; read by stop, destroy and the process port.
+struct Progress {
+    record: SandboxRecoveryRecord,
+    journal: Option<Arc<Journal>>,
+    effective: Option<SandboxEffectivePolicy>,
+    compute: Option<String>,
+    /// Set when a stop removed compute: the leader's exit is then unknowable.
+    stopped_by_owner: bool,
+}
+
+impl DockerReservation {
+    pub fn new(
+        settings: Settings,
+        request: SandboxRequest,
+        record: SandboxRecoveryRecord,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            settings,
+            request,
+            state: Mutex::new(Progress {
+                record,
+                journal: None,
+                effective: None,
+                compute: None,
+                stopped_by_owner: false,
+            }),
+        })
+    }
+
+    fn labels(&self, record: &SandboxRecoveryRecord, role: Role) -> HashMap<String, String> {
+        labels(
+            &record.namespace,
+            &record.sandbox_id,
+            &record.operation_id,
+            &self.settings.configuration_digest,
+            role.as_str(),
+        )
+    }
+
+    /// Persists `next` through the journal (before the effect it announces) and keeps it.
+    async fn checkpoint(
+        &self,
+        journal: &Journal,
+        next: SandboxRecoveryRecord,
+    ) -> Result<(), OwnerError> {
+        journal.checkpoint(next.clone()).await?;
+        self.state.lock().await.record = next;
+        Ok(())
+    }
+
+    async fn record(&self) -> SandboxRecoveryRecord {
+        self.state.lock().await.record.clone()
+    }
+
+    async fn run_start(&self, context: &StartContext) -> Result<ReadyFacts, OwnerError> {
+        let docker = &self.settings.docker;
+        let journal = &context.journal;
+        self.state.lock().await.journal = Some(Arc::clone(journal));
+
+        // Read-only preflight: which engine this is, and whether the image may run at all.
+        let info = docker
+            .info()
+            .await
+            .map_err(|e| engine_error("reading the engine identity", e))?;
+        let engine_id = info
+            .id
+            .filter(|id| !id.is_empty())
+            .ok_or_else(|| OwnerError::driver("the engine reported no identity"))?;
+        let mut next = self.record().await;
+        next.phase = Phase::Starting;
+        next.authority = Authority::Verified {
+            backend_identity: format!("docker-engine:{engine_id}"),
+        };
+        self.checkpoint(journal, next).await?;
+        self.admit_image().await?;
+        context.cancel.check()?;
+
+        let network = match self.request.policy.network {
+            NetworkKind::Outbound => Some(self.create_network(context).await?),
+            NetworkKind::Isolated => None,
+        };
+        context.cancel.check()?;
+        let volume = self.create_volume(context).await?;
+        context.cancel.check()?;
+        let holder = self
+            .create_holder(context, &volume, network.as_deref())
+            .await?;
+        context.cancel.check()?;
+        self.claim_workspace(&holder).await?;
+
+        let inspect = docker
+            .inspect_container(&holder, None)
+            .await
+            .map_err(|e| engine_error("inspecting the workspace holder", e))?;
+        let host = inspect.host_config.clone().unwrap_or_default();
+        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
+        let effective = applied(&host, user.as_deref(), &self.settings.user)?;
+        check_exact(&self.request.policy, &effective)?;
+
+        let mut ready = self.record().await;
+        ready.phase = Phase::Ready;
+        self.checkpoint(journal, ready).await?;
+        self.state.lock().await.effective = Some(effective.clone());
+        Ok(ReadyFacts {
+            effective,
+            workspace: WORKSPACE.to_owned(),
+        })
+    }
+
+    /// The image's environment may hold only HOME, TMPDIR and PATH, with exactly our values.
+    async fn admit_image(&self) -> Result<(), OwnerError> {
+        let image = self
+            .settings
+            .docker
+            .inspect_image(&self.settings.image_id)
+            .await
+            .map_err(|e| {
+                engine_error(&format!("inspecting image {}", self.settings.image_id), e)
+            })?;
+        if image.id.as_deref() != Some(self.settings.image_id.as_str()) {
+            return Err(OwnerError::state(
+                "the image resolved at backend creation is no longer the same image",
+            ));
+        }
+        let env = image.config.and_then(|c| c.env).unwrap_or_default();
+        let allowed: Vec<String> = fixed_environment()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        let extra: Vec<&String> = env
+            .iter()
+            .filter(|entry| !allowed.contains(entry))
+            .collect();
+        if !extra.is_empty() {
+            let names: Vec<&str> = extra
+                .iter()
+                .map(|e| e.split('=').next().unwrap_or_default())
+                .collect();
+            return Err(OwnerError::Unsupported(format!(
+                "image {} carries environment that the sandbox does not admit ({}); only {} are allowed",
+                self.settings.image_id,
+                names.join(", "),
+                allowed.join(" ")
+            )));
+        }
+        Ok(())
+    }
+
+    async fn announce(
+        &self,
+        journal: &Journal,
+        role: Role,
+        identity: Identity,
+    ) -> Result<SandboxRecoveryRecord, OwnerError> {
+        let next = with_identity(&self.record().await, role, identity);
+        self.checkpoint(journal, next.clone()).await?;
+        Ok(next)
+    }
+
+    async fn create_network(&self, context: &StartContext) -> Result<String, OwnerError> {
+        let record = self
+            .announce(&context.journal, Role::Network, Identity::Creating)
+            .await?;
+        let name = super::objects::name_of(&record, Role::Network)
+            .unwrap_or_default()
+            .to_owned();
+        let created = self
+            .settings
+            .docker
+            .create_network(NetworkCreateRequest {
+                name: name.clone(),
+                driver: Some("bridge".into()),
+                internal: Some(false),
+                attachable: Some(false),
+                labels: Some(self.labels(&record, Role::Network)),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| engine_error("creating the sandbox network", e))?;
+        let inspect = self
+            .settings
+            .docker
+            .inspect_network(&created.id, None)
+            .await
+            .map_err(|e| engine_error("inspecting the sandbox network", e))?;
+        let fingerprint = network_fingerprint(&created.id, inspect.created.as_deref());
+        self.announce(
+            &context.journal,
+            Role::Network,
+            Identity::Identified {
+                id: created.id.clone(),
+                fingerprint,
+            },
+        )
+        .await?;
+        Ok(name)
+    }
+
+    async fn create_volume(&self, context: &StartContext) -> Result<String, OwnerError> {
+        let record = self
+            .announce(&context.journal, Role::Storage, Identity::Creating)
+            .await?;
+        let name = super::objects::name_of(&record, Role::Storage)
+            .unwrap_or_default()
+            .to_owned();
+        let volume = self
+            .settings
+            .docker
+            .create_volume(VolumeCreateRequest {
+                name: Some(name.clone()),
+                driver: Some("local".into()),
+                labels: Some(self.labels(&record, Role::Storage)),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| engine_error("creating the workspace volume", e))?;
+        let fingerprint = volume_fingerprint(&volume.name, volume.created_at.as_deref());
+        self.announce(
+            &context.journal,
+            Role::Storage,
+            Identity::Identified {
+                id: volume.name.clone(),
+                fingerprint,
+            },
+        )
+        .await?;
+        Ok(name)
+    }
+
+    fn container_body(
+        &self,
+        record: &SandboxRecoveryRecord,
+        role: Role,
+        volume: &str,
+        network: Option<&str>,
+    ) -> ContainerCreateBody {
+        let env = fixed_environment()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        ContainerCreateBody {
+            image: Some(self.settings.image_id.clone()),
+            user: Some(self.settings.user.clone()),
+            env: Some(env),
+            working_dir: Some(WORKSPACE.to_owned()),
+            labels: Some(self.labels(record, role)),
+            network_disabled: Some(network.is_none()),
+            tty: Some(false),
+            host_config: Some(host_config(
+                &self.request.policy,
+                volume,
+                network,
+                self.settings.runtime.as_deref(),
+            )),
+            ..Default::default()
+        }
+    }
+
+    /// The never-started container that holds the workspace volume for archive transfers.
+    async fn create_holder(
+        &self,
+        context: &StartContext,
+        volume: &str,
+        network: Option<&str>,
+    ) -> Result<String, OwnerError> {
+        let record = self
+            .announce(&context.journal, Role::Export, Identity::Creating)
+            .await?;
+        let name = super::objects::name_of(&record, Role::Export)
+            .unwrap_or_default()
+            .to_owned();
+        let mut body = self.container_body(&record, Role::Export, volume, network);
+        // Never started: the entrypoint only has to exist as a string.
+        body.entrypoint = Some(vec!["/sandbox-holder-is-never-started".into()]);
+        let id = self.create_container(&name, body).await?;
+        self.identify_container(&context.journal, Role::Export, &id)
+            .await?;
+        Ok(id)
+    }
+
+    async fn create_container(
+        &self,
+        name: &str,
+        body: ContainerCreateBody,
+    ) -> Result<String, OwnerError> {
+        let options = CreateContainerOptionsBuilder::default().name(name).build();
+        self.settings
+            .docker
+            .create_container(Some(options), body)
+            .await
+            .map(|created| created.id)
+            .map_err(|e| engine_error(&format!("creating container {name}"), e))
+    }
+
+    async fn identify_container(
+        &self,
+        journal: &Journal,
+        role: Role,
+        id: &str,
+    ) -> Result<(), OwnerError> {
+        let inspect = self
+            .settings
+            .docker
+            .inspect_container(id, None)
+            .await
+            .map_err(|e| engine_error("inspecting a new container", e))?;
+        let fingerprint = container_fingerprint(&inspect);
+        self.announce(
+            journal,
+            role,
+            Identity::Identified {
+                id: id.to_owned(),
+                fingerprint,
+            },
+        )
+        .await
+        .map(drop)
+    }
+
+    /// A new volume's root belongs to root: hand it to the sandbox user before anything else.
+    async fn claim_workspace(&self, holder: &str) -> Result<(), OwnerError> {
+        let (uid, gid) = self
+            .settings
+            .user
+            .split_once(':')
+            .and_then(|(u, g)| Some((u.parse::<u64>().ok()?, g.parse::<u64>().ok()?)))
+            .ok_or_else(|| OwnerError::state("the sandbox user is not numeric uid:gid"))?;
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Directory);
+        header.set_mode(0o755);
+        header.set_uid(uid);
+        header.set_gid(gid);
+        header.set_size(0);
+        header.set_mtime(0);
+        let mut builder = tar::Builder::new(Vec::new());
+        builder
+            .append_data(&mut header, ".", std::io::empty())
+            .map_err(|e| {
+                OwnerError::driver(format!("building the workspace ownership archive: {e}"))
+            })?;
+        let archive = builder.into_inner().map_err(|e| {
+            OwnerError::driver(format!("building the workspace ownership archive: {e}"))
+        })?;
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(WORKSPACE)
+            .copy_uidgid("1")
+            .build();
+        self.settings
+            .docker
+            .upload_to_container(holder, Some(options), body_full(archive.into()))
+            .await
+            .map_err(|e| engine_error("handing the workspace to the sandbox user", e))
+    }
+
+    async fn run_process(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+    ) -> Result<ProcessChannels, OwnerError> {
+        let (journal, expected) = {
+            let state = self.state.lock().await;
+            (state.journal.clone(), state.effective.clone())
+        };
+        let (Some(journal), Some(expected)) = (journal, expected) else {
+            return Err(OwnerError::state("the process needs a started sandbox"));
+        };
+        cancel.check()?;
+        let record = self
+            .announce(&journal, Role::Compute, Identity::Creating)
+            .await?;
+        let name = super::objects::name_of(&record, Role::Compute)
+            .unwrap_or_default()
+            .to_owned();
+        let volume = super::objects::name_of(&record, Role::Storage)
+            .unwrap_or_default()
+            .to_owned();
+        let network = match self.request.policy.network {
+            NetworkKind::Outbound => {
+                super::objects::name_of(&record, Role::Network).map(str::to_owned)
+            }
+            NetworkKind::Isolated => None,
+        };
+        let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
+        let mut env: Vec<String> = fixed_environment()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+        body.env = Some(env);
+        body.entrypoint = Some(vec![spec.executable.clone()]);
+        body.cmd = Some(spec.args.clone());
+        body.working_dir = Some(spec.cwd.clone());
+        body.attach_stdin = Some(true);
+        body.attach_stdout = Some(true);
+        body.attach_stderr = Some(true);
+        body.open_stdin = Some(true);
+        body.stdin_once = Some(true);
+        let id = self.create_container(&name, body).await?;
+        self.state.lock().await.compute = Some(id.clone());
+        self.identify_container(&journal, Role::Compute, &id)
+            .await?;
+
+        let docker = &self.settings.docker;
+        let inspect = docker
+            .inspect_container(&id, None)
+            .await
+            .map_err(|e| engine_error("inspecting the process container", e))?;
+        let host = inspect.host_config.clone().unwrap_or_default();
+        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
+        let effective = applied(&host, user.as_deref(), &self.settings.user)?;
+        if effective != expected {
+            return Err(OwnerError::Unsupported(
+                "the process container was not given the sandbox's observed policy".into(),
+            ));
+        }
+        cancel.check()?;
+
+        let attach = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .stream(true)
+            .build();
+        let attached = docker
+            .attach_container(&id, Some(attach))
+            .await
+            .map_err(|e| engine_error("attaching to the process", e))?;
+        {
+            // Decided under the lock a stop takes first: either this start is visible to the
+            // stop (and killed), or the stop is visible here (and nothing starts).
+            let state = self.state.lock().await;
+            if state.stopped_by_owner || cancel.is_cancelled() {
+                return Err(OwnerError::cancelled(
+                    "the sandbox stopped before its process started",
+                ));
+            }
+            docker
+                .start_container(&id, None)
+                .await
+                .map_err(|e| engine_error("starting the process", e))?;
+        }
+
+        let output = attached
+            .output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => Some(Ok((OutputStream::Stdout, message))),
+                    Ok(LogOutput::StdErr { message }) => Some(Ok((OutputStream::Stderr, message))),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(OwnerError::operation(
+                        OperationCode::StreamFailure,
+                        format!("reading the process output failed: {e}"),
+                    ))),
+                }
+            })
+            .boxed();
+        let exit = Arc::clone(&self).exit_of(id);
+        Ok(ProcessChannels {
+            input: attached.input,
+            output,
+            exit,
+        })
+    }
+
+    fn exit_of(self: Arc<Self>, id: String) -> BoxFuture<'static, ProcessExit> {
+        let docker = self.settings.docker.clone();
+        async move {
+            let options = WaitContainerOptionsBuilder::default()
+                .condition("not-running")
+                .build();
+            let code = match docker.wait_container(&id, Some(options)).next().await {
+                Some(Ok(response)) => Some(response.status_code),
+                Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
+                    Some(code)
+                }
+                _ => None,
+            };
+            if self.state.lock().await.stopped_by_owner {
+                return ProcessExit::Unavailable;
+            }
+            match code {
+                None => ProcessExit::Unavailable,
+                // The init process reports a leader killed by signal N as 128 + N.
+                Some(code) if (129..=128 + 64).contains(&code) => {
+                    ProcessExit::Signaled(signal_name(code - 128))
+                }
+                Some(code) => ProcessExit::Exited(code),
+            }
+        }
+        .boxed()
+    }
+
+    /// Kills compute (the whole process tree goes with its container); storage stays.
+    async fn run_stop(&self) -> Result<(), OwnerError> {
+        let record = {
+            let mut state = self.state.lock().await;
+            state.stopped_by_owner = true;
+            state.record.clone()
+        };
+        let docker = &self.settings.docker;
+        let Some(id) = provable_container(docker, &record, Role::Compute).await? else {
+            return Ok(());
+        };
+        let kill = KillContainerOptionsBuilder::default()
+            .signal("SIGKILL")
+            .build();
+        match docker.kill_container(&id, Some(kill)).await {
+            Ok(()) => {}
+            Err(e) if is_not_found(&e) => return Ok(()),
+            // 409: not running (never started, or already exited).
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => {}
+            Err(e) => return Err(engine_error("stopping the process container", e)),
+        }
+        let wait = WaitContainerOptionsBuilder::default()
+            .condition("not-running")
+            .build();
+        match docker.wait_container(&id, Some(wait)).next().await {
+            Some(Ok(_))
+            | Some(Err(bollard::errors::Error::DockerContainerWaitError { .. }))
+            | None => Ok(()),
+            Some(Err(e)) if is_not_found(&e) => Ok(()),
+            Some(Err(e)) => Err(engine_error("waiting for the process container to stop", e)),
+        }
+    }
+
+    async fn run_destroy(&self) -> Result<(), OwnerError> {
+        let record = self.record().await;
+        remove_all(&self.settings.docker, &record).await
+    }
+}
+
+/// The conventional name of signal `n` on Linux.
+pub fn signal_name(n: i64) -> String {
+    let name = match n {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        16 => "SIGSTKFLT",
+        17 => "SIGCHLD",
+        18 => "SIGCONT",
+        19 => "SIGSTOP",
+        20 => "SIGTSTP",
+        21 => "SIGTTIN",
+        22 => "SIGTTOU",
+        23 => "SIGURG",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        26 => "SIGVTALRM",
+        27 => "SIGPROF",
+        28 => "SIGWINCH",
+        29 => "SIGIO",
+        30 => "SIGPWR",
+        31 => "SIGSYS",
+        other => return format!("SIGRT{}", other - 34),
+    };
+    name.to_owned()
+}
+
+impl DriverReservation for DockerReservation {
+    fn start(
+        self: Arc<Self>,
+        context: StartContext,
+    ) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
+        async move { self.run_start(&context).await }.boxed()
+    }
+
+    fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.run_stop().await }.boxed()
+    }
+
+    fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.run_destroy().await }.boxed()
+    }
+
+    fn start_process(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+        self.run_process(spec, cancel).boxed()
+    }
+}
