@@ -1,3 +1,2 @@
-// native-sandbox/docker: not built yet. This entry point exports nothing until its issue lands,
-// so an import of a missing name fails loudly instead of reaching a stub.
-export {};
+// native-sandbox/docker: one hardened container per sandbox process on a Docker engine.
+export { createDockerSandboxBackend, DOCKER_SANDBOX_GUEST } from './js/docker.js';

@@ -6,6 +6,7 @@ import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
 import { onAbort, parseOperationOptions } from './options.js';
+import { reserveProcess } from './process.js';
 
 /**
  * Owns one fresh driver reservation (`reserved`) with a native owner, and returns the
@@ -14,7 +15,6 @@ import { onAbort, parseOperationOptions } from './options.js';
 export function ownDriverReservation({ request, id, record, recovery, reserved }) {
   const startController = new AbortController();
   const context = { owner: undefined, errors: undefined };
-  let readyPort;
   const checkpoint = async (next) => settle(await owner.checkpoint(next), context, errorFromDescriptor);
   const port = createDriverPort({
     async start() {
@@ -22,7 +22,6 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       if (ready === null || typeof ready !== 'object') {
         throw new SandboxStateError('A driver start must resolve its ready port.');
       }
-      readyPort = ready;
       return { effective: ready.effective, workspace: ready.workspace };
     },
     abortStart(reason) {
@@ -34,6 +33,20 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
   });
   context.errors = port.errors;
   const owner = new native.NativeOwner(request, id, record, recovery.kind === 'persisted', port.invoke);
+  return reservationFace({ owner, context, request, processPort: false });
+}
+
+/** A port that only persists records, for owners whose driver is native. */
+export function persistPort(recovery) {
+  return createDriverPort({ persist: (next) => recovery.persist(deepFreeze(next)) });
+}
+
+/**
+ * The contract's `SandboxReservation` over a native owner. `processPort` says whether its
+ * sandbox can run a process (the Docker backend can; JavaScript drivers cannot yet).
+ */
+export function reservationFace({ owner, context, request, processPort }) {
+  const id = owner.id();
   const stop = async () => settle(await owner.stop(), context, errorFromDescriptor);
   const destroy = async () => settle(await owner.destroy(), context, errorFromDescriptor);
   const lifecycle = {
@@ -52,7 +65,7 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
     const detach = onAbort(signal, () => owner.cancelStart());
     try {
       const ready = settle(await owner.start(), context, errorFromDescriptor);
-      return startedSandbox({ id, ready, lifecycle, readyPort });
+      return startedSandbox({ id, ready, lifecycle, owner, context, request, processPort });
     } finally {
       detach();
     }
@@ -76,11 +89,11 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
 
 function notBuilt(what) {
   return new SandboxUnsupportedError(
-    `${what} through createSandboxBackend is not available in this version of native-sandbox; lifecycle only (reserve, start, stop, destroy, reconcile)`,
+    `${what} is not available for this backend in this version of native-sandbox`,
   );
 }
 
-function startedSandbox({ id, ready, lifecycle }) {
+function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort }) {
   return Object.freeze({
     id,
     effective: deepFreeze(ready.effective),
@@ -94,8 +107,9 @@ function startedSandbox({ id, ready, lifecycle }) {
     importTree: async () => {
       throw notBuilt('importTree');
     },
-    reserveProcess() {
-      throw notBuilt('reserveProcess');
+    reserveProcess(spec) {
+      if (!processPort) throw notBuilt('reserveProcess');
+      return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
     },
     exportTree: async () => {
       throw notBuilt('exportTree');
@@ -103,6 +117,19 @@ function startedSandbox({ id, ready, lifecycle }) {
     stop: lifecycle.stop,
     destroy: lifecycle.destroy,
   });
+}
+
+/** A cleanup-only owner over a native recovered owner; `currentRecord()` reads the record. */
+export function recoveredFace({ recovered, context, currentRecord }) {
+  const owner = Object.freeze({
+    get recoveryRecord() {
+      return deepFreeze(currentRecord());
+    },
+    stop: async () => settle(await recovered.stop(), context, errorFromDescriptor),
+    destroy: async () => settle(await recovered.destroy(), context, errorFromDescriptor),
+  });
+  context.owner = owner;
+  return owner;
 }
 
 /**
@@ -144,14 +171,11 @@ export async function reconcileWithDriver({ driver, record, support, signal }) {
   }
   if (result.kind === 'matched' || result.kind === 'uncertain') {
     const recovered = new native.NativeRecoveredOwner(record, port.invoke);
-    const owner = Object.freeze({
-      get recoveryRecord() {
-        return deepFreeze(settle(recovered.observeRecord(driverOwner.recoveryRecord), context, errorFromDescriptor));
-      },
-      stop: async () => settle(await recovered.stop(), context, errorFromDescriptor),
-      destroy: async () => settle(await recovered.destroy(), context, errorFromDescriptor),
+    const owner = recoveredFace({
+      recovered,
+      context,
+      currentRecord: () => settle(recovered.observeRecord(driverOwner.recoveryRecord), context, errorFromDescriptor),
     });
-    context.owner = owner;
     // The driver's owner must describe the reconciled identity before anyone relies on it.
     void owner.recoveryRecord;
     return Object.freeze({ kind: result.kind, owner });

@@ -1,6 +1,7 @@
 //! The only napi code: converts between JS values and the core, nothing else.
 
 mod constants;
+mod docker;
 mod errors;
 mod js_driver;
 mod js_value;

@@ -1,8 +1,10 @@
 //! The owner classes JavaScript holds: `NativeOwner` (a reservation's whole life),
 //! `NativeReconciliation` (one reconcile call) and `NativeRecoveredOwner` (cleanup only).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use napi::bindgen_prelude::*;
 
@@ -11,10 +13,11 @@ use napi_derive::napi;
 use super::errors::{failed, ok, outcome};
 use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
 use super::js_value::{Captured, JsData};
+use crate::digest::fresh_id;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::admission::check_supported;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts};
+use crate::lifecycle::driver::{DriverReservation, OutputStream, Persist, ProcessExit, ReadyFacts};
 use crate::lifecycle::error::{CleanupOperation, OwnerError};
 use crate::lifecycle::observe::{enter, observe, Observed};
 use crate::lifecycle::owner::SandboxOwner;
@@ -23,6 +26,8 @@ use crate::lifecycle::state::State;
 use crate::limits::STARTUP_MS_MAX;
 use crate::policy::request::{parse_sandbox_request, SandboxRequest};
 use crate::policy::support::{parse_sandbox_support, SandboxSupport};
+use crate::process::io::ProcessIo;
+use crate::process::spec::parse_sandbox_process_spec;
 use crate::recovery::continuation::{check_continuation, Continuation};
 use crate::recovery::record::{Authority, Identity, Phase, SandboxRecoveryRecord};
 
@@ -31,7 +36,7 @@ fn invalid(what: &str, issues: Vec<crate::input::Issue>) -> napi::Error {
     napi::Error::new(Status::InvalidArg, format!("{what}: {}", detail.join("; ")))
 }
 
-fn request_of(value: &Value) -> Result<SandboxRequest> {
+pub fn request_of(value: &Value) -> Result<SandboxRequest> {
     parse_sandbox_request(value).map_err(|i| invalid("request", i))
 }
 
@@ -39,7 +44,7 @@ fn support_of(value: &Value) -> Result<SandboxSupport> {
     parse_sandbox_support(value).map_err(|i| invalid("support", i))
 }
 
-fn record_of(value: &Value) -> Result<SandboxRecoveryRecord> {
+pub fn record_of(value: &Value) -> Result<SandboxRecoveryRecord> {
     crate::recovery::record::parse_sandbox_recovery_record(value)
         .map_err(|i| invalid("recovery record", i))
 }
@@ -97,6 +102,45 @@ pub fn check_initial_record(record: Captured, id: String, support: Captured) -> 
 pub struct NativeOwner {
     owner: SandboxOwner,
     caller: Cancel,
+    process_caller: Cancel,
+    io: Arc<Mutex<Option<Arc<ProcessIo>>>>,
+}
+
+impl NativeOwner {
+    /// Wraps an owner built in Rust (the Docker backend's).
+    pub fn wrap(owner: SandboxOwner) -> Self {
+        Self {
+            owner,
+            caller: Cancel::new(),
+            process_caller: Cancel::new(),
+            io: Arc::new(Mutex::new(None)),
+        }
+    }
+
+    fn io(&self) -> std::result::Result<Arc<ProcessIo>, OwnerError> {
+        self.io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| OwnerError::state("the process has not started"))
+    }
+}
+
+fn exit_value(exit: &ProcessExit) -> Value {
+    match exit {
+        ProcessExit::Exited(code) => Value::object([
+            ("kind", Value::string("exited")),
+            ("code", Value::Number(*code as f64)),
+        ]),
+        ProcessExit::Signaled(signal) => Value::object([
+            ("kind", Value::string("signaled")),
+            ("signal", Value::string(signal.as_str())),
+        ]),
+        ProcessExit::Unavailable => Value::object([
+            ("kind", Value::string("unavailable")),
+            ("reason", Value::string("sandbox_stopped")),
+        ]),
+    }
 }
 
 #[napi]
@@ -117,10 +161,14 @@ impl NativeOwner {
         let persist: Option<Arc<dyn Persist>> =
             persisted.then(|| JsPersist::new(port.clone()) as Arc<dyn Persist>);
         let driver = JsDriver::new(port) as Arc<dyn DriverReservation>;
-        Ok(Self {
-            owner: SandboxOwner::new(id, driver, request, record, persist),
-            caller: Cancel::new(),
-        })
+        Ok(Self::wrap(SandboxOwner::new(
+            id, driver, request, record, persist,
+        )))
+    }
+
+    #[napi]
+    pub fn id(&self) -> String {
+        self.owner.id().to_owned()
     }
 
     #[napi]
@@ -171,6 +219,84 @@ impl NativeOwner {
         let owner = self.owner.clone();
         let entered = within_runtime_if_available(|| owner.begin_destroy_call());
         cleanup_block(env, owner, entered, CleanupOperation::Destroy)
+    }
+
+    /// Reserves the one process (synchronously); resolves `{ id }` or an error descriptor.
+    #[napi(js_name = "reserveProcess")]
+    pub fn reserve_process(&self, spec: Captured) -> JsData {
+        let result = parse_sandbox_process_spec(&spec.0)
+            .map_err(OwnerError::Validation)
+            .and_then(|spec| self.owner.reserve_process(spec))
+            .map(|()| Value::object([("id", Value::string(fresh_id("proc")))]));
+        JsData(outcome(result))
+    }
+
+    #[napi(js_name = "cancelProcessStart")]
+    pub fn cancel_process_start(&self) {
+        self.process_caller.cancel(OwnerError::cancelled(
+            "process startup was cancelled through its signal",
+        ));
+    }
+
+    #[napi(js_name = "startProcess")]
+    pub async fn start_process(&self) -> JsData {
+        let result = self
+            .owner
+            .start_process(Some(self.process_caller.clone()))
+            .await;
+        JsData(outcome(result.map(|io| {
+            *self.io.lock().unwrap_or_else(PoisonError::into_inner) = Some(io);
+            Value::Null
+        })))
+    }
+
+    /// Writes one chunk to stdin; resolves when the bounded staging accepted it.
+    #[napi(js_name = "processWrite")]
+    pub async fn process_write(&self, chunk: Buffer) -> JsData {
+        let bytes = Bytes::copy_from_slice(&chunk);
+        let result = match self.io() {
+            Ok(io) => io.write(bytes).await,
+            Err(error) => Err(error),
+        };
+        JsData(outcome(result.map(|()| Value::Null)))
+    }
+
+    /// Ends stdin: resolves after EOF reached the guest.
+    #[napi(js_name = "processEnd")]
+    pub async fn process_end(&self) -> JsData {
+        let result = match self.io() {
+            Ok(io) => io.end().await,
+            Err(error) => Err(error),
+        };
+        JsData(outcome(result.map(|()| Value::Null)))
+    }
+
+    /// The next chunk of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
+    #[napi(js_name = "processRead")]
+    pub async fn process_read(&self, stream: String) -> Either3<Buffer, Null, JsData> {
+        let which = if stream == "stderr" {
+            OutputStream::Stderr
+        } else {
+            OutputStream::Stdout
+        };
+        let result = match self.io() {
+            Ok(io) => io.read(which).await,
+            Err(error) => Err(error),
+        };
+        match result {
+            Ok(Some(bytes)) => Either3::A(Buffer::from(bytes.to_vec())),
+            Ok(None) => Either3::B(Null),
+            Err(error) => Either3::C(JsData(failed(&error))),
+        }
+    }
+
+    #[napi(js_name = "processExit")]
+    pub async fn process_exit(&self) -> JsData {
+        let result = match self.io() {
+            Ok(io) => Ok(exit_value(&io.exit().await)),
+            Err(error) => Err(error),
+        };
+        JsData(outcome(result))
     }
 
     /// The driver's `checkpoint(record)`: persisted before it resolves.
@@ -317,6 +443,12 @@ pub struct NativeRecoveredOwner {
     owner: RecoveredOwner,
 }
 
+impl NativeRecoveredOwner {
+    pub fn wrap(owner: RecoveredOwner) -> Self {
+        Self { owner }
+    }
+}
+
 #[napi]
 impl NativeRecoveredOwner {
     #[napi(constructor)]
@@ -326,6 +458,12 @@ impl NativeRecoveredOwner {
         Ok(Self {
             owner: RecoveredOwner::new(driver, record),
         })
+    }
+
+    /// The last record accepted for this owner.
+    #[napi(js_name = "recoveryRecord")]
+    pub fn recovery_record(&self) -> JsData {
+        JsData(self.owner.recovery_record().to_value())
     }
 
     /// Checks the driver's current record against the reconciled identity and returns it.

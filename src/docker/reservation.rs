@@ -393,9 +393,10 @@ impl DockerReservation {
         let archive = builder.into_inner().map_err(|e| {
             OwnerError::driver(format!("building the workspace ownership archive: {e}"))
         })?;
+        // The engine keeps the archive's uid/gid (copyUIDGID would look the user up in the
+        // image's passwd file, which a numeric user need not be in).
         let options = UploadToContainerOptionsBuilder::default()
             .path(WORKSPACE)
-            .copy_uidgid("1")
             .build();
         self.settings
             .docker

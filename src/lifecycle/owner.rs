@@ -438,12 +438,14 @@ impl SandboxOwner {
             self.inner.request.policy.streams,
             Arc::new(move || owner.stop_in_background()),
         );
-        let mut core = self.core();
-        if let Some(slot) = core.process.as_mut() {
-            slot.io = Some(Arc::clone(&io));
-        }
-        if core.state != State::Ready {
-            drop(core);
+        let still_ready = {
+            let mut core = self.core();
+            if let Some(slot) = core.process.as_mut() {
+                slot.io = Some(Arc::clone(&io));
+            }
+            core.state == State::Ready
+        };
+        if !still_ready {
             io.close().await;
             return Err(OwnerError::cancelled(
                 "the sandbox stopped while its process was starting",

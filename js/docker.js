@@ -1,0 +1,59 @@
+// createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
+import { errorFromDescriptor, SandboxOperationError } from './errors.js';
+import { settle } from './driver-port.js';
+import { deepFreeze } from './freeze.js';
+import { native } from './native.js';
+import { parseOperationOptions } from './options.js';
+import { persistPort, recoveredFace, reservationFace } from './owner.js';
+import { parseSandboxRecoveryPolicy, parseSandboxRecoveryRecord, parseSandboxRequest } from './parsers.js';
+
+const layout = native.dockerGuestLayout();
+
+/** The fixed guest layout of every Docker sandbox. */
+export const DOCKER_SANDBOX_GUEST = deepFreeze({
+  workspace: layout.workspace,
+  home: layout.home,
+  tmpdir: layout.tmpdir,
+  env: { HOME: layout.home, TMPDIR: layout.tmpdir, PATH: layout.path },
+});
+
+/** See docker.d.ts. */
+export function createDockerSandboxBackend(options) {
+  const noOwner = { owner: undefined, errors: undefined };
+  settle(native.parseDockerOptions(options), noOwner, errorFromDescriptor);
+  let backend;
+  try {
+    backend = new native.NativeDockerBackend(options);
+  } catch (cause) {
+    throw new SandboxOperationError('driver_failure', `native-sandbox/docker: ${cause.message}`, { cause });
+  }
+  const support = deepFreeze(native.dockerSupport());
+  return Object.freeze({
+    support,
+    reserve(request, recovery) {
+      const parsed = parseSandboxRequest(request);
+      const policy = parseSandboxRecoveryPolicy(recovery);
+      settle(native.checkSupported(parsed, support), noOwner, errorFromDescriptor);
+      const port = persistPort(policy);
+      const owner = backend.reserve(parsed, policy.kind === 'persisted', port.invoke);
+      const context = { owner: undefined, errors: port.errors };
+      return reservationFace({ owner, context, request: parsed, processPort: true });
+    },
+    async reconcile(record, operation) {
+      const parsed = parseSandboxRecoveryRecord(record);
+      const { signal } = parseOperationOptions(operation);
+      if (parsed.backendId !== support.backendId || parsed.backendRevision !== support.backendRevision) {
+        return Object.freeze({ kind: 'conflict', reason: 'the recovery record belongs to another backend identity or revision' });
+      }
+      if (signal?.aborted) throw new SandboxOperationError('cancelled', 'sandbox reconciliation was cancelled before entry');
+      const result = settle(await backend.reconcile(parsed), noOwner, errorFromDescriptor);
+      if (result.kind === 'matched' || result.kind === 'uncertain') {
+        const recovered = backend.recovered(parsed);
+        const context = { owner: undefined, errors: undefined };
+        const owner = recoveredFace({ recovered, context, currentRecord: () => recovered.recoveryRecord() });
+        return Object.freeze({ kind: result.kind, owner });
+      }
+      return deepFreeze(result);
+    },
+  });
+}

@@ -1,0 +1,92 @@
+// The process port of a sandbox: a once-only reservation, and binary Node streams over the
+// native process with the policy's stream limits. Backpressure is pull-based end to end.
+import { Readable, Writable } from 'node:stream';
+import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from './errors.js';
+import { settle } from './driver-port.js';
+import { onAbort, parseOperationOptions } from './options.js';
+
+/** `sandbox.reserveProcess(spec)` over a native owner that has a process port. */
+export function reserveProcess({ owner, spec, context, limits, stopSandbox }) {
+  const reserved = settle(owner.reserveProcess(spec), context, errorFromDescriptor);
+  let entered = false;
+  async function start(options) {
+    const { signal } = parseOperationOptions(options);
+    if (entered) throw new SandboxStateError('Process startup is once-only.');
+    entered = true;
+    const detach = onAbort(signal, () => owner.cancelProcessStart());
+    try {
+      settle(await owner.startProcess(), context, errorFromDescriptor);
+    } finally {
+      detach();
+    }
+    return processStreams({ owner, context, limits, stopSandbox });
+  }
+  return Object.freeze({ id: reserved.id, stopScope: 'sandbox', start, stop: stopSandbox });
+}
+
+function processStreams({ owner, context, limits, stopSandbox }) {
+  const toError = (descriptor) => errorFromDescriptor(descriptor, context);
+  const output = (name) =>
+    new Readable({
+      highWaterMark: limits.highWaterMark,
+      read() {
+        owner.processRead(name).then(
+          (chunk) => {
+            if (chunk === null) this.push(null);
+            else if (Buffer.isBuffer(chunk)) this.push(chunk);
+            else this.destroy(toError(chunk.error));
+          },
+          (error) => this.destroy(error),
+        );
+      },
+    });
+  const stdin = new SandboxStdin({ owner, limits, toError, stopSandbox });
+  const exit = owner.processExit().then((outcome) => Object.freeze(settle(outcome, context, errorFromDescriptor)));
+  return Object.freeze({ stdin, stdout: output('stdout'), stderr: output('stderr'), exit });
+}
+
+/** stdin: `end()` delivers EOF; queued bytes never exceed `maxBufferedInputBytes`. */
+class SandboxStdin extends Writable {
+  #owner;
+  #limits;
+  #toError;
+  #stopSandbox;
+
+  constructor({ owner, limits, toError, stopSandbox }) {
+    super({ highWaterMark: limits.highWaterMark });
+    this.#owner = owner;
+    this.#limits = limits;
+    this.#toError = toError;
+    this.#stopSandbox = stopSandbox;
+  }
+
+  write(chunk, encoding, callback) {
+    const length = typeof chunk === 'string' ? Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8') : chunk?.byteLength ?? 0;
+    if (!this.destroyed && this.writableLength + length > this.#limits.maxBufferedInputBytes) {
+      const error = new SandboxOperationError(
+        'input_limit',
+        `stdin would queue ${this.writableLength + length} bytes, past policy.streams.maxBufferedInputBytes (${this.#limits.maxBufferedInputBytes}); the sandbox is being stopped`,
+      );
+      this.destroy(error);
+      this.#stopSandbox().catch(() => {});
+      const done = typeof encoding === 'function' ? encoding : callback;
+      if (typeof done === 'function') process.nextTick(done, error);
+      return false;
+    }
+    return super.write(chunk, encoding, callback);
+  }
+
+  _write(chunk, _encoding, callback) {
+    this.#owner.processWrite(chunk).then(
+      (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
+      callback,
+    );
+  }
+
+  _final(callback) {
+    this.#owner.processEnd().then(
+      (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
+      callback,
+    );
+  }
+}

@@ -1,0 +1,129 @@
+//! `native-sandbox/docker` in Rust: the backend object JavaScript holds.
+
+use std::sync::Arc;
+
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use super::errors::{describe, failed, ok};
+use super::js_driver::{Invoke, JsPersist, JsPort};
+use super::js_value::{Captured, JsData};
+use super::owner::{record_of, request_of, NativeOwner, NativeRecoveredOwner};
+use crate::docker::backend::{support, DockerBackend, Reconciled};
+use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
+use crate::docker::options::parse_docker_options;
+use crate::input::{ToValue, Value};
+use crate::lifecycle::driver::{DriverReservation, Persist};
+use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::owner::SandboxOwner;
+use crate::lifecycle::recovered::RecoveredOwner;
+
+#[napi(js_name = "parseDockerOptions")]
+pub fn parse_docker_options_js(options: Captured) -> JsData {
+    JsData(match parse_docker_options(&options.0) {
+        Ok(_) => ok(Value::Null),
+        Err(issues) => failed(&OwnerError::Validation(issues)),
+    })
+}
+
+#[napi(js_name = "dockerGuestLayout")]
+pub fn docker_guest_layout() -> JsData {
+    JsData(Value::object([
+        ("workspace", Value::string(WORKSPACE)),
+        ("home", Value::string(HOME)),
+        ("tmpdir", Value::string(TMPDIR)),
+        ("path", Value::string(PATH)),
+    ]))
+}
+
+#[napi(js_name = "dockerSupport")]
+pub fn docker_support() -> JsData {
+    JsData(support().to_value())
+}
+
+#[napi]
+pub struct NativeDockerBackend {
+    backend: Arc<DockerBackend>,
+}
+
+#[napi]
+impl NativeDockerBackend {
+    /// Connects and pins the image. Blocks (bounded) on the engine once, at creation.
+    #[napi(constructor)]
+    pub fn new(options: Captured) -> Result<Self> {
+        let options = parse_docker_options(&options.0).map_err(|issues| {
+            let detail: Vec<String> = issues.iter().map(ToString::to_string).collect();
+            napi::Error::new(Status::InvalidArg, detail.join("; "))
+        })?;
+        let backend = block_on(DockerBackend::connect(options))
+            .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
+        Ok(Self {
+            backend: Arc::new(backend),
+        })
+    }
+
+    #[napi(js_name = "imageId")]
+    pub fn image_id(&self) -> String {
+        self.backend.image_id().to_owned()
+    }
+
+    /// Inert: the returned owner has acquired nothing. `invoke` carries `persist` when
+    /// `persisted` is true.
+    #[napi]
+    pub fn reserve(
+        &self,
+        request: Captured,
+        persisted: bool,
+        invoke: Invoke,
+    ) -> Result<NativeOwner> {
+        let request = request_of(&request.0)?;
+        let (id, record, reservation) = self.backend.reserve(&request);
+        let persist: Option<Arc<dyn Persist>> =
+            persisted.then(|| JsPersist::new(JsPort::new(invoke)) as Arc<dyn Persist>);
+        let driver = reservation as Arc<dyn DriverReservation>;
+        Ok(NativeOwner::wrap(SandboxOwner::new(
+            id, driver, request, record, persist,
+        )))
+    }
+
+    /// Resolves `{ kind }` (matched, uncertain), `{ kind: 'conflict', reason }` or
+    /// `{ kind: 'absent', record }`.
+    #[napi]
+    pub async fn reconcile(&self, record: Captured) -> JsData {
+        let result = match record_of(&record.0) {
+            Err(error) => Err(OwnerError::driver(error.reason.clone())),
+            Ok(record) => self
+                .backend
+                .reconcile(&record)
+                .await
+                .map(|found| match found {
+                    Reconciled::Matched(_) => Value::object([("kind", Value::string("matched"))]),
+                    Reconciled::Uncertain(_) => {
+                        Value::object([("kind", Value::string("uncertain"))])
+                    }
+                    Reconciled::Conflict(reason) => Value::object([
+                        ("kind", Value::string("conflict")),
+                        ("reason", Value::string(reason)),
+                    ]),
+                    Reconciled::Absent(record) => Value::object([
+                        ("kind", Value::string("absent")),
+                        ("record", record.to_value()),
+                    ]),
+                }),
+        };
+        JsData(match result {
+            Ok(value) => ok(value),
+            Err(error) => Value::object([("ok", Value::Bool(false)), ("error", describe(&error))]),
+        })
+    }
+
+    /// A cleanup-only owner for a reconciled record; every effect re-proves ownership.
+    #[napi]
+    pub fn recovered(&self, record: Captured) -> Result<NativeRecoveredOwner> {
+        let record = record_of(&record.0)?;
+        let driver = self.backend.recovered(record.clone());
+        Ok(NativeRecoveredOwner::wrap(RecoveredOwner::new(
+            driver, record,
+        )))
+    }
+}
