@@ -17,6 +17,9 @@ use crate::policy::request::StreamLimits;
 
 type Received = Result<Bytes, OwnerError>;
 
+/// The task that writes queued stdin to the guest; joinable by `end()`.
+type StdinWriter = Shared<BoxFuture<'static, Result<(), OwnerError>>>;
+
 /// Called once when a limit is crossed or a stream breaks: the owner stops the workload.
 pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
 
@@ -25,7 +28,7 @@ pub struct ProcessIo {
     stdin: tokio::sync::Mutex<Option<mpsc::UnboundedSender<(Bytes, u32)>>>,
     stdin_budget: Arc<Semaphore>,
     stdin_total: AtomicU64,
-    stdin_writer: Mutex<Option<Shared<BoxFuture<'static, Result<(), OwnerError>>>>>,
+    stdin_writer: Mutex<Option<StdinWriter>>,
     stdout: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
     stderr: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
     output_budget: Arc<Semaphore>,
