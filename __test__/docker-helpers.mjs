@@ -1,0 +1,81 @@
+// Helpers for the tests against the real engine: a backend in a namespace of its own, request
+// policies, running one process to completion, and counting what the namespace left behind.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createDockerSandboxBackend } from 'native-sandbox/docker';
+
+export const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
+export const MiB = 1024 * 1024;
+
+export function uniqueNamespace(label) {
+  return `t${process.pid}-${label}-${Date.now().toString(36)}`;
+}
+
+export function spillDirectory() {
+  return mkdtempSync(join(tmpdir(), 'native-sandbox-spill-'));
+}
+
+export function dockerBackend(namespace, extra = {}) {
+  return createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory(), ...extra });
+}
+
+export function request(edit = () => {}) {
+  const policy = {
+    resources: { cpus: 1, memoryBytes: 128 * MiB, pids: 64 },
+    temporaryStorage: { homeBytes: 8 * MiB, tempBytes: 8 * MiB },
+    network: { kind: 'isolated' },
+    deadlines: { startupMs: 30_000, cleanupMs: 30_000 },
+    transfers: { chunkBytes: 65536, metadataBatchBytes: 65536, mergeFanIn: 8 },
+    streams: { maxBufferedInputBytes: MiB, maxBufferedOutputBytes: MiB, highWaterMark: 64 * 1024 },
+  };
+  edit(policy);
+  return { policy };
+}
+
+export function collect(stream) {
+  const chunks = [];
+  stream.on('data', (chunk) => chunks.push(chunk));
+  return new Promise((resolve, reject) => {
+    stream.on('end', () => resolve(Buffer.concat(chunks)));
+    stream.on('error', reject);
+  });
+}
+
+/** Starts `sandbox`'s process with `sh -c script`, feeds `input`, and waits for everything. */
+export async function runShell(sandbox, script, { input = '', env = {} } = {}) {
+  const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', script], env, cwd: sandbox.workspace });
+  const streams = await process.start();
+  const stdout = collect(streams.stdout);
+  const stderr = collect(streams.stderr);
+  streams.stdin.end(input);
+  const [out, err, exit] = await Promise.all([stdout, stderr, streams.exit]);
+  return { stdout: out.toString(), stderr: err.toString(), exit };
+}
+
+/** Starts a sandbox, runs `script`, destroys; returns what the process produced. */
+export async function runOnce(backend, script, { edit, input, env } = {}) {
+  const sandbox = await backend.reserve(request(edit), { kind: 'in_process' }).start();
+  try {
+    return await runShell(sandbox, script, { input, env });
+  } finally {
+    await sandbox.destroy();
+  }
+}
+
+function listed(args) {
+  return execFileSync('docker', args, { encoding: 'utf8' }).split('\n').filter(Boolean);
+}
+
+/** Every container, volume and network labelled with `namespace`. */
+export function leftovers(namespace) {
+  const filter = `label=dev.native-sandbox.namespace=${namespace}`;
+  return {
+    containers: listed(['ps', '-aq', '--filter', filter]),
+    volumes: listed(['volume', 'ls', '-q', '--filter', filter]),
+    networks: listed(['network', 'ls', '-q', '--filter', filter]),
+  };
+}
+
+export const NOTHING = { containers: [], volumes: [], networks: [] };

@@ -1,0 +1,200 @@
+// The Docker backend's process: exit codes, exact binary streams, EOF, limits, deadlines.
+import assert from 'node:assert/strict';
+import { randomBytes, createHash } from 'node:crypto';
+import { after, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SandboxOperationError } from 'native-sandbox';
+import { collect, dockerBackend, leftovers, MiB, NOTHING, request, runOnce, runShell, uniqueNamespace } from './docker-helpers.mjs';
+
+const namespace = uniqueNamespace('proc');
+const backend = dockerBackend(namespace);
+
+after(() => {
+  assert.deepEqual(leftovers(namespace), NOTHING, 'the process suite leaves no engine objects behind');
+});
+
+describe('docker process: exits and streams', () => {
+  test('exit code 0 with stdout and stderr kept apart', async () => {
+    const result = await runOnce(backend, 'echo out; echo err >&2; echo more');
+    assert.deepEqual(result.exit, { kind: 'exited', code: 0 });
+    assert.equal(result.stdout, 'out\nmore\n');
+    assert.equal(result.stderr, 'err\n');
+  });
+
+  test('exit code 7', async () => {
+    assert.deepEqual((await runOnce(backend, 'exit 7')).exit, { kind: 'exited', code: 7 });
+  });
+
+  test('a signal exit is reported as the signal', async () => {
+    assert.deepEqual((await runOnce(backend, 'kill -TERM $$')).exit, { kind: 'signaled', signal: 'SIGTERM' });
+  });
+
+  test('ending stdin delivers EOF', async () => {
+    const result = await runOnce(backend, 'wc -c', { input: 'twelve bytes' });
+    assert.equal(result.stdout.trim(), '12');
+  });
+
+  test('64 MiB round trip through cat, byte for byte, with backpressure', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/cat', args: [], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      const payload = randomBytes(64 * MiB);
+      const expected = createHash('sha256').update(payload).digest('hex');
+      const hash = createHash('sha256');
+      let received = 0;
+      streams.stdout.on('data', (chunk) => {
+        hash.update(chunk);
+        received += chunk.length;
+      });
+      const ended = new Promise((resolve, reject) => {
+        streams.stdout.on('end', resolve);
+        streams.stdout.on('error', reject);
+      });
+      for (let offset = 0; offset < payload.length; offset += 256 * 1024) {
+        if (!streams.stdin.write(payload.subarray(offset, offset + 256 * 1024))) {
+          await new Promise((resolve) => streams.stdin.once('drain', resolve));
+        }
+      }
+      streams.stdin.end();
+      await ended;
+      assert.equal(received, payload.length);
+      assert.equal(hash.digest('hex'), expected);
+      assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('a stalled consumer does not grow host memory past the staging bound', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/cat', args: ['/dev/zero'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      global.gc?.();
+      const before = globalThis.process.memoryUsage().rss;
+      await sleep(1500);
+      const grown = globalThis.process.memoryUsage().rss - before;
+      // Unbounded, 1.5 s of /dev/zero would be hundreds of MiB.
+      assert.ok(grown < 48 * MiB, `rss grew by ${grown} bytes while nobody read stdout`);
+      const first = await new Promise((resolve) => streams.stdout.once('data', resolve));
+      assert.ok(first.length > 0 && first.every((b) => b === 0));
+      await sandbox.stop();
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+});
+
+describe('docker process: stream limits', () => {
+  test('maxOutputBytes 0 fails the output with output_limit and stops the sandbox', async () => {
+    const sandbox = await backend
+      .reserve(request((p) => (p.streams.maxOutputBytes = 0)), { kind: 'in_process' })
+      .start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo x; sleep 30'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      // Both output streams fail: a reader of either one learns that output was cut off.
+      const stderrError = collect(streams.stderr).catch((e) => e);
+      const error = await collect(streams.stdout).catch((e) => e);
+      assert.equal((await stderrError).code, 'output_limit');
+      assert.ok(error instanceof SandboxOperationError, `got ${error}`);
+      assert.equal(error.code, 'output_limit');
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      for (let i = 0; i < 50 && sandbox.state.kind !== 'stopped'; i++) await sleep(20);
+      assert.equal(sandbox.state.kind, 'stopped');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('maxOutputBytes counts stdout and stderr together', async () => {
+    const sandbox = await backend
+      .reserve(request((p) => (p.streams.maxOutputBytes = 10)), { kind: 'in_process' })
+      .start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'printf 123456; printf 78901 >&2; sleep 30'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      const [out, err] = await Promise.allSettled([collect(streams.stdout), collect(streams.stderr)]);
+      assert.ok([out, err].some((r) => r.status === 'rejected' && r.reason.code === 'output_limit'));
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('maxStdinBytes rejects the write that crosses it with input_limit', async () => {
+    const sandbox = await backend
+      .reserve(request((p) => (p.streams.maxStdinBytes = 8)), { kind: 'in_process' })
+      .start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/cat', args: [], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      streams.stdout.resume();
+      const failed = new Promise((resolve) => streams.stdin.once('error', resolve));
+      streams.stdin.write('12345');
+      streams.stdin.write('67890');
+      const error = await failed;
+      assert.equal(error.code, 'input_limit');
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('maxBufferedInputBytes rejects a write that would queue past it, even ignoring backpressure', async () => {
+    const sandbox = await backend
+      .reserve(request((p) => Object.assign(p.streams, { maxBufferedInputBytes: 64 * 1024, highWaterMark: 16 * 1024 })), { kind: 'in_process' })
+      .start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 30'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      const failed = new Promise((resolve) => streams.stdin.once('error', resolve));
+      for (let i = 0; i < 16; i++) streams.stdin.write(Buffer.alloc(16 * 1024));
+      const error = await failed;
+      assert.ok(error instanceof SandboxOperationError);
+      assert.equal(error.code, 'input_limit');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('the execution deadline stops a sleep and the whole workload', async () => {
+    const sandbox = await backend
+      .reserve(request((p) => (p.execution = { kind: 'deadline', timeoutMs: 1_000 })), { kind: 'in_process' })
+      .start();
+    try {
+      const result = await runShell(sandbox, 'sleep 60 & sleep 60');
+      assert.deepEqual(result.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.equal(sandbox.state.kind, 'stopped');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('one process per sandbox, started once', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: sandbox.workspace });
+      assert.equal(process.stopScope, 'sandbox');
+      assert.ok(Object.isFrozen(process));
+      assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/' }), { name: 'SandboxStateError' });
+      const streams = await process.start();
+      await assert.rejects(process.start(), { name: 'SandboxStateError' });
+      streams.stdout.resume();
+      streams.stderr.resume();
+      assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('a process recipe with a relative path is refused by the parser', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      assert.throws(() => sandbox.reserveProcess({ executable: 'sh', args: [], env: {}, cwd: sandbox.workspace }), { name: 'SandboxValidationError' });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+});
