@@ -166,6 +166,8 @@ describe('docker process: stream limits', () => {
     try {
       const result = await runShell(sandbox, 'sleep 60 & sleep 60');
       assert.deepEqual(result.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.ok(['stopping', 'stopped'].includes(sandbox.state.kind), `state ${sandbox.state.kind}`);
+      await sandbox.stop();
       assert.equal(sandbox.state.kind, 'stopped');
     } finally {
       await sandbox.destroy();

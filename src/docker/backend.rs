@@ -247,7 +247,7 @@ impl DockerBackend {
             Role::Storage => match self.docker.inspect_volume(&lookup).await {
                 Ok(volume) => Some((
                     labels_match(Some(&volume.labels), record, resource.role),
-                    volume_fingerprint(&volume.name, volume.created_at.as_deref()),
+                    volume_fingerprint(&volume.name, &volume.labels),
                 )),
                 Err(e) if is_not_found(&e) => None,
                 Err(e) => return Err(engine_error("inspecting the recorded volume", e)),

@@ -21,8 +21,13 @@ pub fn container_fingerprint(inspect: &ContainerInspectResponse) -> String {
     sha256(format!("container:{id}:{created}").as_bytes())
 }
 
-pub fn volume_fingerprint(name: &str, created: Option<&str>) -> String {
-    sha256(format!("volume:{name}:{}", created.unwrap_or_default()).as_bytes())
+/// A volume has no ID, and its reported creation time follows its data directory's mtime, so
+/// its incarnation is its name plus its immutable labels (which carry the random operation id).
+pub fn volume_fingerprint(name: &str, labels: &HashMap<String, String>) -> String {
+    let mut pairs: Vec<(&String, &String)> = labels.iter().collect();
+    pairs.sort();
+    let rendered: Vec<String> = pairs.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    sha256(format!("volume:{name}:{}", rendered.join("\n")).as_bytes())
 }
 
 pub fn network_fingerprint(id: &str, created: Option<&str>) -> String {
@@ -153,7 +158,7 @@ pub async fn remove_volume(
     };
     let fingerprint_ok = match identity {
         Identity::Identified { fingerprint, .. } => {
-            *fingerprint == volume_fingerprint(&volume.name, volume.created_at.as_deref())
+            *fingerprint == volume_fingerprint(&volume.name, &volume.labels)
         }
         _ => true,
     };

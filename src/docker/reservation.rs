@@ -266,7 +266,14 @@ impl DockerReservation {
             })
             .await
             .map_err(|e| engine_error("creating the workspace volume", e))?;
-        let fingerprint = volume_fingerprint(&volume.name, volume.created_at.as_deref());
+        // Fingerprint what inspection reports, the same view every later proof reads.
+        let volume = self
+            .settings
+            .docker
+            .inspect_volume(&volume.name)
+            .await
+            .map_err(|e| engine_error("inspecting the workspace volume", e))?;
+        let fingerprint = volume_fingerprint(&volume.name, &volume.labels);
         self.announce(
             &context.journal,
             Role::Storage,
