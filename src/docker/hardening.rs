@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use bollard::models::{HostConfig, HostConfigLogConfig, Mount, MountType};
+use bollard::models::{HostConfig, HostConfigLogConfig, Mount, MountType, MountVolumeOptions};
 
 use super::layout::{HOME, TMPDIR, WORKSPACE};
 use crate::lifecycle::error::OwnerError;
@@ -12,42 +12,34 @@ use crate::policy::network::NetworkKind;
 use crate::policy::request::Policy;
 use crate::policy::resources::{Resources, TemporaryStorage};
 
-/// tmpfs options besides the size; `mode=1777` so the non-root user can write.
-const TMPFS_OPTIONS: &str = "rw,nosuid,nodev,mode=1777";
+/// tmpfs options besides owner and size.
+const TMPFS_OPTIONS: &str = "rw,nosuid,nodev,mode=0700";
 
 /// The host configuration of every container of a sandbox: non-root user (set on the body),
 /// no capabilities, no new privileges, read-only root, an init that reaps zombies, no host
 /// mounts, no published ports, no privileged mode, the requested limits, no extra swap, and the
 /// `none` log driver (the engine would otherwise copy every output byte to the host's disk).
-pub fn host_config(
-    policy: &Policy,
-    volume: &str,
-    network: Option<&str>,
-    runtime: Option<&str>,
-) -> HostConfig {
+pub fn host_config(policy: &Policy, placement: &Placement<'_>) -> HostConfig {
     let memory = i64::try_from(policy.resources.memory_bytes).unwrap_or(i64::MAX);
+    // HOME and TMPDIR belong to the sandbox user: a tmpfs root is root's otherwise.
+    let (uid, gid) = placement
+        .user
+        .split_once(':')
+        .unwrap_or((placement.user, placement.user));
+    let tmpfs = |size: u64| format!("{TMPFS_OPTIONS},uid={uid},gid={gid},size={size}");
     HostConfig {
         nano_cpus: Some((policy.resources.cpus * 1e9).round() as i64),
         memory: Some(memory),
         memory_swap: Some(memory),
         pids_limit: Some(i64::try_from(policy.resources.pids).unwrap_or(i64::MAX)),
         tmpfs: Some(HashMap::from([
-            (
-                HOME.to_owned(),
-                format!(
-                    "{TMPFS_OPTIONS},size={}",
-                    policy.temporary_storage.home_bytes
-                ),
-            ),
+            (HOME.to_owned(), tmpfs(policy.temporary_storage.home_bytes)),
             (
                 TMPDIR.to_owned(),
-                format!(
-                    "{TMPFS_OPTIONS},size={}",
-                    policy.temporary_storage.temp_bytes
-                ),
+                tmpfs(policy.temporary_storage.temp_bytes),
             ),
         ])),
-        network_mode: Some(match (policy.network, network) {
+        network_mode: Some(match (policy.network, placement.network) {
             (NetworkKind::Outbound, Some(name)) => name.to_owned(),
             _ => "none".to_owned(),
         }),
@@ -59,18 +51,32 @@ pub fn host_config(
         publish_all_ports: Some(false),
         mounts: Some(vec![Mount {
             target: Some(WORKSPACE.to_owned()),
-            source: Some(volume.to_owned()),
+            source: Some(placement.volume.to_owned()),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
+            volume_options: Some(MountVolumeOptions {
+                no_copy: Some(!placement.seed_volume),
+                ..Default::default()
+            }),
             ..Default::default()
         }]),
         log_config: Some(HostConfigLogConfig {
             typ: Some("none".to_owned()),
             config: None,
         }),
-        runtime: runtime.map(str::to_owned),
+        runtime: placement.runtime.map(str::to_owned),
         ..Default::default()
     }
+}
+
+/// Where a container of the sandbox sits: its user, the workspace volume, the network, the
+/// runtime, and whether its image seeds the fresh volume (only the holder's does).
+pub struct Placement<'a> {
+    pub user: &'a str,
+    pub volume: &'a str,
+    pub network: Option<&'a str>,
+    pub runtime: Option<&'a str>,
+    pub seed_volume: bool,
 }
 
 fn tmpfs_size(options: Option<&String>) -> Option<u64> {

@@ -7,3 +7,4 @@ pub mod layout;
 pub mod objects;
 pub mod options;
 pub mod reservation;
+pub mod seed;

@@ -3,12 +3,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bollard::body_full;
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, NetworkCreateRequest, VolumeCreateRequest};
 use bollard::query_parameters::{
     AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, KillContainerOptionsBuilder,
-    UploadToContainerOptionsBuilder, WaitContainerOptionsBuilder,
+    WaitContainerOptionsBuilder,
 };
 use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt};
@@ -16,12 +15,13 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::engine::{engine_error, is_not_found};
-use super::hardening::{applied, check_exact, host_config};
+use super::hardening::{applied, check_exact, host_config, Placement};
 use super::layout::{fixed_environment, labels, WORKSPACE};
 use super::objects::{
     container_fingerprint, network_fingerprint, provable_container, remove_all, volume_fingerprint,
     with_identity,
 };
+use super::seed::ensure_seed_image;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
     DriverReservation, OutputStream, ProcessChannels, ProcessExit, ReadyFacts, StartContext,
@@ -138,7 +138,6 @@ impl DockerReservation {
             .create_holder(context, &volume, network.as_deref())
             .await?;
         context.cancel.check()?;
-        self.claim_workspace(&holder).await?;
 
         let inspect = docker
             .inspect_container(&holder, None)
@@ -286,6 +285,8 @@ impl DockerReservation {
         Ok(name)
     }
 
+    /// The body every container of the sandbox shares. Only the holder's (from the seed image)
+    /// seeds the fresh volume; every other container mounts it without copying.
     fn container_body(
         &self,
         record: &SandboxRecoveryRecord,
@@ -297,6 +298,13 @@ impl DockerReservation {
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
             .collect();
+        let placement = Placement {
+            user: &self.settings.user,
+            volume,
+            network,
+            runtime: self.settings.runtime.as_deref(),
+            seed_volume: role == Role::Export,
+        };
         ContainerCreateBody {
             image: Some(self.settings.image_id.clone()),
             user: Some(self.settings.user.clone()),
@@ -305,12 +313,7 @@ impl DockerReservation {
             labels: Some(self.labels(record, role)),
             network_disabled: Some(network.is_none()),
             tty: Some(false),
-            host_config: Some(host_config(
-                &self.request.policy,
-                volume,
-                network,
-                self.settings.runtime.as_deref(),
-            )),
+            host_config: Some(host_config(&self.request.policy, &placement)),
             ..Default::default()
         }
     }
@@ -329,6 +332,9 @@ impl DockerReservation {
             .unwrap_or_default()
             .to_owned();
         let mut body = self.container_body(&record, Role::Export, volume, network);
+        // Created from the seed image, whose workspace directory belongs to the sandbox user:
+        // the engine copies that ownership onto the fresh volume's root.
+        body.image = Some(ensure_seed_image(&self.settings.docker, &self.settings.user).await?);
         // Never started: the entrypoint only has to exist as a string.
         body.entrypoint = Some(vec!["/sandbox-holder-is-never-started".into()]);
         let id = self.create_container(&name, body).await?;
@@ -374,42 +380,6 @@ impl DockerReservation {
         )
         .await
         .map(drop)
-    }
-
-    /// A new volume's root belongs to root: hand it to the sandbox user before anything else.
-    async fn claim_workspace(&self, holder: &str) -> Result<(), OwnerError> {
-        let (uid, gid) = self
-            .settings
-            .user
-            .split_once(':')
-            .and_then(|(u, g)| Some((u.parse::<u64>().ok()?, g.parse::<u64>().ok()?)))
-            .ok_or_else(|| OwnerError::state("the sandbox user is not numeric uid:gid"))?;
-        let mut header = tar::Header::new_ustar();
-        header.set_entry_type(tar::EntryType::Directory);
-        header.set_mode(0o755);
-        header.set_uid(uid);
-        header.set_gid(gid);
-        header.set_size(0);
-        header.set_mtime(0);
-        let mut builder = tar::Builder::new(Vec::new());
-        builder
-            .append_data(&mut header, ".", std::io::empty())
-            .map_err(|e| {
-                OwnerError::driver(format!("building the workspace ownership archive: {e}"))
-            })?;
-        let archive = builder.into_inner().map_err(|e| {
-            OwnerError::driver(format!("building the workspace ownership archive: {e}"))
-        })?;
-        // The engine keeps the archive's uid/gid (copyUIDGID would look the user up in the
-        // image's passwd file, which a numeric user need not be in).
-        let options = UploadToContainerOptionsBuilder::default()
-            .path(WORKSPACE)
-            .build();
-        self.settings
-            .docker
-            .upload_to_container(holder, Some(options), body_full(archive.into()))
-            .await
-            .map_err(|e| engine_error("handing the workspace to the sandbox user", e))
     }
 
     async fn run_process(
