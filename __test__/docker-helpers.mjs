@@ -9,8 +9,11 @@ import { createDockerSandboxBackend } from 'native-sandbox/docker';
 export const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
 export const MiB = 1024 * 1024;
 
+/** One id per test run (set by scripts/test.sh), so the last suite can find all our objects. */
+export const RUN = process.env.NATIVE_SANDBOX_TEST_RUN ?? `r${process.pid}`;
+
 export function uniqueNamespace(label) {
-  return `t${process.pid}-${label}-${Date.now().toString(36)}`;
+  return `${RUN}-${label}-${process.pid}-${Date.now().toString(36)}`;
 }
 
 export function spillDirectory() {
@@ -79,3 +82,15 @@ export function leftovers(namespace) {
 }
 
 export const NOTHING = { containers: [], volumes: [], networks: [] };
+
+/** Every object of this test run, whatever its namespace. */
+export function runLeftovers() {
+  const labelled = (args) =>
+    listed([...args, '--filter', 'label=dev.native-sandbox.namespace', '--format', '{{.Label "dev.native-sandbox.namespace"}}']);
+  const ours = (namespaces) => namespaces.filter((ns) => ns.startsWith(`${RUN}-`));
+  return {
+    containers: ours(labelled(['ps', '-a'])),
+    volumes: ours(listed(['volume', 'ls', '--filter', 'label=dev.native-sandbox.namespace', '--format', '{{.Label "dev.native-sandbox.namespace"}}'])),
+    networks: ours(labelled(['network', 'ls'])),
+  };
+}

@@ -43,6 +43,8 @@ step "TypeScript check of index.d.ts, the subpath declarations and the typed con
 node_modules/.bin/tsc -p tsconfig.json || fail "tsc"
 
 status=0
+# Every engine object the suites create carries this run's id in its namespace label.
+export NATIVE_SANDBOX_TEST_RUN="run$(date +%s)"
 for runtime in "${node20}" "${node22}"; do
   step "node --test on $("${runtime}" --version)"
   "${runtime}" --test --test-concurrency=1 __test__/*.test.mjs || status=1

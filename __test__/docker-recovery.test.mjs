@@ -1,0 +1,107 @@
+// Crash recovery against the real engine: a controller killed with SIGKILL while its process
+// runs, a fresh controller that reconciles the persisted record and destroys, and records of
+// other namespaces that are never touched.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+
+const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
+const scratch = mkdtempSync(join(tmpdir(), 'native-sandbox-recovery-'));
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+function runController(namespace, recordFile) {
+  const source = `
+    import { writeFileSync } from 'node:fs';
+    import { dockerBackend, request } from ${JSON.stringify(helpers)};
+    const backend = dockerBackend(${JSON.stringify(namespace)});
+    const recovery = { kind: 'persisted', persist: async (record) => writeFileSync(${JSON.stringify(recordFile)}, JSON.stringify(record)) };
+    const sandbox = await backend.reserve(request(), recovery).start();
+    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
+    await process.start();
+    console.log('running');
+    setInterval(() => {}, 1000);
+  `;
+  return spawn(globalThis.process.execPath, ['--input-type=module', '-e', source], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+}
+
+test('a controller killed with SIGKILL mid-process: a fresh one reconciles the persisted record and destroys everything', async () => {
+  const namespace = uniqueNamespace('crash');
+  const recordFile = join(scratch, 'record.json');
+  const child = runController(namespace, recordFile);
+  await new Promise((resolve, reject) => {
+    child.stdout.on('data', (chunk) => chunk.toString().includes('running') && resolve());
+    child.on('exit', (code) => reject(new Error(`controller exited early with ${code}`)));
+  });
+  child.kill('SIGKILL');
+  await new Promise((resolve) => child.on('exit', resolve));
+
+  const before = leftovers(namespace);
+  assert.equal(before.containers.length, 2, 'holder and process survive the controller');
+  assert.equal(before.volumes.length, 1);
+
+  const record = JSON.parse(readFileSync(recordFile, 'utf8'));
+  assert.equal(record.phase, 'ready');
+  assert.equal(record.resources.find((r) => r.role === 'compute').identity.kind, 'identified');
+  const backend = dockerBackend(namespace);
+  const result = await backend.reconcile(record);
+  assert.equal(result.kind, 'matched');
+  assert.deepEqual(Object.keys(result.owner).sort(), ['destroy', 'recoveryRecord', 'stop']);
+  assert.equal(result.owner.recoveryRecord.sandboxId, record.sandboxId);
+  await result.owner.stop();
+  assert.equal(leftovers(namespace).volumes.length, 1, 'stop keeps storage');
+  await result.owner.destroy();
+  assert.deepEqual(leftovers(namespace), NOTHING);
+
+  const again = await backend.reconcile(record);
+  assert.equal(again.kind, 'absent');
+  assert.equal(again.record.phase, 'destroyed');
+});
+
+test('reconcile of a record from another namespace touches nothing', async () => {
+  const mine = uniqueNamespace('mine');
+  const theirs = uniqueNamespace('theirs');
+  const owner = dockerBackend(theirs);
+  const sandbox = await owner.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const before = leftovers(theirs);
+    const result = await dockerBackend(mine).reconcile(sandbox.recoveryRecord);
+    assert.equal(result.kind, 'conflict');
+    assert.match(result.reason, /namespace/);
+    assert.deepEqual(leftovers(theirs), before);
+  } finally {
+    await sandbox.destroy();
+  }
+  assert.deepEqual(leftovers(theirs), NOTHING);
+});
+
+test('a name and labels alone never adopt: an impostor with the recorded name and labels is left untouched', async () => {
+  const namespace = uniqueNamespace('forge');
+  const backend = dockerBackend(namespace);
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  const record = sandbox.recoveryRecord;
+  const holder = record.resources.find((r) => r.role === 'export');
+  // Replace the holder by an impostor with the same name and labels but another incarnation.
+  const labels = JSON.parse(execFileSync('docker', ['inspect', holder.name, '--format', '{{json .Config.Labels}}'], { encoding: 'utf8' }));
+  execFileSync('docker', ['rm', '-f', holder.name], { stdio: 'ignore' });
+  const impostor = execFileSync('docker', ['create', '--name', holder.name, ...Object.entries(labels).flatMap(([k, v]) => ['--label', `${k}=${v}`]), 'native-sandbox/busybox:1', 'true'], { encoding: 'utf8' }).trim();
+  try {
+    const result = await backend.reconcile(record);
+    assert.equal(result.kind, 'matched', 'the volume is still provably this record\'s');
+    await result.owner.destroy();
+    assert.deepEqual(leftovers(namespace).volumes, []);
+    assert.deepEqual(leftovers(namespace).containers, [impostor.slice(0, 12)], 'only the impostor remains');
+    await sandbox.destroy();
+    assert.deepEqual(leftovers(namespace).containers, [impostor.slice(0, 12)], 'the live owner does not remove it either');
+  } finally {
+    execFileSync('docker', ['rm', '-f', impostor], { stdio: 'ignore' });
+  }
+  assert.deepEqual(leftovers(namespace), NOTHING);
+});
