@@ -29,8 +29,10 @@ function processStreams({ owner, context, limits, stopSandbox }) {
   const output = (name) =>
     new Readable({
       highWaterMark: limits.highWaterMark,
-      read() {
-        owner.processRead(name).then(
+      read(size) {
+        // Up to a high-water mark of staged chunks at once: a fast stream costs one crossing
+        // per batch instead of one per engine frame.
+        owner.processRead(name, Math.max(size ?? 0, limits.highWaterMark)).then(
           (chunk) => {
             if (chunk === null) this.push(null);
             else if (Buffer.isBuffer(chunk)) this.push(chunk);

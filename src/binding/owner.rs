@@ -271,20 +271,20 @@ impl NativeOwner {
         JsData(outcome(result.map(|()| Value::Null)))
     }
 
-    /// The next chunk of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
+    /// Up to `max` bytes of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
     #[napi(js_name = "processRead")]
-    pub async fn process_read(&self, stream: String) -> Either3<Buffer, Null, JsData> {
+    pub async fn process_read(&self, stream: String, max: u32) -> Either3<Buffer, Null, JsData> {
         let which = if stream == "stderr" {
             OutputStream::Stderr
         } else {
             OutputStream::Stdout
         };
         let result = match self.io() {
-            Ok(io) => io.read(which).await,
+            Ok(io) => io.read(which, max.max(1) as usize).await,
             Err(error) => Err(error),
         };
         match result {
-            Ok(Some(bytes)) => Either3::A(Buffer::from(bytes.to_vec())),
+            Ok(Some(bytes)) => Either3::A(Buffer::from(bytes)),
             Ok(None) => Either3::B(Null),
             Err(error) => Either3::C(JsData(failed(&error))),
         }

@@ -20,6 +20,21 @@ type Received = Result<Bytes, OwnerError>;
 /// The task that writes queued stdin to the guest; joinable by `end()`.
 type StdinWriter = Shared<BoxFuture<'static, Result<(), OwnerError>>>;
 
+/// One output stream's staged chunks, and a failure that arrived behind delivered bytes.
+struct OutputReader {
+    staged: mpsc::UnboundedReceiver<Received>,
+    failed: Option<OwnerError>,
+}
+
+impl OutputReader {
+    fn new(staged: mpsc::UnboundedReceiver<Received>) -> tokio::sync::Mutex<Self> {
+        tokio::sync::Mutex::new(Self {
+            staged,
+            failed: None,
+        })
+    }
+}
+
 /// Called once when a limit is crossed or a stream breaks: the owner stops the workload.
 pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
 
@@ -29,8 +44,8 @@ pub struct ProcessIo {
     stdin_budget: Arc<Semaphore>,
     stdin_total: AtomicU64,
     stdin_writer: Mutex<Option<StdinWriter>>,
-    stdout: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
-    stderr: tokio::sync::Mutex<mpsc::UnboundedReceiver<Received>>,
+    stdout: tokio::sync::Mutex<OutputReader>,
+    stderr: tokio::sync::Mutex<OutputReader>,
     output_budget: Arc<Semaphore>,
     exit: Shared<BoxFuture<'static, ProcessExit>>,
     violated: Arc<AtomicBool>,
@@ -154,8 +169,8 @@ impl ProcessIo {
             stdin_budget,
             stdin_total: AtomicU64::new(0),
             stdin_writer: Mutex::new(Some(writer)),
-            stdout: tokio::sync::Mutex::new(stdout_rx),
-            stderr: tokio::sync::Mutex::new(stderr_rx),
+            stdout: OutputReader::new(stdout_rx),
+            stderr: OutputReader::new(stderr_rx),
             output_budget,
             exit: exit.shared(),
             violated,
@@ -215,20 +230,40 @@ impl ProcessIo {
         }
     }
 
-    /// The next chunk of stdout or stderr; `None` at end of stream.
-    pub async fn read(&self, stream: OutputStream) -> Result<Option<Bytes>, OwnerError> {
-        let received = match stream {
-            OutputStream::Stdout => self.stdout.lock().await.recv().await,
-            OutputStream::Stderr => self.stderr.lock().await.recv().await,
+    /// The next bytes of stdout or stderr, at most `max` of them (at least one chunk); `None`
+    /// at end of stream. Staged chunks are coalesced so a fast stream costs few crossings.
+    pub async fn read(
+        &self,
+        stream: OutputStream,
+        max: usize,
+    ) -> Result<Option<Vec<u8>>, OwnerError> {
+        let mut reader = match stream {
+            OutputStream::Stdout => self.stdout.lock().await,
+            OutputStream::Stderr => self.stderr.lock().await,
         };
-        match received {
-            Some(Ok(bytes)) => {
-                self.output_budget.add_permits(bytes.len());
-                Ok(Some(bytes))
-            }
-            Some(Err(error)) => Err(error),
-            None => Ok(None),
+        if let Some(error) = reader.failed.take() {
+            return Err(error);
         }
+        let first = match reader.staged.recv().await {
+            Some(Ok(bytes)) => bytes,
+            Some(Err(error)) => return Err(error),
+            None => return Ok(None),
+        };
+        let mut out = Vec::with_capacity(max.max(first.len()));
+        out.extend_from_slice(&first);
+        while out.len() < max {
+            match reader.staged.try_recv() {
+                Ok(Ok(bytes)) => out.extend_from_slice(&bytes),
+                Ok(Err(error)) => {
+                    // Deliver what arrived before the failure; the failure comes next.
+                    reader.failed = Some(error);
+                    break;
+                }
+                Err(_) => break,
+            }
+        }
+        self.output_budget.add_permits(out.len());
+        Ok(Some(out))
     }
 
     pub async fn exit(&self) -> ProcessExit {
