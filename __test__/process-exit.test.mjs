@@ -65,3 +65,23 @@ test('a child that abandons a reserved, never-started sandbox exits by itself', 
   assert.equal(child.status, 0, child.stderr);
   assert.equal(child.stdout.trim(), 'reserved');
 });
+
+test('a child with a running Docker process that it destroys exits by itself', () => {
+  const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
+  const child = runChild(`
+    import { dockerBackend, request, uniqueNamespace, leftovers } from ${JSON.stringify(helpers)};
+    const namespace = uniqueNamespace('exit');
+    const backend = dockerBackend(namespace);
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
+    const streams = await process.start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    await sandbox.destroy();
+    console.log(JSON.stringify(await streams.exit), JSON.stringify(leftovers(namespace)));
+  `);
+  assert.equal(child.signal, null, child.stderr);
+  assert.equal(child.status, 0, child.stderr);
+  assert.equal(child.stdout.trim(), '{"kind":"unavailable","reason":"sandbox_stopped"} {"containers":[],"volumes":[],"networks":[]}');
+  assert.ok(child.elapsed < 15_000, `exited after ${child.elapsed} ms`);
+});
