@@ -1,3 +1,4 @@
-//! Transfers of workspace trees: per-call options (the streaming machinery arrives later).
+//! Transfers of workspace trees: per-call options and the bounded-memory metadata ledger.
 
+pub mod ledger;
 pub mod options;
