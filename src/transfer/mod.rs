@@ -1,4 +1,7 @@
-//! Transfers of workspace trees: per-call options and the bounded-memory metadata ledger.
+//! Transfers of workspace trees: per-call options, the bounded-memory metadata ledger, and
+//! streaming tar writing and reading.
 
 pub mod ledger;
 pub mod options;
+pub mod tar_read;
+pub mod tar_write;
