@@ -445,7 +445,9 @@ impl SandboxOwner {
             }
             core.state == State::Ready
         };
-        if !still_ready {
+        // A limit crossed by the first output already stopped the sandbox: the streams carry
+        // that failure, so they are still handed over.
+        if !still_ready && !io.violated() {
             io.close().await;
             return Err(OwnerError::cancelled(
                 "the sandbox stopped while its process was starting",

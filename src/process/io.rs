@@ -178,6 +178,11 @@ impl ProcessIo {
         })
     }
 
+    /// Whether a stream limit was crossed (the owned stop then comes from the streams).
+    pub fn violated(&self) -> bool {
+        self.violated.load(Ordering::SeqCst)
+    }
+
     fn violation(&self) {
         if !self.violated.swap(true, Ordering::SeqCst) {
             (self.on_violation)();
