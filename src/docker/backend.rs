@@ -144,6 +144,7 @@ impl DockerBackend {
     fn settings(&self) -> Settings {
         Settings {
             docker: self.docker.clone(),
+            spill_directory: std::path::PathBuf::from(&self.options.spill_directory),
             image_id: self.image_id.clone(),
             user: self.options.user.clone(),
             runtime: self.options.runtime.clone(),

@@ -6,10 +6,12 @@ use std::sync::Arc;
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, NetworkCreateRequest, VolumeCreateRequest};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, KillContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder, KillContainerOptionsBuilder,
     WaitContainerOptionsBuilder,
 };
-use bollard::Docker;
+use bollard::{body_try_stream, Docker};
+use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use tokio::sync::Mutex;
@@ -23,7 +25,7 @@ use super::objects::{
 };
 use super::seed::ensure_seed_image;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{
+use crate::lifecycle::driver::{ArchiveDownload, ArchiveUpload, TransferSettings, 
     DriverReservation, OutputStream, ProcessChannels, ProcessExit, ReadyFacts, StartContext,
 };
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -34,10 +36,18 @@ use crate::policy::request::SandboxRequest;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
 
+/// Archive transfers wait on the engine as long as the bytes keep flowing; the caller's
+/// signal and deadline bound how long anyone observes them.
+const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+/// Chunks queued between the import producer and the engine upload.
+const UPLOAD_QUEUE: usize = 4;
+
 /// What a reservation needs from its backend, fixed at reservation time.
 #[derive(Clone)]
 pub struct Settings {
     pub docker: Docker,
+    /// Caller-owned directory for transfer metadata spill files.
+    pub spill_directory: std::path::PathBuf,
     pub image_id: String,
     pub user: String,
     pub runtime: Option<String>,
@@ -520,6 +530,58 @@ impl DockerReservation {
         .boxed()
     }
 
+    async fn holder(&self) -> Result<String, OwnerError> {
+        let state = self.state.lock().await;
+        match super::objects::identity_of(&state.record, Role::Export) {
+            Some(Identity::Identified { id, .. }) => Ok(id.clone()),
+            _ => Err(OwnerError::state("the workspace holder does not exist yet")),
+        }
+    }
+
+    async fn run_open_import(&self) -> Result<ArchiveUpload, OwnerError> {
+        let holder = self.holder().await?;
+        // The engine answers an upload only after extracting all of it: no request timeout.
+        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
+        let (sink, receiver) = tokio::sync::mpsc::channel::<Bytes>(UPLOAD_QUEUE);
+        let body = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver.recv().await.map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
+        });
+        let options = UploadToContainerOptionsBuilder::default().path(WORKSPACE).build();
+        let upload = tokio::spawn(async move {
+            docker
+                .upload_to_container(&holder, Some(options), body_try_stream(body))
+                .await
+                .map_err(|e| engine_error("importing into the workspace", e))
+        });
+        let done = async move {
+            upload
+                .await
+                .unwrap_or_else(|e| Err(OwnerError::driver(format!("the import upload ended abnormally: {e}"))))
+        }
+        .boxed();
+        Ok(ArchiveUpload { sink, done })
+    }
+
+    async fn run_open_export(&self, relative: String) -> Result<Option<ArchiveDownload>, OwnerError> {
+        let holder = self.holder().await?;
+        let path = if relative.is_empty() {
+            WORKSPACE.to_owned()
+        } else {
+            format!("{WORKSPACE}/{relative}")
+        };
+        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
+        let options = DownloadFromContainerOptionsBuilder::default().path(&path).build();
+        let mut stream = docker.download_from_container(&holder, Some(options)).boxed();
+        let first = match stream.next().await {
+            Some(Err(e)) if is_not_found(&e) => return Ok(None),
+            Some(Err(e)) => return Err(engine_error(&format!("exporting {path}"), e)),
+            Some(Ok(first)) => Some(first),
+            None => None,
+        };
+        let rest = stream.map(|item| item.map_err(|e| e.to_string()));
+        Ok(Some(futures::stream::iter(first.map(Ok)).chain(rest).boxed()))
+    }
+
     /// Kills compute (the whole process tree goes with its container); storage stays.
     async fn run_stop(&self) -> Result<(), OwnerError> {
         let record = {
@@ -614,6 +676,23 @@ impl DriverReservation for DockerReservation {
 
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         async move { self.run_destroy().await }.boxed()
+    }
+
+    fn open_import(self: Arc<Self>) -> BoxFuture<'static, Result<ArchiveUpload, OwnerError>> {
+        async move { self.run_open_import().await }.boxed()
+    }
+
+    fn open_export(self: Arc<Self>, relative: String) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        async move { self.run_open_export(relative).await }.boxed()
+    }
+
+    fn transfer_settings(&self) -> TransferSettings {
+        let (uid, gid) = super::seed::numeric_user(&self.settings.user).unwrap_or((65532, 65532));
+        TransferSettings {
+            uid,
+            gid,
+            spill_directory: Some(self.settings.spill_directory.clone()),
+        }
     }
 
     fn start_process(

@@ -57,6 +57,24 @@ pub struct ProcessChannels {
     pub exit: BoxFuture<'static, ProcessExit>,
 }
 
+/// A streaming archive upload into the workspace: send tar bytes into `sink` (bounded, so a
+/// slow engine holds the producer back), drop it at the end, then await `done`.
+pub struct ArchiveUpload {
+    pub sink: tokio::sync::mpsc::Sender<Bytes>,
+    pub done: BoxFuture<'static, Result<(), OwnerError>>,
+}
+
+/// A streaming archive download of one workspace path.
+pub type ArchiveDownload = BoxStream<'static, Result<Bytes, String>>;
+
+/// Driver facts transfers need.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TransferSettings {
+    pub uid: u64,
+    pub gid: u64,
+    pub spill_directory: Option<std::path::PathBuf>,
+}
+
 /// One reserved sandbox of a driver. Stop and destroy must work in any state, also before or
 /// during start, and also after persistence failed.
 pub trait DriverReservation: Send + Sync + 'static {
@@ -68,6 +86,31 @@ pub trait DriverReservation: Send + Sync + 'static {
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
     /// Releases storage (called after a successful stop).
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
+    /// Opens an archive upload into the workspace (imports).
+    fn open_import(self: Arc<Self>) -> BoxFuture<'static, Result<ArchiveUpload, OwnerError>> {
+        Box::pin(async {
+            Err(OwnerError::Unsupported(
+                "this driver has no import port in this version of native-sandbox".into(),
+            ))
+        })
+    }
+
+    /// Streams the archive of `relative` (a workspace path; empty for the workspace itself).
+    /// A missing path is `Ok(None)`.
+    fn open_export(self: Arc<Self>, relative: String) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        let _ = relative;
+        Box::pin(async {
+            Err(OwnerError::Unsupported(
+                "this driver has no export port in this version of native-sandbox".into(),
+            ))
+        })
+    }
+
+    /// Who imported files belong to, and where metadata may spill.
+    fn transfer_settings(&self) -> TransferSettings {
+        TransferSettings::default()
+    }
+
     /// Starts the one process, attached before it runs. `cancel` fires when compute stops.
     fn start_process(
         self: Arc<Self>,

@@ -41,6 +41,8 @@ struct Core {
     execution: Option<Cancel>,
     /// The one process recipe, once reserved (imports close for good at that moment).
     process: Option<ProcessSlot>,
+    /// The one admitted transfer.
+    transfer: Option<Operation>,
 }
 
 struct ProcessSlot {
@@ -75,6 +77,7 @@ impl SandboxOwner {
                     destroy: None,
                     execution: None,
                     process: None,
+                    transfer: None,
                 }),
             }),
         }
@@ -357,12 +360,52 @@ impl SandboxOwner {
         actual
     }
 
+    pub fn driver(&self) -> Arc<dyn DriverReservation> {
+        Arc::clone(&self.inner.driver)
+    }
+
+    /// Admits one import: ready compute, no process reserved, no other transfer.
+    pub fn begin_import(&self) -> Result<(), OwnerError> {
+        let mut core = self.core();
+        if core.state != State::Ready || core.process.is_some() || core.transfer.is_some() {
+            return Err(OwnerError::state(
+                "importTree requires ready compute, no entered transfer, and no process reservation",
+            ));
+        }
+        core.transfer = Some(Operation::Import);
+        Ok(())
+    }
+
+    /// Admits one export: completely stopped compute and no other transfer.
+    pub fn begin_export(&self) -> Result<(), OwnerError> {
+        let mut core = self.core();
+        if core.state != State::Stopped || core.transfer.is_some() {
+            return Err(OwnerError::state(
+                "exportTree requires completely stopped compute and no other entered transfer",
+            ));
+        }
+        core.transfer = Some(Operation::Export);
+        Ok(())
+    }
+
+    /// Releases the transfer slot. An import that failed after bytes reached the guest fences
+    /// execution for good: it is never replayed.
+    pub fn end_transfer(&self, fence_import: bool) {
+        let operation = {
+            let mut core = self.core();
+            core.transfer.take()
+        };
+        if fence_import && operation == Some(Operation::Import) {
+            self.fence(Operation::Import);
+        }
+    }
+
     /// Reserves the one process (synchronously): closes imports for good.
     pub fn reserve_process(&self, spec: SandboxProcessSpec) -> Result<(), OwnerError> {
         let mut core = self.core();
-        if core.state != State::Ready || core.process.is_some() {
+        if core.state != State::Ready || core.process.is_some() || core.transfer.is_some() {
             return Err(OwnerError::state(
-                "a sandbox admits one process reservation, while it is ready",
+                "a sandbox admits one process reservation, while it is ready and no transfer is entered",
             ));
         }
         core.process = Some(ProcessSlot {

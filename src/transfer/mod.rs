@@ -1,7 +1,10 @@
 //! Transfers of workspace trees: per-call options, the bounded-memory metadata ledger, and
 //! streaming tar writing and reading.
 
+pub mod export;
+pub mod import;
 pub mod ledger;
 pub mod options;
+pub mod summary;
 pub mod tar_read;
 pub mod tar_write;

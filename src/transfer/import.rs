@@ -1,0 +1,219 @@
+//! One import: entries in, a tar stream out to the engine, with exact accounting. Headers are
+//! built here; bodies pass through in the caller's chunks. Nothing is held beyond one chunk.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use tokio::sync::mpsc;
+
+use super::ledger::{EntryKind, Ledger};
+use super::options::TransferQuotas;
+use super::summary::{entry_error, quota_error, Summary};
+use super::tar_write::{end_of_archive, entry_header, padding, Ownership};
+use crate::input::{IssueCode, Seg};
+use crate::lifecycle::driver::{ArchiveUpload, TransferSettings};
+use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::paths::{check, Anchor};
+use crate::policy::request::TransferBuffers;
+
+struct OpenFile {
+    index: u32,
+    path: String,
+    declared: u64,
+    remaining: u64,
+}
+
+pub struct ImportSession {
+    sink: Option<mpsc::Sender<Bytes>>,
+    done: Option<BoxFuture<'static, Result<(), OwnerError>>>,
+    ledger: Ledger,
+    quotas: TransferQuotas,
+    chunk_bytes: u64,
+    owner: Ownership,
+    mtime: u64,
+    /// Directories already in the archive along the last entry's path.
+    chain: Vec<String>,
+    file: Option<OpenFile>,
+    summary: Summary,
+    /// Whether any byte went to the engine: a failure after that is never replayed.
+    pub sent: bool,
+}
+
+fn at(index: u32, field: &str) -> Vec<Seg> {
+    vec![Seg::Index(index as usize), Seg::Key(field.into())]
+}
+
+impl ImportSession {
+    pub fn new(upload: ArchiveUpload, settings: &TransferSettings, buffers: TransferBuffers, quotas: TransferQuotas) -> Self {
+        Self {
+            sink: Some(upload.sink),
+            done: Some(upload.done),
+            ledger: Ledger::new(settings.spill_directory.as_deref(), buffers.metadata_batch_bytes, buffers.merge_fan_in),
+            quotas,
+            chunk_bytes: buffers.chunk_bytes,
+            owner: Ownership {
+                uid: settings.uid,
+                gid: settings.gid,
+            },
+            mtime: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            chain: Vec::new(),
+            file: None,
+            summary: Summary::default(),
+            sent: false,
+        }
+    }
+
+    async fn send(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+        self.summary.archive_bytes += bytes.len() as u64;
+        self.summary.check(&self.quotas, "the archive")?;
+        let sink = self
+            .sink
+            .as_ref()
+            .ok_or_else(|| OwnerError::state("the import is already finished"))?;
+        self.sent = true;
+        sink.send(bytes).await.map_err(|_| {
+            OwnerError::operation(OperationCode::StreamFailure, "the engine stopped accepting the import archive")
+        })
+    }
+
+    fn checked_path(&self, index: u32, path: &str) -> Result<(), OwnerError> {
+        if self.file.is_some() {
+            return Err(OwnerError::state("the previous file's body is not complete"));
+        }
+        check(path, Anchor::Relative).map_err(|(code, message)| entry_error(at(index, "path"), code, format!("{path:?}: {message}")))
+    }
+
+    /// Emits headers for the ancestors of `path` not already in the archive, so every
+    /// directory belongs to the sandbox user rather than being created by the engine as root.
+    async fn ancestors(&mut self, path: &str) -> Result<(), OwnerError> {
+        let parts: Vec<&str> = path.split('/').collect();
+        let mut prefix = String::new();
+        let mut wanted = Vec::new();
+        for part in &parts[..parts.len() - 1] {
+            if !prefix.is_empty() {
+                prefix.push('/');
+            }
+            prefix.push_str(part);
+            wanted.push(prefix.clone());
+        }
+        let common = self.chain.iter().zip(&wanted).take_while(|(a, b)| a == b).count();
+        self.chain.truncate(common);
+        for directory in wanted.into_iter().skip(common) {
+            let header = entry_header(&directory, true, 0, 0o755, self.owner, self.mtime);
+            self.send(header.into()).await?;
+            self.chain.push(directory);
+        }
+        Ok(())
+    }
+
+    pub async fn directory(&mut self, index: u32, path: String) -> Result<(), OwnerError> {
+        self.checked_path(index, &path)?;
+        self.ledger
+            .add(&path, EntryKind::Directory)
+            .map_err(|e| OwnerError::driver(e.to_string()))?;
+        self.ancestors(&path).await?;
+        let header = entry_header(&path, true, 0, 0o755, self.owner, self.mtime);
+        self.send(header.into()).await?;
+        self.chain.push(path);
+        self.summary.directories += 1;
+        Ok(())
+    }
+
+    pub async fn begin_file(&mut self, index: u32, path: String, byte_length: u64, executable: bool) -> Result<(), OwnerError> {
+        self.checked_path(index, &path)?;
+        if let Some(limit) = self.quotas.max_file_bytes {
+            if byte_length > limit {
+                return Err(quota_error("maxFileBytes", limit, format!("{path} ({byte_length} bytes)")));
+            }
+        }
+        self.summary.files += 1;
+        self.summary.file_bytes += byte_length;
+        self.summary.check(&self.quotas, &path)?;
+        self.ledger
+            .add(&path, EntryKind::File)
+            .map_err(|e| OwnerError::driver(e.to_string()))?;
+        self.ancestors(&path).await?;
+        let mode = if executable { 0o755 } else { 0o644 };
+        let header = entry_header(&path, false, byte_length, mode, self.owner, self.mtime);
+        self.send(header.into()).await?;
+        self.file = Some(OpenFile {
+            index,
+            path,
+            declared: byte_length,
+            remaining: byte_length,
+        });
+        Ok(())
+    }
+
+    pub async fn chunk(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+        let Some(file) = self.file.as_mut() else {
+            return Err(OwnerError::state("no file body is open"));
+        };
+        let len = bytes.len() as u64;
+        if len > self.chunk_bytes {
+            let (index, path) = (file.index, file.path.clone());
+            return Err(entry_error(
+                at(index, "open"),
+                IssueCode::TooLarge,
+                format!("{path}: a chunk of {len} bytes is larger than policy.transfers.chunkBytes ({})", self.chunk_bytes),
+            ));
+        }
+        if len > file.remaining {
+            let (index, path) = (file.index, file.path.clone());
+            return Err(entry_error(
+                at(index, "byteLength"),
+                IssueCode::TooLarge,
+                format!("{path}: the body is longer than its declared byteLength"),
+            ));
+        }
+        file.remaining -= len;
+        self.send(bytes).await
+    }
+
+    pub async fn end_file(&mut self) -> Result<(), OwnerError> {
+        let Some(file) = self.file.take() else {
+            return Err(OwnerError::state("no file body is open"));
+        };
+        if file.remaining > 0 {
+            return Err(entry_error(
+                at(file.index, "byteLength"),
+                IssueCode::TooSmall,
+                format!("{}: the body ended {} bytes short of its declared byteLength", file.path, file.remaining),
+            ));
+        }
+        let pad = padding(file.declared);
+        if pad > 0 {
+            self.send(Bytes::from(vec![0u8; pad])).await?;
+        }
+        Ok(())
+    }
+
+    /// Validates the whole tree, ends the archive and waits for the engine to extract it.
+    pub async fn finish(mut self) -> Result<Summary, OwnerError> {
+        if self.file.is_some() {
+            return Err(OwnerError::state("the last file's body is not complete"));
+        }
+        let ledger = std::mem::replace(&mut self.ledger, Ledger::new(None, 1, 2));
+        ledger.check().map_err(|e| match e {
+            super::ledger::LedgerError::Spill(message) => OwnerError::driver(message),
+            other => entry_error(vec![], IssueCode::Duplicate, other.to_string()),
+        })?;
+        self.send(end_of_archive().into()).await?;
+        self.sink.take();
+        match self.done.take() {
+            Some(done) => done.await?,
+            None => return Err(OwnerError::state("the import is already finished")),
+        }
+        Ok(self.summary)
+    }
+
+    /// Drops the archive unfinished: the engine sees a truncated stream and fails the upload.
+    pub async fn abort(mut self) {
+        self.sink.take();
+        if let Some(done) = self.done.take() {
+            let _ = done.await;
+        }
+    }
+}
+
