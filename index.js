@@ -23,3 +23,4 @@ export {
 } from './js/parsers.js';
 export { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './js/constants.js';
 export { withSandbox } from './js/with-sandbox.js';
+export { fileFromBytes } from './js/bytes.js';

@@ -7,6 +7,7 @@ import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
+import { exportTree, importTree } from './transfer.js';
 
 /**
  * Owns one fresh driver reservation (`reserved`) with a native owner, and returns the
@@ -104,15 +105,17 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
     get recoveryRecord() {
       return lifecycle.recoveryRecord;
     },
-    importTree: async () => {
-      throw notBuilt('importTree');
+    importTree: async (entries, options) => {
+      if (!processPort) throw notBuilt('importTree');
+      return importTree({ owner, context }, entries, options);
     },
     reserveProcess(spec) {
       if (!processPort) throw notBuilt('reserveProcess');
       return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
     },
-    exportTree: async () => {
-      throw notBuilt('exportTree');
+    exportTree: async (selection, consume, options) => {
+      if (!processPort) throw notBuilt('exportTree');
+      return exportTree({ owner, context }, selection, consume, options);
     },
     stop: lifecycle.stop,
     destroy: lifecycle.destroy,

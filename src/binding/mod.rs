@@ -7,3 +7,4 @@ mod js_driver;
 mod js_value;
 mod owner;
 mod parsers;
+mod transfers;

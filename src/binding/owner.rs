@@ -104,9 +104,18 @@ pub struct NativeOwner {
     caller: Cancel,
     process_caller: Cancel,
     io: Arc<Mutex<Option<Arc<ProcessIo>>>>,
+    transfers: super::transfers::SharedSlots,
 }
 
 impl NativeOwner {
+    pub fn owner(&self) -> SandboxOwner {
+        self.owner.clone()
+    }
+
+    pub fn slots(&self) -> &super::transfers::TransferSlots {
+        &self.transfers
+    }
+
     /// Wraps an owner built in Rust (the Docker backend's).
     pub fn wrap(owner: SandboxOwner) -> Self {
         Self {
@@ -114,6 +123,7 @@ impl NativeOwner {
             caller: Cancel::new(),
             process_caller: Cancel::new(),
             io: Arc::new(Mutex::new(None)),
+            transfers: Arc::default(),
         }
     }
 

@@ -6,9 +6,9 @@ use std::sync::Arc;
 use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, NetworkCreateRequest, VolumeCreateRequest};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    UploadToContainerOptionsBuilder, KillContainerOptionsBuilder,
-    WaitContainerOptionsBuilder,
+    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder,
+    DownloadFromContainerOptionsBuilder, KillContainerOptionsBuilder,
+    UploadToContainerOptionsBuilder, WaitContainerOptionsBuilder,
 };
 use bollard::{body_try_stream, Docker};
 use bytes::Bytes;
@@ -25,8 +25,9 @@ use super::objects::{
 };
 use super::seed::ensure_seed_image;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{ArchiveDownload, ArchiveUpload, TransferSettings, 
-    DriverReservation, OutputStream, ProcessChannels, ProcessExit, ReadyFacts, StartContext,
+use crate::lifecycle::driver::{
+    ArchiveDownload, ArchiveUpload, DriverReservation, OutputStream, ProcessChannels, ProcessExit,
+    ReadyFacts, StartContext, TransferSettings,
 };
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::lifecycle::journal::Journal;
@@ -544,9 +545,14 @@ impl DockerReservation {
         let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
         let (sink, receiver) = tokio::sync::mpsc::channel::<Bytes>(UPLOAD_QUEUE);
         let body = futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver.recv().await.map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
+            receiver
+                .recv()
+                .await
+                .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
         });
-        let options = UploadToContainerOptionsBuilder::default().path(WORKSPACE).build();
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(WORKSPACE)
+            .build();
         let upload = tokio::spawn(async move {
             docker
                 .upload_to_container(&holder, Some(options), body_try_stream(body))
@@ -554,15 +560,20 @@ impl DockerReservation {
                 .map_err(|e| engine_error("importing into the workspace", e))
         });
         let done = async move {
-            upload
-                .await
-                .unwrap_or_else(|e| Err(OwnerError::driver(format!("the import upload ended abnormally: {e}"))))
+            upload.await.unwrap_or_else(|e| {
+                Err(OwnerError::driver(format!(
+                    "the import upload ended abnormally: {e}"
+                )))
+            })
         }
         .boxed();
         Ok(ArchiveUpload { sink, done })
     }
 
-    async fn run_open_export(&self, relative: String) -> Result<Option<ArchiveDownload>, OwnerError> {
+    async fn run_open_export(
+        &self,
+        relative: String,
+    ) -> Result<Option<ArchiveDownload>, OwnerError> {
         let holder = self.holder().await?;
         let path = if relative.is_empty() {
             WORKSPACE.to_owned()
@@ -570,8 +581,12 @@ impl DockerReservation {
             format!("{WORKSPACE}/{relative}")
         };
         let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
-        let options = DownloadFromContainerOptionsBuilder::default().path(&path).build();
-        let mut stream = docker.download_from_container(&holder, Some(options)).boxed();
+        let options = DownloadFromContainerOptionsBuilder::default()
+            .path(&path)
+            .build();
+        let mut stream = docker
+            .download_from_container(&holder, Some(options))
+            .boxed();
         let first = match stream.next().await {
             Some(Err(e)) if is_not_found(&e) => return Ok(None),
             Some(Err(e)) => return Err(engine_error(&format!("exporting {path}"), e)),
@@ -579,7 +594,9 @@ impl DockerReservation {
             None => None,
         };
         let rest = stream.map(|item| item.map_err(|e| e.to_string()));
-        Ok(Some(futures::stream::iter(first.map(Ok)).chain(rest).boxed()))
+        Ok(Some(
+            futures::stream::iter(first.map(Ok)).chain(rest).boxed(),
+        ))
     }
 
     /// Kills compute (the whole process tree goes with its container); storage stays.
@@ -682,7 +699,10 @@ impl DriverReservation for DockerReservation {
         async move { self.run_open_import().await }.boxed()
     }
 
-    fn open_export(self: Arc<Self>, relative: String) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+    fn open_export(
+        self: Arc<Self>,
+        relative: String,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
         async move { self.run_open_export(relative).await }.boxed()
     }
 

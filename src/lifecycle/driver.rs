@@ -97,7 +97,10 @@ pub trait DriverReservation: Send + Sync + 'static {
 
     /// Streams the archive of `relative` (a workspace path; empty for the workspace itself).
     /// A missing path is `Ok(None)`.
-    fn open_export(self: Arc<Self>, relative: String) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+    fn open_export(
+        self: Arc<Self>,
+        relative: String,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
         let _ = relative;
         Box::pin(async {
             Err(OwnerError::Unsupported(

@@ -59,15 +59,23 @@ fn selection_error(path: Vec<Seg>, code: IssueCode, message: String) -> OwnerErr
 
 fn tar_error(error: TarError) -> OwnerError {
     match error {
-        TarError::Transport(message) => OwnerError::operation(OperationCode::StreamFailure, message),
-        other => OwnerError::operation(OperationCode::StreamFailure, format!("the exported archive was refused: {other}")),
+        TarError::Transport(message) => {
+            OwnerError::operation(OperationCode::StreamFailure, message)
+        }
+        other => OwnerError::operation(
+            OperationCode::StreamFailure,
+            format!("the exported archive was refused: {other}"),
+        ),
     }
 }
 
 fn ledger_error(error: LedgerError) -> OwnerError {
     match error {
         LedgerError::Spill(message) => OwnerError::driver(message),
-        other => OwnerError::operation(OperationCode::StreamFailure, format!("the exported tree is invalid: {other}")),
+        other => OwnerError::operation(
+            OperationCode::StreamFailure,
+            format!("the exported tree is invalid: {other}"),
+        ),
     }
 }
 
@@ -88,29 +96,41 @@ impl ExportSession {
         };
         if let Some(limit) = quotas.max_paths {
             if roots > limit {
-                return Err(quota_error("maxPaths", limit, format!("the selection's {roots} path(s)")));
+                return Err(quota_error(
+                    "maxPaths",
+                    limit,
+                    format!("the selection's {roots} path(s)"),
+                ));
             }
         }
-        let mut selection_ledger = Ledger::new(spill, buffers.metadata_batch_bytes, buffers.merge_fan_in);
+        let mut selection_ledger =
+            Ledger::new(spill, buffers.metadata_batch_bytes, buffers.merge_fan_in);
         let targets: VecDeque<Target> = match selection {
             Selection::Workspace => VecDeque::from([Target::Workspace]),
             Selection::Subtree(path) => {
-                check(&path, Anchor::Relative)
-                    .map_err(|(code, message)| selection_error(vec!["path".into()], code, format!("{path:?}: {message}")))?;
+                check(&path, Anchor::Relative).map_err(|(code, message)| {
+                    selection_error(vec!["path".into()], code, format!("{path:?}: {message}"))
+                })?;
                 VecDeque::from([Target::Subtree { path }])
             }
             Selection::Files(paths) => {
                 let mut targets = VecDeque::with_capacity(paths.len());
                 for (index, path) in paths.into_iter().enumerate() {
                     check(&path, Anchor::Relative).map_err(|(code, message)| {
-                        selection_error(vec!["paths".into(), index.into()], code, format!("{path:?}: {message}"))
+                        selection_error(
+                            vec!["paths".into(), index.into()],
+                            code,
+                            format!("{path:?}: {message}"),
+                        )
                     })?;
-                    selection_ledger.add(&path, EntryKind::File).map_err(ledger_error)?;
+                    selection_ledger
+                        .add(&path, EntryKind::File)
+                        .map_err(ledger_error)?;
                     targets.push_back(Target::File { index, path });
                 }
-                selection_ledger
-                    .check()
-                    .map_err(|e| selection_error(vec!["paths".into()], IssueCode::Duplicate, e.to_string()))?;
+                selection_ledger.check().map_err(|e| {
+                    selection_error(vec!["paths".into()], IssueCode::Duplicate, e.to_string())
+                })?;
                 targets
             }
         };
@@ -129,7 +149,11 @@ impl ExportSession {
     }
 
     fn archive_bytes(&self) -> u64 {
-        self.finished_archive_bytes + self.current.as_ref().map_or(0, |(_, reader, _)| reader.consumed)
+        self.finished_archive_bytes
+            + self
+                .current
+                .as_ref()
+                .map_or(0, |(_, reader, _)| reader.consumed)
     }
 
     fn account_archive(&mut self) -> Result<(), OwnerError> {
@@ -138,18 +162,26 @@ impl ExportSession {
     }
 
     async fn open_next(&mut self) -> Result<bool, OwnerError> {
-        let Some(target) = self.targets.pop_front() else { return Ok(false) };
+        let Some(target) = self.targets.pop_front() else {
+            return Ok(false);
+        };
         let relative = match &target {
             Target::Workspace => String::new(),
             Target::File { path, .. } | Target::Subtree { path } => path.clone(),
         };
-        let download = Arc::clone(&self.driver).open_export(relative.clone()).await?;
+        let download = Arc::clone(&self.driver)
+            .open_export(relative.clone())
+            .await?;
         let Some(download) = download else {
             let at = match &target {
                 Target::File { index, .. } => vec!["paths".into(), (*index).into()],
                 _ => vec!["path".into()],
             };
-            return Err(selection_error(at, IssueCode::InvalidValue, format!("{relative} does not exist in the workspace")));
+            return Err(selection_error(
+                at,
+                IssueCode::InvalidValue,
+                format!("{relative} does not exist in the workspace"),
+            ));
         };
         self.current = Some((target, TarReader::new(download), false));
         Ok(true)
@@ -162,13 +194,21 @@ impl ExportSession {
             if self.current.is_none() && !self.open_next().await? {
                 return Ok(None);
             }
-            let Some((target, reader, seen_root)) = self.current.as_mut() else { continue };
+            let Some((target, reader, seen_root)) = self.current.as_mut() else {
+                continue;
+            };
             let raw = reader.next_entry().await.map_err(tar_error)?;
             let Some(raw) = raw else {
-                let (target, reader, seen_root) = self.current.take().ok_or_else(|| OwnerError::state("no archive"))?;
+                let (target, reader, seen_root) = self
+                    .current
+                    .take()
+                    .ok_or_else(|| OwnerError::state("no archive"))?;
                 self.finished_archive_bytes += reader.consumed;
                 if !seen_root && !matches!(target, Target::Workspace) {
-                    return Err(OwnerError::operation(OperationCode::StreamFailure, "an exported archive held no root entry"));
+                    return Err(OwnerError::operation(
+                        OperationCode::StreamFailure,
+                        "an exported archive held no root entry",
+                    ));
                 }
                 continue;
             };
@@ -178,7 +218,11 @@ impl ExportSession {
             let mapped = map_name(&target, &raw.name, first)?;
             self.account_archive()?;
             let Some(path) = mapped else { continue };
-            if let Target::File { index, path: wanted } = &target {
+            if let Target::File {
+                index,
+                path: wanted,
+            } = &target
+            {
                 if raw.directory || !first {
                     return Err(selection_error(
                         vec!["paths".into(), (*index).into()],
@@ -190,27 +234,42 @@ impl ExportSession {
             if let Target::Subtree { path: root } = &target {
                 if first {
                     if !raw.directory {
-                        return Err(selection_error(vec!["path".into()], IssueCode::InvalidValue, format!("{root} is not a directory")));
+                        return Err(selection_error(
+                            vec!["path".into()],
+                            IssueCode::InvalidValue,
+                            format!("{root} is not a directory"),
+                        ));
                     }
                     self.subtree_root_seen = true;
                 }
             }
             check(&path, Anchor::Relative).map_err(|(_, message)| {
-                OwnerError::operation(OperationCode::StreamFailure, format!("the exported entry {path:?} was refused: {message}"))
+                OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    format!("the exported entry {path:?} was refused: {message}"),
+                )
             })?;
             if raw.directory {
                 self.summary.directories += 1;
-                self.ledger.add(&path, EntryKind::Directory).map_err(ledger_error)?;
+                self.ledger
+                    .add(&path, EntryKind::Directory)
+                    .map_err(ledger_error)?;
             } else {
                 if let Some(limit) = self.quotas.max_file_bytes {
                     if raw.size > limit {
-                        return Err(quota_error("maxFileBytes", limit, format!("{path} ({} bytes)", raw.size)));
+                        return Err(quota_error(
+                            "maxFileBytes",
+                            limit,
+                            format!("{path} ({} bytes)", raw.size),
+                        ));
                     }
                 }
                 self.summary.files += 1;
                 self.summary.file_bytes += raw.size;
                 self.summary.check(&self.quotas, &path)?;
-                self.ledger.add(&path, EntryKind::File).map_err(ledger_error)?;
+                self.ledger
+                    .add(&path, EntryKind::File)
+                    .map_err(ledger_error)?;
                 self.body_open = true;
             }
             return Ok(Some(ExportEntry {
@@ -228,7 +287,9 @@ impl ExportSession {
             return Ok(None);
         }
         let chunk_bytes = usize::try_from(self.chunk_bytes).unwrap_or(usize::MAX);
-        let Some((_, reader, _)) = self.current.as_mut() else { return Ok(None) };
+        let Some((_, reader, _)) = self.current.as_mut() else {
+            return Ok(None);
+        };
         let chunk = reader.read_body(chunk_bytes).await.map_err(tar_error)?;
         if chunk.is_none() {
             self.body_open = false;
@@ -252,23 +313,35 @@ impl ExportSession {
 /// Maps an archive name to a workspace path. The engine names entries after the basename of
 /// the downloaded path; `None` for the workspace root itself, which is not an entry.
 fn map_name(target: &Target, name: &str, first: bool) -> Result<Option<String>, OwnerError> {
-    let refuse = |why: &str| OwnerError::operation(OperationCode::StreamFailure, format!("the exported entry {name:?} was refused: {why}"));
+    let refuse = |why: &str| {
+        OwnerError::operation(
+            OperationCode::StreamFailure,
+            format!("the exported entry {name:?} was refused: {why}"),
+        )
+    };
     if name.starts_with('/') || name.split('/').any(|part| part == "..") {
         return Err(refuse("absolute or escaping name"));
     }
     let (root_name, base) = match target {
         Target::Workspace => ("workspace", None),
-        Target::File { path, .. } | Target::Subtree { path } => (path.rsplit('/').next().unwrap_or(path), Some(path.as_str())),
+        Target::File { path, .. } | Target::Subtree { path } => {
+            (path.rsplit('/').next().unwrap_or(path), Some(path.as_str()))
+        }
     };
     let rest = if name == root_name {
         None
-    } else if let Some(rest) = name.strip_prefix(root_name).and_then(|r| r.strip_prefix('/')) {
+    } else if let Some(rest) = name
+        .strip_prefix(root_name)
+        .and_then(|r| r.strip_prefix('/'))
+    {
         Some(rest)
     } else {
         return Err(refuse("outside the selected root"));
     };
     if first != rest.is_none() {
-        return Err(refuse("the selected root is missing, repeated or not first"));
+        return Err(refuse(
+            "the selected root is missing, repeated or not first",
+        ));
     }
     Ok(match (base, rest) {
         (None, None) => None,

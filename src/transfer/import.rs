@@ -45,18 +45,29 @@ fn at(index: u32, field: &str) -> Vec<Seg> {
 }
 
 impl ImportSession {
-    pub fn new(upload: ArchiveUpload, settings: &TransferSettings, buffers: TransferBuffers, quotas: TransferQuotas) -> Self {
+    pub fn new(
+        upload: ArchiveUpload,
+        settings: &TransferSettings,
+        buffers: TransferBuffers,
+        quotas: TransferQuotas,
+    ) -> Self {
         Self {
             sink: Some(upload.sink),
             done: Some(upload.done),
-            ledger: Ledger::new(settings.spill_directory.as_deref(), buffers.metadata_batch_bytes, buffers.merge_fan_in),
+            ledger: Ledger::new(
+                settings.spill_directory.as_deref(),
+                buffers.metadata_batch_bytes,
+                buffers.merge_fan_in,
+            ),
             quotas,
             chunk_bytes: buffers.chunk_bytes,
             owner: Ownership {
                 uid: settings.uid,
                 gid: settings.gid,
             },
-            mtime: SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs()),
+            mtime: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
             chain: Vec::new(),
             file: None,
             summary: Summary::default(),
@@ -73,15 +84,22 @@ impl ImportSession {
             .ok_or_else(|| OwnerError::state("the import is already finished"))?;
         self.sent = true;
         sink.send(bytes).await.map_err(|_| {
-            OwnerError::operation(OperationCode::StreamFailure, "the engine stopped accepting the import archive")
+            OwnerError::operation(
+                OperationCode::StreamFailure,
+                "the engine stopped accepting the import archive",
+            )
         })
     }
 
     fn checked_path(&self, index: u32, path: &str) -> Result<(), OwnerError> {
         if self.file.is_some() {
-            return Err(OwnerError::state("the previous file's body is not complete"));
+            return Err(OwnerError::state(
+                "the previous file's body is not complete",
+            ));
         }
-        check(path, Anchor::Relative).map_err(|(code, message)| entry_error(at(index, "path"), code, format!("{path:?}: {message}")))
+        check(path, Anchor::Relative).map_err(|(code, message)| {
+            entry_error(at(index, "path"), code, format!("{path:?}: {message}"))
+        })
     }
 
     /// Emits headers for the ancestors of `path` not already in the archive, so every
@@ -97,7 +115,12 @@ impl ImportSession {
             prefix.push_str(part);
             wanted.push(prefix.clone());
         }
-        let common = self.chain.iter().zip(&wanted).take_while(|(a, b)| a == b).count();
+        let common = self
+            .chain
+            .iter()
+            .zip(&wanted)
+            .take_while(|(a, b)| a == b)
+            .count();
         self.chain.truncate(common);
         for directory in wanted.into_iter().skip(common) {
             let header = entry_header(&directory, true, 0, 0o755, self.owner, self.mtime);
@@ -120,11 +143,21 @@ impl ImportSession {
         Ok(())
     }
 
-    pub async fn begin_file(&mut self, index: u32, path: String, byte_length: u64, executable: bool) -> Result<(), OwnerError> {
+    pub async fn begin_file(
+        &mut self,
+        index: u32,
+        path: String,
+        byte_length: u64,
+        executable: bool,
+    ) -> Result<(), OwnerError> {
         self.checked_path(index, &path)?;
         if let Some(limit) = self.quotas.max_file_bytes {
             if byte_length > limit {
-                return Err(quota_error("maxFileBytes", limit, format!("{path} ({byte_length} bytes)")));
+                return Err(quota_error(
+                    "maxFileBytes",
+                    limit,
+                    format!("{path} ({byte_length} bytes)"),
+                ));
             }
         }
         self.summary.files += 1;
@@ -179,7 +212,10 @@ impl ImportSession {
             return Err(entry_error(
                 at(file.index, "byteLength"),
                 IssueCode::TooSmall,
-                format!("{}: the body ended {} bytes short of its declared byteLength", file.path, file.remaining),
+                format!(
+                    "{}: the body ended {} bytes short of its declared byteLength",
+                    file.path, file.remaining
+                ),
             ));
         }
         let pad = padding(file.declared);
@@ -216,4 +252,3 @@ impl ImportSession {
         }
     }
 }
-

@@ -35,7 +35,11 @@ pub fn quota_error(name: &str, limit: u64, what: String) -> OwnerError {
 
 /// A bad entry: a validation issue at `entries[index].<field>` (or the selection's path).
 pub fn entry_error(path: Vec<Seg>, code: IssueCode, message: String) -> OwnerError {
-    OwnerError::Validation(vec![Issue { code, path, message }])
+    OwnerError::Validation(vec![Issue {
+        code,
+        path,
+        message,
+    }])
 }
 
 impl Summary {
@@ -43,13 +47,27 @@ impl Summary {
     pub fn check(&self, quotas: &TransferQuotas, at: &str) -> Result<(), OwnerError> {
         let checks = [
             ("maxFiles", quotas.max_files, self.files, "the file count"),
-            ("maxTotalBytes", quotas.max_total_bytes, self.file_bytes, "the total file bytes"),
-            ("maxArchiveBytes", quotas.max_archive_bytes, self.archive_bytes, "the archive bytes"),
+            (
+                "maxTotalBytes",
+                quotas.max_total_bytes,
+                self.file_bytes,
+                "the total file bytes",
+            ),
+            (
+                "maxArchiveBytes",
+                quotas.max_archive_bytes,
+                self.archive_bytes,
+                "the archive bytes",
+            ),
         ];
         for (name, limit, value, what) in checks {
             if let Some(limit) = limit {
                 if value > limit {
-                    return Err(quota_error(name, limit, format!("{what} ({value}, at {at})")));
+                    return Err(quota_error(
+                        name,
+                        limit,
+                        format!("{what} ({value}, at {at})"),
+                    ));
                 }
             }
         }

@@ -1,0 +1,266 @@
+//! Import and export sessions of a native owner, driven step by step from JavaScript.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+use tokio::sync::Mutex;
+
+use super::errors::{failed, outcome};
+use super::js_value::{Captured, JsData};
+use super::owner::NativeOwner;
+use crate::input::read::{array, kind, object, string};
+use crate::input::{child, Issues, ToValue, Value};
+use crate::lifecycle::error::OwnerError;
+use crate::transfer::export::{ExportSession, Selection};
+use crate::transfer::import::ImportSession;
+use crate::transfer::options::parse_transfer_options;
+
+/// The sessions of one owner: at most one transfer at a time (the owner admits it).
+#[derive(Default)]
+pub struct TransferSlots {
+    import: Mutex<Option<ImportSession>>,
+    export: Mutex<Option<ExportSession>>,
+}
+
+pub type SharedSlots = Arc<TransferSlots>;
+
+fn parse_selection(value: &Value) -> std::result::Result<Selection, OwnerError> {
+    let mut issues = Issues::new();
+    let selection = (|| {
+        let mut f = object(value, &[], &mut issues)?;
+        let result = match kind(&mut f, &["workspace", "files", "subtree"], &mut issues) {
+            Some("workspace") => Some(Selection::Workspace),
+            Some("files") => {
+                let at = f.at("paths");
+                let items = f
+                    .required("paths", &mut issues)
+                    .and_then(|v| array(v, &at, usize::MAX, &mut issues));
+                items.and_then(|items| {
+                    let paths: Vec<Option<String>> = items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, v)| string(v, &child(&at, i), 1_024, &mut issues))
+                        .collect();
+                    paths
+                        .into_iter()
+                        .collect::<Option<Vec<String>>>()
+                        .map(Selection::Files)
+                })
+            }
+            Some("subtree") => {
+                let at = f.at("path");
+                f.required("path", &mut issues)
+                    .and_then(|v| string(v, &at, 1_024, &mut issues))
+                    .map(Selection::Subtree)
+            }
+            _ => {
+                f.optional("paths");
+                f.optional("path");
+                None
+            }
+        };
+        f.finish(&mut issues);
+        result
+    })();
+    issues.finish(selection).map_err(OwnerError::Validation)
+}
+
+fn done(result: std::result::Result<Value, OwnerError>) -> JsData {
+    JsData(outcome(result))
+}
+
+#[napi]
+impl NativeOwner {
+    /// Admits and opens an import; `options` are the parsed transfer options (quotas).
+    #[napi(js_name = "importBegin")]
+    pub async fn import_begin(&self, options: Captured) -> JsData {
+        let result = async {
+            let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
+            let owner = self.owner();
+            owner.begin_import()?;
+            let driver = owner.driver();
+            let settings = driver.transfer_settings();
+            let upload = match Arc::clone(&driver).open_import().await {
+                Ok(upload) => upload,
+                Err(error) => {
+                    owner.end_transfer(false);
+                    return Err(error);
+                }
+            };
+            let session = ImportSession::new(
+                upload,
+                &settings,
+                owner.request().policy.transfers,
+                options.quotas,
+            );
+            *self.slots().import.lock().await = Some(session);
+            Ok(Value::Null)
+        }
+        .await;
+        done(result)
+    }
+
+    #[napi(js_name = "importDirectory")]
+    pub async fn import_directory(&self, index: u32, path: String) -> JsData {
+        let mut slot = self.slots().import.lock().await;
+        done(match slot.as_mut() {
+            Some(session) => session.directory(index, path).await.map(|()| Value::Null),
+            None => Err(OwnerError::state("no import is open")),
+        })
+    }
+
+    #[napi(js_name = "importFileBegin")]
+    pub async fn import_file_begin(
+        &self,
+        index: u32,
+        path: String,
+        byte_length: BigInt,
+        executable: bool,
+    ) -> JsData {
+        let (negative, length, lossless) = byte_length.get_u64();
+        let mut slot = self.slots().import.lock().await;
+        done(match slot.as_mut() {
+            Some(_) if negative || !lossless => Err(OwnerError::state(
+                "byteLength must be a nonnegative 64-bit amount",
+            )),
+            Some(session) => session
+                .begin_file(index, path, length, executable)
+                .await
+                .map(|()| Value::Null),
+            None => Err(OwnerError::state("no import is open")),
+        })
+    }
+
+    #[napi(js_name = "importChunk")]
+    pub async fn import_chunk(&self, chunk: Buffer) -> JsData {
+        let bytes = Bytes::copy_from_slice(&chunk);
+        let mut slot = self.slots().import.lock().await;
+        done(match slot.as_mut() {
+            Some(session) => session.chunk(bytes).await.map(|()| Value::Null),
+            None => Err(OwnerError::state("no import is open")),
+        })
+    }
+
+    #[napi(js_name = "importFileEnd")]
+    pub async fn import_file_end(&self) -> JsData {
+        let mut slot = self.slots().import.lock().await;
+        done(match slot.as_mut() {
+            Some(session) => session.end_file().await.map(|()| Value::Null),
+            None => Err(OwnerError::state("no import is open")),
+        })
+    }
+
+    /// Validates the tree, ends the archive, waits for extraction; releases the transfer.
+    #[napi(js_name = "importFinish")]
+    pub async fn import_finish(&self) -> JsData {
+        let session = self.slots().import.lock().await.take();
+        let owner = self.owner();
+        let result = match session {
+            Some(session) => session.finish().await,
+            None => Err(OwnerError::state("no import is open")),
+        };
+        owner.end_transfer(result.is_err());
+        done(result.map(|summary| summary.to_value()))
+    }
+
+    /// Abandons the import; bytes that reached the guest fence execution.
+    #[napi(js_name = "importAbort")]
+    pub async fn import_abort(&self) -> JsData {
+        let session = self.slots().import.lock().await.take();
+        let sent = session.as_ref().is_some_and(|s| s.sent);
+        if let Some(session) = session {
+            session.abort().await;
+        }
+        self.owner().end_transfer(sent);
+        done(Ok(Value::Null))
+    }
+
+    #[napi(js_name = "exportBegin")]
+    pub async fn export_begin(&self, selection: Captured, options: Captured) -> JsData {
+        let result = async {
+            let selection = parse_selection(&selection.0)?;
+            let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
+            let owner = self.owner();
+            owner.begin_export()?;
+            let driver = owner.driver();
+            let spill = driver.transfer_settings().spill_directory;
+            match ExportSession::new(
+                driver,
+                selection,
+                spill.as_deref(),
+                owner.request().policy.transfers,
+                options.quotas,
+            ) {
+                Ok(session) => {
+                    *self.slots().export.lock().await = Some(session);
+                    Ok(Value::Null)
+                }
+                Err(error) => {
+                    owner.end_transfer(false);
+                    Err(error)
+                }
+            }
+        }
+        .await;
+        done(result)
+    }
+
+    /// The next entry's metadata, or `null` at the end.
+    #[napi(js_name = "exportNext")]
+    pub async fn export_next(&self) -> JsData {
+        let mut slot = self.slots().export.lock().await;
+        done(match slot.as_mut() {
+            Some(session) => session.next_entry().await.map(|entry| match entry {
+                None => Value::Null,
+                Some(entry) => Value::object([
+                    (
+                        "kind",
+                        Value::string(if entry.directory { "directory" } else { "file" }),
+                    ),
+                    ("path", Value::string(entry.path)),
+                    (
+                        "byteLength",
+                        Value::BigInt(Some(i128::from(entry.byte_length))),
+                    ),
+                    ("executable", Value::Bool(entry.executable)),
+                ]),
+            }),
+            None => Err(OwnerError::state("no export is open")),
+        })
+    }
+
+    /// The next chunk of the current file: a Buffer, `null` at its end, or an error.
+    #[napi(js_name = "exportRead")]
+    pub async fn export_read(&self) -> Either3<Buffer, Null, JsData> {
+        let mut slot = self.slots().export.lock().await;
+        let result = match slot.as_mut() {
+            Some(session) => session.read().await,
+            None => Err(OwnerError::state("no export is open")),
+        };
+        match result {
+            Ok(Some(bytes)) => Either3::A(Buffer::from(bytes.to_vec())),
+            Ok(None) => Either3::B(Null),
+            Err(error) => Either3::C(JsData(failed(&error))),
+        }
+    }
+
+    #[napi(js_name = "exportFinish")]
+    pub async fn export_finish(&self) -> JsData {
+        let session = self.slots().export.lock().await.take();
+        let result = match session {
+            Some(session) => session.finish().await,
+            None => Err(OwnerError::state("no export is open")),
+        };
+        self.owner().end_transfer(false);
+        done(result.map(|summary| summary.to_value()))
+    }
+
+    #[napi(js_name = "exportAbort")]
+    pub async fn export_abort(&self) -> JsData {
+        self.slots().export.lock().await.take();
+        self.owner().end_transfer(false);
+        done(Ok(Value::Null))
+    }
+}
