@@ -400,6 +400,17 @@ export declare function withSandbox<T>(
   options: SandboxRunOptions,
 ): Promise<T>;
 
+/**
+ * A file entry over bytes the caller already holds: borrows `bytes` (keep them unchanged until
+ * the transfer settles) and yields views of at most `chunkBytes` (default 64 KiB) without copying.
+ * `open()` may be called once.
+ */
+export declare function fileFromBytes(
+  path: string,
+  bytes: Uint8Array,
+  options?: Readonly<{ executable?: boolean; chunkBytes?: number }>,
+): Extract<SandboxTreeEntry, { kind: 'file' }>;
+
 // ---------------------------------------------------------------------------------------------
 // Parsers: each throws SandboxValidationError naming every issue found, not the first only.
 

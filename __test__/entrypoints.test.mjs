@@ -27,6 +27,7 @@ const ROOT_EXPORTS = [
   'parseSandboxSupport',
   'parseTransferOptions',
   'withSandbox',
+  'fileFromBytes',
 ];
 
 test('the package imports itself by name, root and every subpath', async () => {
@@ -72,7 +73,7 @@ test('the native addon is loaded through the package loader, not from target/', 
 });
 
 test('the root entry point does not reach ACP packages', () => {
-  const sources = ['../index.js', '../js/parsers.js', '../js/errors.js', '../js/constants.js', '../js/native.js', '../js/freeze.js', '../js/with-sandbox.js'];
+  const sources = ['../index.js', '../js/parsers.js', '../js/errors.js', '../js/constants.js', '../js/native.js', '../js/freeze.js', '../js/with-sandbox.js', '../js/bytes.js'];
   for (const source of sources) {
     const text = readFileSync(new URL(source, import.meta.url), 'utf8');
     assert.doesNotMatch(text, /acp|agentclientprotocol/i, source);

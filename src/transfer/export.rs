@@ -204,6 +204,7 @@ impl ExportSession {
                     .take()
                     .ok_or_else(|| OwnerError::state("no archive"))?;
                 self.finished_archive_bytes += reader.consumed;
+                self.account_archive()?;
                 if !seen_root && !matches!(target, Target::Workspace) {
                     return Err(OwnerError::operation(
                         OperationCode::StreamFailure,
@@ -306,6 +307,7 @@ impl ExportSession {
         let ledger = std::mem::replace(&mut self.ledger, Ledger::new(None, 1, 2));
         ledger.check().map_err(ledger_error)?;
         self.summary.archive_bytes = self.finished_archive_bytes;
+        self.summary.check(&self.quotas, "the export")?;
         Ok(self.summary)
     }
 }

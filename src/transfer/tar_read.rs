@@ -87,6 +87,32 @@ impl TarReader {
         Ok(())
     }
 
+    /// Reads what follows the end marker (the second zero block, record padding) so the
+    /// archive's size is exact; anything but zeros there is malformed.
+    async fn drain_trailer(&mut self) -> Result<(), TarError> {
+        const TRAILER_MAX: u64 = 1024 * 1024;
+        let mut trailer = self.buffer.len() as u64;
+        let all_zero = |b: &[u8]| b.iter().all(|&x| x == 0);
+        if !all_zero(&self.buffer) {
+            return Err(TarError::Malformed(
+                "data follows the end of the archive".into(),
+            ));
+        }
+        self.consumed += self.buffer.len() as u64;
+        self.buffer.clear();
+        while let Some(chunk) = self.stream.next().await {
+            let chunk = chunk.map_err(TarError::Transport)?;
+            trailer += chunk.len() as u64;
+            if trailer > TRAILER_MAX || !all_zero(&chunk) {
+                return Err(TarError::Malformed(
+                    "data follows the end of the archive".into(),
+                ));
+            }
+            self.consumed += chunk.len() as u64;
+        }
+        Ok(())
+    }
+
     /// The next entry's header, or `None` at the end marker.
     pub async fn next_entry(&mut self) -> Result<Option<RawEntry>, TarError> {
         self.skip_rest_of_entry().await?;
@@ -99,6 +125,7 @@ impl TarReader {
             let block = self.take(BLOCK as usize).await?;
             if block.iter().all(|&b| b == 0) {
                 self.finished = true;
+                self.drain_trailer().await?;
                 return Ok(None);
             }
             let header = tar::Header::from_byte_slice(&block);
@@ -297,7 +324,7 @@ mod tests {
         }
         assert_eq!(body, vec![7u8; 700]);
         assert_eq!(tar.next_entry().await.expect("ok"), None);
-        assert_eq!(tar.consumed, total - 1024 + 512);
+        assert_eq!(tar.consumed, total);
     }
 
     #[tokio::test]

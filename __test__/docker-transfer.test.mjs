@@ -1,0 +1,271 @@
+// Streaming transfers against the real engine: byte-exact round trips, quotas at and one past
+// their bounds, bad input, state rules, aborts, and hostile guest content.
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
+import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { IMAGE, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+
+const namespace = uniqueNamespace('xfer');
+const spill = mkdtempSync(join(tmpdir(), 'native-sandbox-xfer-spill-'));
+const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spill });
+const CHUNK = 4096;
+const small = () => request((p) => Object.assign(p.transfers, { chunkBytes: CHUNK, metadataBatchBytes: 4096, mergeFanIn: 2 }));
+
+after(() => {
+  assert.deepEqual(leftovers(namespace), NOTHING);
+  assert.deepEqual(readdirSync(spill), [], 'no spill file outlives its transfer');
+});
+
+async function withReady(fn, req = small()) {
+  const sandbox = await backend.reserve(req, { kind: 'in_process' }).start();
+  try {
+    return await fn(sandbox);
+  } finally {
+    await sandbox.destroy();
+  }
+}
+
+async function exported(sandbox, selection, options) {
+  const entries = [];
+  const summary = await sandbox.exportTree(
+    selection,
+    async (entry) => {
+      if (entry.kind === 'file') {
+        const chunks = [];
+        for await (const chunk of entry.bytes) {
+          assert.ok(chunk.length <= CHUNK, 'export chunks respect chunkBytes');
+          chunks.push(Buffer.from(chunk));
+        }
+        entries.push({ kind: 'file', path: entry.path, bytes: Buffer.concat(chunks), executable: entry.executable, byteLength: entry.byteLength });
+      } else {
+        entries.push({ kind: 'directory', path: entry.path });
+      }
+    },
+    options,
+  );
+  return { entries, summary };
+}
+
+describe('round trips, byte for byte', () => {
+  test('empty, one chunk, one chunk plus one, executable, deep, long and non-ASCII paths', async () => {
+    const deep = Array.from({ length: 64 }, (_, i) => `d${i % 10}`).join('/');
+    const long = ['a'.repeat(255), 'b'.repeat(255), 'c'.repeat(255), 'd'.repeat(254), 'e'].join('/');
+    assert.equal(Buffer.byteLength(long), 1024);
+    const files = [
+      ['empty.bin', Buffer.alloc(0), false],
+      ['one-chunk.bin', randomBytes(CHUNK), false],
+      ['one-chunk-plus-one.bin', randomBytes(CHUNK + 1), false],
+      ['tools/run.sh', Buffer.from('#!/bin/sh\necho ran\n'), true],
+      [deep, Buffer.from('deep'), false],
+      [long, Buffer.from('long'), false],
+      ['naïve/日本語/ファイル.txt', Buffer.from('unicode'), false],
+    ];
+    await withReady(async (sandbox) => {
+      const summary = await sandbox.importTree(files.map(([path, bytes, executable]) => fileFromBytes(path, bytes, { executable, chunkBytes: CHUNK })));
+      assert.deepEqual(summary.files, BigInt(files.length));
+      assert.equal(summary.fileBytes, BigInt(files.reduce((n, [, b]) => n + b.length, 0)));
+      assert.equal(typeof summary.archiveBytes, 'bigint');
+      const ran = await runShell(sandbox, './tools/run.sh && id -u && stat -c %u "naïve/日本語/ファイル.txt"');
+      assert.equal(ran.stdout, 'ran\n65532\n65532\n');
+      await sandbox.stop();
+      const { entries } = await exported(sandbox, { kind: 'workspace' });
+      for (const [path, bytes, executable] of files) {
+        const found = entries.find((e) => e.path === path);
+        assert.ok(found, `${path.slice(0, 40)} came back`);
+        assert.ok(found.bytes.equals(bytes), `${path.slice(0, 40)} is byte-identical`);
+        assert.equal(found.executable, executable);
+        assert.equal(found.byteLength, BigInt(bytes.length));
+      }
+    });
+  });
+
+  test('an empty subtree delivers its root exactly once; exact files keep workspace-relative paths', async () => {
+    await withReady(async (sandbox) => {
+      await sandbox.importTree([{ kind: 'directory', path: 'results/empty' }, fileFromBytes('results/a.txt', Buffer.from('a')), fileFromBytes('other/b.txt', Buffer.from('b'))]);
+      await sandbox.stop();
+      const subtree = await exported(sandbox, { kind: 'subtree', path: 'results/empty' });
+      assert.deepEqual(subtree.entries, [{ kind: 'directory', path: 'results/empty' }]);
+      assert.deepEqual(subtree.summary, { directories: 1n, files: 0n, fileBytes: 0n, archiveBytes: subtree.summary.archiveBytes });
+      const files = await exported(sandbox, { kind: 'files', paths: ['other/b.txt', 'results/a.txt'] });
+      assert.deepEqual(files.entries.map((e) => [e.path, e.bytes.toString()]), [['other/b.txt', 'b'], ['results/a.txt', 'a']]);
+    });
+  });
+});
+
+describe('quotas at and one past their bounds', () => {
+  const tree = () => [fileFromBytes('q/a', Buffer.alloc(10)), fileFromBytes('q/b', Buffer.alloc(20))];
+  const cases = [
+    ['maxFiles', 2, 1],
+    ['maxFileBytes', 20, 19],
+    ['maxTotalBytes', 30, 29],
+  ];
+  for (const [quota, at, past] of cases) {
+    test(`${quota}: ${at} passes, ${past} fails, on import and on export`, async () => {
+      await withReady(async (sandbox) => {
+        await sandbox.importTree(tree(), { quotas: { [quota]: at } });
+        await sandbox.stop();
+        await exported(sandbox, { kind: 'subtree', path: 'q' }, { quotas: { [quota]: BigInt(at) } });
+        const error = await exported(sandbox, { kind: 'subtree', path: 'q' }, { quotas: { [quota]: past } }).catch((e) => e);
+        assert.ok(error instanceof SandboxValidationError, `${error}`);
+        assert.deepEqual(error.issues[0].path, ['quotas', quota]);
+      });
+      await withReady(async (sandbox) => {
+        const error = await sandbox.importTree(tree(), { quotas: { [quota]: past } }).catch((e) => e);
+        assert.ok(error instanceof SandboxValidationError);
+        assert.deepEqual(error.issues[0].path, ['quotas', quota]);
+      });
+    });
+  }
+
+  test('maxArchiveBytes counts headers and padding', async () => {
+    await withReady(async (sandbox) => {
+      const summary = await sandbox.importTree(tree());
+      await sandbox.stop();
+      const whole = await exported(sandbox, { kind: 'subtree', path: 'q' });
+      const bytes = whole.summary.archiveBytes;
+      assert.ok(bytes > 30n, 'archive bytes include headers and padding');
+      await exported(sandbox, { kind: 'subtree', path: 'q' }, { quotas: { maxArchiveBytes: bytes } });
+      const error = await exported(sandbox, { kind: 'subtree', path: 'q' }, { quotas: { maxArchiveBytes: bytes - 1n } }).catch((e) => e);
+      assert.deepEqual(error.issues?.[0].path, ['quotas', 'maxArchiveBytes']);
+      assert.ok(summary.archiveBytes > 30n);
+    });
+  });
+
+  test('maxPaths: counts exact files and one subtree root; 0 on a subtree rejects before the engine', async () => {
+    await withReady(async (sandbox) => {
+      await sandbox.importTree(tree());
+      await sandbox.stop();
+      await exported(sandbox, { kind: 'files', paths: ['q/a', 'q/b'] }, { quotas: { maxPaths: 2 } });
+      const files = await exported(sandbox, { kind: 'files', paths: ['q/a', 'q/b'] }, { quotas: { maxPaths: 1 } }).catch((e) => e);
+      assert.deepEqual(files.issues[0].path, ['quotas', 'maxPaths']);
+      await exported(sandbox, { kind: 'subtree', path: 'q' }, { quotas: { maxPaths: 1 } });
+      const zero = await exported(sandbox, { kind: 'subtree', path: 'q' }, { quotas: { maxPaths: 0 } }).catch((e) => e);
+      assert.deepEqual(zero.issues[0].path, ['quotas', 'maxPaths']);
+      await exported(sandbox, { kind: 'workspace' }, { quotas: { maxPaths: 0 } });
+    });
+  });
+});
+
+describe('bad input', () => {
+  const body = (chunks) => ({ kind: 'file', path: 'x.bin', byteLength: 4, executable: false, open: () => chunks });
+  const cases = [
+    ['a short body', body([Buffer.from('abc')]), ['0', 'byteLength'], SandboxValidationError],
+    ['an excess body', body([Buffer.from('abcde')]), ['0', 'byteLength'], SandboxValidationError],
+    ['a chunk larger than chunkBytes', { ...body([Buffer.alloc(CHUNK + 1)]), byteLength: CHUNK + 1 }, ['0', 'open'], SandboxValidationError],
+    ['a non-Uint8Array chunk', body(['abcd']), ['0', 'open'], SandboxValidationError],
+    ['an absolute path', { kind: 'directory', path: '/etc' }, ['0', 'path'], SandboxValidationError],
+    ['a .. path', { kind: 'directory', path: 'a/../b' }, ['0', 'path'], SandboxValidationError],
+    ['a negative byteLength', { ...body([]), byteLength: -1 }, ['0', 'byteLength'], SandboxValidationError],
+    ['an unknown kind', { kind: 'symlink', path: 'a' }, ['0', 'kind'], SandboxValidationError],
+  ];
+  for (const [name, entry, path, Class] of cases) {
+    test(name, async () => {
+      await withReady(async (sandbox) => {
+        const error = await sandbox.importTree([entry]).catch((e) => e);
+        assert.ok(error instanceof Class, `${error}`);
+        assert.deepEqual(error.issues[0].path.map(String), path);
+        const listing = await runShell(sandbox, 'ls -A /sandbox/workspace').catch(() => null);
+        if (listing) assert.doesNotMatch(listing.stdout, /x\.bin|etc|b\b/);
+      });
+    });
+  }
+
+  test('duplicate paths and a file with children fail the import', async () => {
+    for (const entries of [
+      [fileFromBytes('d/a', Buffer.from('1')), fileFromBytes('d/a', Buffer.from('2'))],
+      [fileFromBytes('d/a', Buffer.from('1')), fileFromBytes('d/a/b', Buffer.from('2'))],
+    ]) {
+      await withReady(async (sandbox) => {
+        const error = await sandbox.importTree(entries).catch((e) => e);
+        assert.ok(error instanceof SandboxValidationError);
+        assert.equal(error.issues[0].code, 'duplicate');
+        assert.deepEqual(sandbox.state, { kind: 'uncertain', operation: 'import' }, 'bytes reached the guest: execution is fenced');
+        assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: sandbox.workspace }), SandboxStateError);
+      });
+    }
+  });
+
+  test('exporting a missing path or a directory as a file names it', async () => {
+    await withReady(async (sandbox) => {
+      await sandbox.importTree([{ kind: 'directory', path: 'dir' }]);
+      await sandbox.stop();
+      const missing = await exported(sandbox, { kind: 'files', paths: ['nope.txt'] }).catch((e) => e);
+      assert.deepEqual(missing.issues[0].path, ['paths', 0]);
+      assert.match(missing.message, /nope\.txt/);
+      const directory = await exported(sandbox, { kind: 'files', paths: ['dir'] }).catch((e) => e);
+      assert.match(directory.message, /dir is not a regular file/);
+      const duplicate = await exported(sandbox, { kind: 'files', paths: ['dir', 'dir'] }).catch((e) => e);
+      assert.equal(duplicate.issues[0].code, 'duplicate');
+    });
+  });
+});
+
+describe('state rules and aborts', () => {
+  test('import after reserveProcess, export before stop, two concurrent transfers', async () => {
+    await withReady(async (sandbox) => {
+      const first = sandbox.importTree([fileFromBytes('a', Buffer.alloc(100))]);
+      await assert.rejects(sandbox.importTree([]), SandboxStateError);
+      await first;
+      await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+      sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: sandbox.workspace });
+      await assert.rejects(sandbox.importTree([]), SandboxStateError);
+    });
+  });
+
+  test('aborting mid-import and mid-export leaves no spill file', async () => {
+    await withReady(async (sandbox) => {
+      const controller = new AbortController();
+      async function* slow() {
+        for (let i = 0; i < 1000; i++) {
+          if (i === 50) controller.abort();
+          yield fileFromBytes(`many/f${i}`, Buffer.from(String(i)));
+        }
+      }
+      const error = await sandbox.importTree(slow(), { signal: controller.signal }).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError);
+      assert.equal(error.code, 'cancelled');
+      assert.deepEqual(readdirSync(spill), []);
+      await sandbox.stop();
+      const exportController = new AbortController();
+      const exportError = await sandbox
+        .exportTree({ kind: 'workspace' }, async () => exportController.abort(), { signal: exportController.signal })
+        .catch((e) => e);
+      assert.equal(exportError.code, 'cancelled');
+      assert.deepEqual(readdirSync(spill), []);
+      const late = await sandbox.exportTree({ kind: 'workspace' }, () => {}, { deadlineAt: Date.now() - 1 }).catch((e) => e);
+      assert.equal(late.code, 'deadline_exceeded');
+    });
+  });
+
+  test('a consumer that leaves bytes unread fails the export', async () => {
+    await withReady(async (sandbox) => {
+      await sandbox.importTree([fileFromBytes('f', Buffer.alloc(10_000), { chunkBytes: CHUNK })]);
+      await sandbox.stop();
+      const error = await sandbox.exportTree({ kind: 'workspace' }, () => {}).catch((e) => e);
+      assert.equal(error.code, 'stream_failure');
+      assert.match(error.message, /before reading all bytes of f/);
+    });
+  });
+});
+
+describe('hostile guest content', () => {
+  test('a guest symlink to /etc/passwd fails a workspace export, naming it', async () => {
+    await withReady(async (sandbox) => {
+      await runShell(sandbox, 'ln -s /etc/passwd /sandbox/workspace/passwd; echo safe > /sandbox/workspace/ok.txt');
+      await sandbox.stop();
+      const delivered = [];
+      const error = await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+        delivered.push(entry.path);
+        if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+      }).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError, `${error}`);
+      assert.match(error.message, /passwd is a symbolic link/);
+      assert.ok(!delivered.includes('passwd'));
+    });
+  });
+});
