@@ -1,3 +1,2 @@
-// native-sandbox/node: not built yet. This entry point exports nothing until its issue lands,
-// so an import of a missing name fails loudly instead of reaching a stub.
-export {};
+// native-sandbox/node: explicit host directory import/export and spill storage.
+export { createSandboxSpillStore, exportSandboxDirectory, importSandboxDirectory, SandboxDirectoryCleanupError } from './js/node-helpers.js';

@@ -94,8 +94,16 @@ function notBuilt(what) {
   );
 }
 
+/** Sandboxes whose transfers run natively, for the `/node` directory helpers. */
+const nativeSandboxes = new WeakMap();
+
+/** The native owner behind `sandbox`, when it is one of ours with native transfers. */
+export function nativeTransfersOf(sandbox) {
+  return nativeSandboxes.get(sandbox);
+}
+
 function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort }) {
-  return Object.freeze({
+  const sandbox = Object.freeze({
     id,
     effective: deepFreeze(ready.effective),
     workspace: ready.workspace,
@@ -120,6 +128,8 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
     stop: lifecycle.stop,
     destroy: lifecycle.destroy,
   });
+  if (processPort) nativeSandboxes.set(sandbox, { owner, context, request });
+  return sandbox;
 }
 
 /** A cleanup-only owner over a native recovered owner; `currentRecord()` reads the record. */

@@ -14,6 +14,7 @@ use crate::input::read::{array, kind, object, string};
 use crate::input::{child, Issues, ToValue, Value};
 use crate::lifecycle::error::OwnerError;
 use crate::transfer::export::{ExportSession, Selection};
+use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
 use crate::transfer::import::ImportSession;
 use crate::transfer::options::parse_transfer_options;
 
@@ -175,6 +176,52 @@ impl NativeOwner {
         }
         self.owner().end_transfer(sent);
         done(Ok(Value::Null))
+    }
+
+    /// Streams one host file (seen by the walk as `dev`/`ino`/`size`) into the open import.
+    #[napi(js_name = "importHostFile")]
+    pub async fn import_host_file(
+        &self,
+        index: u32,
+        path: String,
+        host: String,
+        dev: BigInt,
+        ino: BigInt,
+        size: BigInt,
+    ) -> JsData {
+        let seen = Seen {
+            dev: dev.get_u64().1,
+            ino: ino.get_u64().1,
+            size: size.get_u64().1,
+        };
+        let chunk =
+            usize::try_from(self.owner().request().policy.transfers.chunk_bytes).unwrap_or(65_536);
+        let mut slot = self.slots().import.lock().await;
+        done(match slot.as_mut() {
+            Some(session) => import_host_file(
+                session,
+                index,
+                path,
+                std::path::Path::new(&host),
+                seen,
+                chunk,
+            )
+            .await
+            .map(|()| Value::Null),
+            None => Err(OwnerError::state("no import is open")),
+        })
+    }
+
+    /// Writes the current export file's body to `host`, created exclusively.
+    #[napi(js_name = "exportWriteFile")]
+    pub async fn export_write_file(&self, host: String, executable: bool) -> JsData {
+        let mut slot = self.slots().export.lock().await;
+        done(match slot.as_mut() {
+            Some(session) => export_host_file(session, std::path::Path::new(&host), executable)
+                .await
+                .map(|()| Value::Null),
+            None => Err(OwnerError::state("no export is open")),
+        })
     }
 
     #[napi(js_name = "exportBegin")]
