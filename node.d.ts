@@ -1,5 +1,51 @@
 /**
- * native-sandbox/node: not built yet; this entry point exports nothing until it is.
- * See the README's "Status" section for what each entry point holds today.
+ * native-sandbox/node: explicit host directory import and export, and spill storage for
+ * JavaScript drivers. No implicit host path is ever chosen.
  */
-export {};
+import type {
+  Sandbox,
+  SandboxTransferOptions,
+  SandboxTransferSummary,
+  SandboxTreeSelection,
+} from './index.js';
+import type { SandboxDriverSpillStore } from './backend.js';
+
+export interface SandboxDirectoryImportOptions extends SandboxTransferOptions {
+  /** Chunk size when reading files; default 64 KiB. Keep it at most the sandbox's `transfers.chunkBytes`. */
+  readonly chunkBytes?: number;
+}
+
+/**
+ * Imports the regular files and directories under `directory` (absolute; keep it quiescent).
+ * Each file is read through its own descriptor in Rust; symlinks and special files reject, and
+ * replacement, truncation and growth during the read are detected.
+ */
+export declare function importSandboxDirectory(
+  sandbox: Sandbox,
+  directory: string,
+  options?: SandboxDirectoryImportOptions,
+): Promise<SandboxTransferSummary>;
+
+/**
+ * Exports `selection` after a complete stop into `destination`, which must not exist. It is
+ * created exclusively, filled through private staging, and its `files` child is published only
+ * after the whole export validated. Files get owner read/write (and execute when exported as
+ * executable); a umask that removes a requested bit fails the export. On failure the destination
+ * is removed; if that removal fails, `SandboxDirectoryCleanupError` keeps the retry.
+ */
+export declare function exportSandboxDirectory(
+  sandbox: Sandbox,
+  selection: SandboxTreeSelection,
+  destination: string,
+  options?: SandboxTransferOptions,
+): Promise<Readonly<{ directory: string; summary: SandboxTransferSummary }>>;
+
+/** A failed local cleanup after a failed export; call `retryCleanup()` until it succeeds. */
+export declare class SandboxDirectoryCleanupError extends Error {
+  readonly publishedDirectory: string | undefined;
+  retryCleanup(): Promise<void>;
+  constructor(message: string, options: { cause: unknown; retryCleanup: () => Promise<void>; publishedDirectory?: string });
+}
+
+/** Spill files created exclusively under the canonical absolute `directory`, unlinked at once. */
+export declare function createSandboxSpillStore(directory: string): Promise<SandboxDriverSpillStore>;
