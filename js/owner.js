@@ -8,6 +8,7 @@ import { native } from './native.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
 import { exportTree, importTree } from './transfer.js';
+import { exportViaDriver, importViaDriver } from './driver-transfers.js';
 
 /**
  * Owns one fresh driver reservation (`reserved`) with a native owner, and returns the
@@ -16,6 +17,7 @@ import { exportTree, importTree } from './transfer.js';
 export function ownDriverReservation({ request, id, record, recovery, reserved }) {
   const startController = new AbortController();
   const context = { owner: undefined, errors: undefined };
+  const ports = { ready: undefined };
   const checkpoint = async (next) => settle(await owner.checkpoint(next), context, errorFromDescriptor);
   const port = createDriverPort({
     async start() {
@@ -23,6 +25,7 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       if (ready === null || typeof ready !== 'object') {
         throw new SandboxStateError('A driver start must resolve its ready port.');
       }
+      ports.ready = ready;
       return { effective: ready.effective, workspace: ready.workspace };
     },
     abortStart(reason) {
@@ -34,7 +37,7 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
   });
   context.errors = port.errors;
   const owner = new native.NativeOwner(request, id, record, recovery.kind === 'persisted', port.invoke);
-  return reservationFace({ owner, context, request, processPort: false });
+  return reservationFace({ owner, context, request, processPort: false, ports });
 }
 
 /** A port that only persists records, for owners whose driver is native. */
@@ -46,7 +49,7 @@ export function persistPort(recovery) {
  * The contract's `SandboxReservation` over a native owner. `processPort` says whether its
  * sandbox can run a process (the Docker backend can; JavaScript drivers cannot yet).
  */
-export function reservationFace({ owner, context, request, processPort }) {
+export function reservationFace({ owner, context, request, processPort, ports }) {
   const id = owner.id();
   const stop = async () => settle(await owner.stop(), context, errorFromDescriptor);
   const destroy = async () => settle(await owner.destroy(), context, errorFromDescriptor);
@@ -66,7 +69,7 @@ export function reservationFace({ owner, context, request, processPort }) {
     const detach = onAbort(signal, () => owner.cancelStart());
     try {
       const ready = settle(await owner.start(), context, errorFromDescriptor);
-      return startedSandbox({ id, ready, lifecycle, owner, context, request, processPort });
+      return startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort: ports?.ready });
     } finally {
       detach();
     }
@@ -102,7 +105,8 @@ export function nativeTransfersOf(sandbox) {
   return nativeSandboxes.get(sandbox);
 }
 
-function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort }) {
+function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort }) {
+  const driverPort = { owner, context, readyPort, request };
   const sandbox = Object.freeze({
     id,
     effective: deepFreeze(ready.effective),
@@ -114,7 +118,7 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
       return lifecycle.recoveryRecord;
     },
     importTree: async (entries, options) => {
-      if (!processPort) throw notBuilt('importTree');
+      if (!processPort) return importViaDriver(driverPort, entries, options);
       return importTree({ owner, context }, entries, options);
     },
     reserveProcess(spec) {
@@ -122,7 +126,7 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
       return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
     },
     exportTree: async (selection, consume, options) => {
-      if (!processPort) throw notBuilt('exportTree');
+      if (!processPort) return exportViaDriver(driverPort, selection, consume, options);
       return exportTree({ owner, context }, selection, consume, options);
     },
     stop: lifecycle.stop,

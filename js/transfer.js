@@ -34,7 +34,7 @@ function entryIssue(index, field, code, message) {
   return new SandboxValidationError([{ code, path: [index, field], message }]);
 }
 
-function checkedEntry(entry, index) {
+export function checkedEntry(entry, index) {
   if (entry === null || typeof entry !== 'object') throw new SandboxValidationError([{ code: 'invalid_type', path: [index], message: 'expected a tree entry object' }]);
   if (entry.kind !== 'directory' && entry.kind !== 'file') throw entryIssue(index, 'kind', 'invalid_value', "expected 'directory' or 'file'");
   if (typeof entry.path !== 'string') throw entryIssue(index, 'path', 'invalid_type', 'expected a path string');

@@ -74,6 +74,21 @@ fn done(result: std::result::Result<Value, OwnerError>) -> JsData {
 
 #[napi]
 impl NativeOwner {
+    /// Admits a transfer run by a JavaScript driver's ready port (`import` or `export`).
+    #[napi(js_name = "admitTransfer")]
+    pub fn admit_transfer(&self, kind: String) -> JsData {
+        let owner = self.owner();
+        let admitted = if kind == "import" { owner.begin_import() } else { owner.begin_export() };
+        JsData(outcome(admitted.map(|()| Value::Null)))
+    }
+
+    /// Releases a transfer admitted with `admitTransfer`; a failed import that entered the
+    /// driver fences execution.
+    #[napi(js_name = "endTransfer")]
+    pub fn end_transfer(&self, fence_import: bool) {
+        self.owner().end_transfer(fence_import);
+    }
+
     /// Admits and opens an import; `options` are the parsed transfer options (quotas).
     #[napi(js_name = "importBegin")]
     pub async fn import_begin(&self, options: Captured) -> JsData {

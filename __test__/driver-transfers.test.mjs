@@ -1,0 +1,166 @@
+// Transfers through createSandboxBackend: a JavaScript driver's ready port gets validated
+// entries and once-only bodies; what it delivers is checked; the ledger spills to its port.
+import assert from 'node:assert/strict';
+import { mkdtempSync, readdirSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, test } from 'node:test';
+import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
+import { createSandboxBackend } from 'native-sandbox/backend';
+import { createSandboxSpillStore } from 'native-sandbox/node';
+import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
+
+/** A driver whose workspace is a Map of path → { kind, bytes, executable }. */
+function memoryDriver({ deliver } = {}) {
+  const spillDirectory = mkdtempSync(join(tmpdir(), 'native-sandbox-driver-spill-'));
+  const workspace = new Map();
+  let count = 0;
+  const driver = {
+    support: SUPPORT,
+    reserve(request) {
+      count += 1;
+      const id = `mem-${count}`;
+      return {
+        id,
+        recoveryRecord: initialRecord(id),
+        async start() {
+          return {
+            effective: { resources: request.policy.resources, temporaryStorage: request.policy.temporaryStorage, network: request.policy.network, workspaceDiskQuota: { kind: 'not_requested' } },
+            workspace: '/workspace',
+            openSpill: () => createSandboxSpillStore(spillDirectory),
+            async importTree(entries) {
+              const summary = { directories: 0n, files: 0n, fileBytes: 0n, archiveBytes: 0n };
+              for await (const entry of entries) {
+                if (entry.kind === 'directory') {
+                  summary.directories += 1n;
+                  workspace.set(entry.path, { kind: 'directory' });
+                } else {
+                  const chunks = [];
+                  for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+                  const bytes = Buffer.concat(chunks);
+                  workspace.set(entry.path, { kind: 'file', bytes, executable: entry.executable });
+                  summary.files += 1n;
+                  summary.fileBytes += BigInt(bytes.length);
+                  summary.archiveBytes += BigInt(512 + bytes.length);
+                }
+              }
+              return summary;
+            },
+            async exportTree(selection, consume) {
+              const summary = { directories: 0n, files: 0n, fileBytes: 0n, archiveBytes: 0n };
+              const items = deliver ? deliver(selection, workspace) : [...workspace].filter(([path]) => selection.kind === 'workspace' || (selection.kind === 'files' ? selection.paths.includes(path) : path === selection.path || path.startsWith(`${selection.path}/`)));
+              for (const [path, item] of items) {
+                if (item.kind === 'directory') {
+                  summary.directories += 1n;
+                  await consume({ kind: 'directory', path });
+                } else {
+                  summary.files += 1n;
+                  summary.fileBytes += BigInt(item.bytes.length);
+                  await consume({ kind: 'file', path, byteLength: BigInt(item.bytes.length), executable: item.executable, bytes: (async function* () { if (item.bytes.length) yield item.bytes; })() });
+                }
+              }
+              return summary;
+            },
+          };
+        },
+        async stop() {},
+        async destroy() {},
+      };
+    },
+    async reconcile() {
+      return { kind: 'conflict', reason: 'not used' };
+    },
+  };
+  return { driver, workspace, spillDirectory };
+}
+
+const tiny = () => {
+  const request = policy();
+  Object.assign(request.policy.transfers, { chunkBytes: 1024, metadataBatchBytes: 4096, mergeFanIn: 2 });
+  return request;
+};
+
+async function ready(setup, request = tiny()) {
+  const backend = createSandboxBackend(setup.driver);
+  return backend.reserve(request, { kind: 'in_process' }).start();
+}
+
+describe('transfers through a JavaScript driver', () => {
+  test('import hands validated entries and once-only bodies to the driver; export round-trips', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const summary = await sandbox.importTree([{ kind: 'directory', path: 'src' }, fileFromBytes('src/a.txt', Buffer.from('hello'), { chunkBytes: 1024 }), fileFromBytes('run.sh', Buffer.from('#!'), { executable: true, chunkBytes: 1024 })]);
+    assert.deepEqual(summary, { directories: 1n, files: 2n, fileBytes: 7n, archiveBytes: 1031n });
+    assert.equal(setup.workspace.get('src/a.txt').bytes.toString(), 'hello');
+    await sandbox.stop();
+    const got = [];
+    const exported = await sandbox.exportTree({ kind: 'subtree', path: 'src' }, async (entry) => {
+      let text = '';
+      if (entry.kind === 'file') for await (const chunk of entry.bytes) text += chunk;
+      got.push([entry.kind, entry.path, text]);
+    });
+    assert.deepEqual(got, [['directory', 'src', ''], ['file', 'src/a.txt', 'hello']]);
+    assert.equal(exported.files, 1n);
+    assert.deepEqual(readdirSync(setup.spillDirectory), []);
+    await sandbox.destroy();
+  });
+
+  test('many paths spill through the driver port and a late duplicate fails the import', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const entries = Array.from({ length: 600 }, (_, i) => ({ kind: 'directory', path: `d${i % 50}/e${i}` }));
+    entries.push({ kind: 'directory', path: 'd3/e3' });
+    const error = await sandbox.importTree(entries).catch((e) => e);
+    assert.ok(error instanceof SandboxValidationError, `${error}`);
+    assert.equal(error.issues[0].code, 'duplicate');
+    assert.deepEqual(sandbox.state, { kind: 'uncertain', operation: 'import' });
+    assert.deepEqual(readdirSync(setup.spillDirectory), [], 'spill files are unlinked at creation');
+    await sandbox.destroy();
+  });
+
+  test('a short body never reaches the driver as complete, and the entry is named', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const error = await sandbox.importTree([{ kind: 'file', path: 'x', byteLength: 10, executable: false, open: () => [Buffer.from('abc')] }]).catch((e) => e);
+    assert.ok(error instanceof SandboxValidationError);
+    assert.deepEqual(error.issues[0].path, [0, 'byteLength']);
+    await sandbox.destroy();
+  });
+
+  test('quotas apply to driver imports', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const error = await sandbox.importTree([fileFromBytes('a', Buffer.from('1')), fileFromBytes('b', Buffer.from('2'))], { quotas: { maxFiles: 1 } }).catch((e) => e);
+    assert.deepEqual(error.issues[0].path, ['quotas', 'maxFiles']);
+    await sandbox.destroy();
+  });
+
+  test('what the driver delivers is checked: outside the selection, a repeated root, unread bytes', async () => {
+    for (const [deliver, pattern] of [
+      [() => [['elsewhere.txt', { kind: 'file', bytes: Buffer.from('x'), executable: false }]], /outside the selection/],
+      [() => [['src', { kind: 'directory' }], ['src', { kind: 'directory' }]], /appears more than once|2 times/],
+    ]) {
+      const setup = memoryDriver({ deliver });
+      const sandbox = await ready(setup);
+      await sandbox.stop();
+      const error = await sandbox.exportTree({ kind: 'subtree', path: 'src' }, async () => {}).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError || error instanceof SandboxValidationError, `${error}`);
+      assert.match(error.message, pattern);
+      await sandbox.destroy();
+    }
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    await sandbox.importTree([fileFromBytes('f', Buffer.from('data'))]);
+    await sandbox.stop();
+    const unread = await sandbox.exportTree({ kind: 'workspace' }, () => {}).catch((e) => e);
+    assert.match(unread.message, /before reading all bytes of f/);
+    await sandbox.destroy();
+  });
+
+  test('state rules hold for driver transfers too', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    await sandbox.destroy();
+  });
+});
