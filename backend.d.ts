@@ -3,16 +3,15 @@
  * admission, validation, observation deadlines, the recovery journal and retained cleanup
  * ownership around it.
  *
- * In this version the seam drives the lifecycle (reserve, start with `checkpoint`, stop,
- * destroy, reconcile, and the ready port's `effective` and `workspace`). `importTree`,
- * `reserveProcess` and `exportTree` of a sandbox from such a backend reject with
- * `SandboxUnsupportedError` until transfers and the process port are wired.
+ * The seam drives the lifecycle (reserve, start with `checkpoint`, stop, destroy, reconcile, the
+ * ready port's `effective` and `workspace`) and transfers (the ready port's `importTree`,
+ * `exportTree` and `openSpill`). `reserveProcess` of a sandbox from such a backend rejects with
+ * `SandboxUnsupportedError` until the process port is wired for JavaScript drivers.
  */
 import type {
   OperationOptions,
   SandboxBackend,
   SandboxEffectivePolicy,
-  SandboxExportConsumer,
   SandboxGuestPath,
   SandboxId,
   SandboxProcessId,
@@ -25,7 +24,7 @@ import type {
   SandboxTransferBudget,
   SandboxTransferBuffers,
   SandboxTransferSummary,
-  SandboxTreeEntry,
+  SandboxRelativePath,
   SandboxTreeSelection,
 } from './index.js';
 
@@ -59,15 +58,31 @@ export interface SandboxDriverSpillStore {
   close(): Promise<void>;
 }
 
+/** What a driver's `importTree` receives: validated paths and once-only bodies that end with exactly `byteLength` bytes. */
+export type SandboxDriverImportEntry =
+  | Readonly<{ kind: 'directory'; path: SandboxRelativePath }>
+  | Readonly<{ kind: 'file'; path: SandboxRelativePath; byteLength: bigint; executable: boolean; bytes: AsyncIterable<Uint8Array> }>;
+
+/** What a driver's `exportTree` delivers to the consumer it is given; the owner checks each entry. */
+export type SandboxDriverExportEntry =
+  | { readonly kind: 'directory'; readonly path: string }
+  | { readonly kind: 'file'; readonly path: string; readonly byteLength: bigint | number; readonly executable: boolean; readonly bytes: AsyncIterable<Uint8Array> };
+
 export interface SandboxDriverReady {
   /** What the engine actually applied; a policy looser than the request fails startup closed. */
   readonly effective: SandboxEffectivePolicy;
   /** The authoritative guest workspace. */
   readonly workspace: SandboxGuestPath | string;
+  /** Spill storage for the metadata ledger (see `createSandboxSpillStore` in `native-sandbox/node`). */
   openSpill?(options?: OperationOptions): Promise<SandboxDriverSpillStore>;
-  importTree?(entries: AsyncIterable<SandboxTreeEntry>, options: SandboxDriverTransferOptions): Promise<SandboxTransferSummary>;
+  /** Must report the same directories, files and fileBytes as it received. */
+  importTree?(entries: AsyncIterable<SandboxDriverImportEntry>, options: SandboxDriverTransferOptions): Promise<SandboxTransferSummary>;
   reserveProcess?(spec: SandboxProcessSpec): SandboxDriverProcessReservation;
-  exportTree?(selection: SandboxTreeSelection, consume: SandboxExportConsumer, options: SandboxDriverTransferOptions): Promise<SandboxTransferSummary>;
+  exportTree?(
+    selection: SandboxTreeSelection,
+    consume: (entry: SandboxDriverExportEntry) => Promise<void>,
+    options: SandboxDriverTransferOptions,
+  ): Promise<SandboxTransferSummary>;
 }
 
 export interface SandboxDriverReservation {
