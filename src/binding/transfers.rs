@@ -78,7 +78,11 @@ impl NativeOwner {
     #[napi(js_name = "admitTransfer")]
     pub fn admit_transfer(&self, kind: String) -> JsData {
         let owner = self.owner();
-        let admitted = if kind == "import" { owner.begin_import() } else { owner.begin_export() };
+        let admitted = if kind == "import" {
+            owner.begin_import()
+        } else {
+            owner.begin_export()
+        };
         JsData(outcome(admitted.map(|()| Value::Null)))
     }
 
