@@ -1,3 +1,2 @@
-// native-sandbox/acp: not built yet. This entry point exports nothing until its issue lands,
-// so an import of a missing name fails loudly instead of reaching a stub.
-export {};
+// native-sandbox/acp: put one native ACP agent process inside a sandbox.
+export { createSandboxAcpIntegration } from './js/acp.js';

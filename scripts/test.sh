@@ -28,6 +28,7 @@ case "$("${node22}" --version)" in v22.*) ;; *) fail "expected Node.js 22 at ${n
 step "Docker engine and guest image"
 bash scripts/ensure-docker.sh || fail "no Docker engine"
 bash scripts/build-guest-image.sh || fail "guest image build failed"
+bash scripts/build-node-guest-image.sh || fail "Node.js guest image build failed"
 
 step "cargo fmt --check"
 cargo fmt --check || fail "cargo fmt --check found unformatted code (run cargo fmt)"
