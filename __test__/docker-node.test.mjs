@@ -126,3 +126,12 @@ test('createSandboxSpillStore: exclusive, unlinked, canonical', async () => {
   await assert.rejects(createSandboxSpillStore(link), SandboxValidationError);
   await assert.rejects(createSandboxSpillStore('relative'), SandboxValidationError);
 });
+
+test('import chunkBytes above the sandbox policy is refused, naming the entry', async () => {
+  const source = sourceTree();
+  await withReady(async (sandbox) => {
+    const error = await importSandboxDirectory(sandbox, source, { chunkBytes: 128 * 1024 }).catch((e) => e);
+    assert.ok(error instanceof SandboxValidationError, `${error}`);
+    assert.match(error.message, /chunkBytes/);
+  });
+});

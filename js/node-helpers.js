@@ -85,10 +85,9 @@ export async function importSandboxDirectory(sandbox, directory, options) {
         settle(await owner.importDirectory(index, entry.path), context, errorFromDescriptor);
       } else {
         const { dev, ino, size } = entry.stat;
-        settle(await owner.importHostFile(index, entry.path, entry.host, dev, ino, size), context, errorFromDescriptor);
+        settle(await owner.importHostFile(index, entry.path, entry.host, dev, ino, size, chunkBytes), context, errorFromDescriptor);
       }
       index += 1;
-      void chunkBytes;
     }
     check();
     return Object.freeze(settle(await owner.importFinish(), context, errorFromDescriptor));

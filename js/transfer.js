@@ -7,7 +7,6 @@ import { parseTransferOptions } from './parsers.js';
 function observer(options) {
   const controller = new AbortController();
   const { signal, deadlineAt } = options;
-  const reasons = [];
   const onAbort = () => controller.abort(new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal'));
   if (signal) signal.addEventListener('abort', onAbort, { once: true });
   let timer;
@@ -25,7 +24,6 @@ function observer(options) {
     close() {
       if (signal) signal.removeEventListener('abort', onAbort);
       if (timer) clearTimeout(timer);
-      void reasons;
     },
   };
 }

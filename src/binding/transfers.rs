@@ -197,7 +197,8 @@ impl NativeOwner {
         done(Ok(Value::Null))
     }
 
-    /// Streams one host file (seen by the walk as `dev`/`ino`/`size`) into the open import.
+    /// Streams one host file (seen by the walk as `dev`/`ino`/`size`) into the open import, in
+    /// chunks of `chunk_bytes` (the import session refuses chunks above the policy's bound).
     #[napi(js_name = "importHostFile")]
     pub async fn import_host_file(
         &self,
@@ -207,14 +208,14 @@ impl NativeOwner {
         dev: BigInt,
         ino: BigInt,
         size: BigInt,
+        chunk_bytes: u32,
     ) -> JsData {
         let seen = Seen {
             dev: dev.get_u64().1,
             ino: ino.get_u64().1,
             size: size.get_u64().1,
         };
-        let chunk =
-            usize::try_from(self.owner().request().policy.transfers.chunk_bytes).unwrap_or(65_536);
+        let chunk = chunk_bytes.max(1) as usize;
         let mut slot = self.slots().import.lock().await;
         done(match slot.as_mut() {
             Some(session) => import_host_file(
