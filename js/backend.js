@@ -37,6 +37,17 @@ function isFreshReservation(reserved, seen) {
   );
 }
 
+/**
+ * What every backend does before its driver is asked anything: parse the request and the
+ * recovery policy, and refuse what the declared support cannot enforce.
+ */
+export function admitReservation(request, recovery, support) {
+  const parsed = parseSandboxRequest(request);
+  const policy = parseSandboxRecoveryPolicy(recovery);
+  settle(native.checkSupported(parsed, support), { owner: undefined, errors: undefined }, errorFromDescriptor);
+  return { parsed, policy };
+}
+
 /** See index.d.ts of native-sandbox/backend. */
 export function createSandboxBackend(driver) {
   requireFunctions(driver);
@@ -46,9 +57,7 @@ export function createSandboxBackend(driver) {
   return Object.freeze({
     support,
     reserve(request, recovery) {
-      const parsed = parseSandboxRequest(request);
-      const policy = parseSandboxRecoveryPolicy(recovery);
-      settle(native.checkSupported(parsed, support), noOwner, errorFromDescriptor);
+      const { parsed, policy } = admitReservation(request, recovery, support);
       const reserved = driver.reserve(parsed);
       if (!isFreshReservation(reserved, seen)) {
         throw new SandboxStateError('A backend must return a fresh synchronous inert reservation with start, stop and destroy.');

@@ -5,7 +5,8 @@ import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
 import { parseOperationOptions } from './options.js';
 import { persistPort, recoveredFace, reservationFace } from './owner.js';
-import { parseSandboxRecoveryPolicy, parseSandboxRecoveryRecord, parseSandboxRequest } from './parsers.js';
+import { admitReservation } from './backend.js';
+import { parseSandboxRecoveryRecord } from './parsers.js';
 
 const layout = native.dockerGuestLayout();
 
@@ -31,9 +32,7 @@ export function createDockerSandboxBackend(options) {
   return Object.freeze({
     support,
     reserve(request, recovery) {
-      const parsed = parseSandboxRequest(request);
-      const policy = parseSandboxRecoveryPolicy(recovery);
-      settle(native.checkSupported(parsed, support), noOwner, errorFromDescriptor);
+      const { parsed, policy } = admitReservation(request, recovery, support);
       const port = persistPort(policy);
       const owner = backend.reserve(parsed, policy.kind === 'persisted', port.invoke);
       const context = { owner: undefined, errors: port.errors };
