@@ -85,7 +85,7 @@ export async function importSandboxDirectory(sandbox, directory, options) {
         settle(await owner.importDirectory(index, entry.path), context, errorFromDescriptor);
       } else {
         const { dev, ino, size } = entry.stat;
-        settle(await owner.importHostFile(index, entry.path, entry.host, dev, ino, size, chunkBytes), context, errorFromDescriptor);
+        settle(await owner.importHostFile(index, entry.path, entry.host, { dev, ino, size }, chunkBytes), context, errorFromDescriptor);
       }
       index += 1;
     }

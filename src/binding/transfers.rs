@@ -18,6 +18,14 @@ use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
 use crate::transfer::import::ImportSession;
 use crate::transfer::options::parse_transfer_options;
 
+/// What the directory walk saw of a host file (`lstat` with bigints).
+#[napi(object)]
+pub struct HostFileSeen {
+    pub dev: BigInt,
+    pub ino: BigInt,
+    pub size: BigInt,
+}
+
 /// The sessions of one owner: at most one transfer at a time (the owner admits it).
 #[derive(Default)]
 pub struct TransferSlots {
@@ -205,15 +213,13 @@ impl NativeOwner {
         index: u32,
         path: String,
         host: String,
-        dev: BigInt,
-        ino: BigInt,
-        size: BigInt,
+        seen: HostFileSeen,
         chunk_bytes: u32,
     ) -> JsData {
         let seen = Seen {
-            dev: dev.get_u64().1,
-            ino: ino.get_u64().1,
-            size: size.get_u64().1,
+            dev: seen.dev.get_u64().1,
+            ino: seen.ino.get_u64().1,
+            size: seen.size.get_u64().1,
         };
         let chunk = chunk_bytes.max(1) as usize;
         let mut slot = self.slots().import.lock().await;
