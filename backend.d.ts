@@ -4,9 +4,10 @@
  * ownership around it.
  *
  * The seam drives the lifecycle (reserve, start with `checkpoint`, stop, destroy, reconcile, the
- * ready port's `effective` and `workspace`) and transfers (the ready port's `importTree`,
- * `exportTree` and `openSpill`). `reserveProcess` of a sandbox from such a backend rejects with
- * `SandboxUnsupportedError` until the process port is wired for JavaScript drivers.
+ * ready port's `effective` and `workspace`), transfers (the ready port's `importTree`,
+ * `exportTree` and `openSpill`) and the process port (`reserveProcess`): the owner admits the
+ * one process and runs its execution deadline; the driver's raw streams get the policy's stream
+ * limits. A port the driver does not have rejects with a clear error.
  */
 import type {
   OperationOptions,
@@ -41,8 +42,9 @@ export interface SandboxDriverStartOptions extends OperationOptions {
   checkpoint(record: SandboxRecoveryRecord): Promise<void>;
 }
 
+/** `start` resolves the raw Node streams and the leader's exit; `stop()` of the reservation ends the whole workload. */
 export interface SandboxDriverProcessReservation {
-  readonly id: SandboxProcessId;
+  readonly id: SandboxProcessId | string;
   start(options?: OperationOptions): Promise<SandboxProcessStreams>;
 }
 

@@ -1,7 +1,7 @@
 // The JavaScript faces of a Rust-owned sandbox: the reservation, the started sandbox, and the
 // cleanup-only owner of a reconciled one. All state lives in the native owner; these objects
 // only translate calls, signals and errors.
-import { errorFromDescriptor, SandboxStateError, SandboxUnsupportedError } from './errors.js';
+import { errorFromDescriptor, SandboxStateError } from './errors.js';
 import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
@@ -9,6 +9,7 @@ import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
 import { exportTree, importTree } from './transfer.js';
 import { exportViaDriver, importViaDriver } from './driver-transfers.js';
+import { reserveDriverProcess } from './driver-process.js';
 
 /**
  * Owns one fresh driver reservation (`reserved`) with a native owner, and returns the
@@ -91,12 +92,6 @@ export function reservationFace({ owner, context, request, processPort, ports })
   return reservation;
 }
 
-function notBuilt(what) {
-  return new SandboxUnsupportedError(
-    `${what} is not available for this backend in this version of native-sandbox`,
-  );
-}
-
 /** Sandboxes whose transfers run natively, for the `/node` directory helpers. */
 const nativeSandboxes = new WeakMap();
 
@@ -122,7 +117,7 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
       return importTree({ owner, context }, entries, options);
     },
     reserveProcess(spec) {
-      if (!processPort) throw notBuilt('reserveProcess');
+      if (!processPort) return reserveDriverProcess({ ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop }, spec);
       return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
     },
     exportTree: async (selection, consume, options) => {

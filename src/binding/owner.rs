@@ -236,9 +236,21 @@ impl NativeOwner {
     pub fn reserve_process(&self, spec: Captured) -> JsData {
         let result = parse_sandbox_process_spec(&spec.0)
             .map_err(OwnerError::Validation)
-            .and_then(|spec| self.owner.reserve_process(spec))
-            .map(|()| Value::object([("id", Value::string(fresh_id("proc")))]));
+            .and_then(|spec| {
+                let value = spec.to_value();
+                self.owner.reserve_process(spec).map(|()| value)
+            })
+            .map(|spec| Value::object([("id", Value::string(fresh_id("proc"))), ("spec", spec)]));
         JsData(outcome(result))
+    }
+
+    /// Process start entry for a JavaScript driver's process: admission and the execution
+    /// deadline are the owner's; the driver starts the process itself.
+    #[napi(js_name = "enterExternalProcess")]
+    pub fn enter_external_process(&self) -> JsData {
+        let owner = self.owner.clone();
+        let entered = within_runtime_if_available(|| owner.enter_external_process());
+        JsData(outcome(entered.map(|()| Value::Null)))
     }
 
     #[napi(js_name = "cancelProcessStart")]

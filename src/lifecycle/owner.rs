@@ -416,27 +416,35 @@ impl SandboxOwner {
         Ok(())
     }
 
+    /// Marks the reserved process as started (once, while compute is ready).
+    fn claim_process_start(&self) -> Result<SandboxProcessSpec, OwnerError> {
+        let mut core = self.core();
+        let ready = core.state == State::Ready;
+        match core.process.as_mut() {
+            Some(slot) if ready && !slot.started => {
+                slot.started = true;
+                Ok(slot.spec.clone())
+            }
+            _ => Err(OwnerError::state(
+                "process startup is once-only and requires ready compute",
+            )),
+        }
+    }
+
+    /// Process start entry for a driver whose process streams live outside Rust (a JavaScript
+    /// driver): admission and the execution policy stay here, the streams stay with the driver.
+    pub fn enter_external_process(&self) -> Result<(), OwnerError> {
+        self.claim_process_start()?;
+        self.enter_execution().map(drop)
+    }
+
     /// Starts the reserved process once: the execution policy takes over at entry, startup is
     /// observed within `deadlines.startupMs`, and its streams come back under the stream limits.
     pub async fn start_process(
         &self,
         caller: Option<Cancel>,
     ) -> Result<Arc<ProcessIo>, OwnerError> {
-        let spec = {
-            let mut core = self.core();
-            let ready = core.state == State::Ready;
-            match core.process.as_mut() {
-                Some(slot) if ready && !slot.started => {
-                    slot.started = true;
-                    slot.spec.clone()
-                }
-                _ => {
-                    return Err(OwnerError::state(
-                        "process startup is once-only and requires ready compute",
-                    ))
-                }
-            }
-        };
+        let spec = self.claim_process_start()?;
         if let Some(reason) = caller.as_ref().and_then(Cancel::reason) {
             self.fence(Operation::Process);
             return Err(reason);

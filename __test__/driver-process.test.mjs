@@ -1,0 +1,137 @@
+// The process port through createSandboxBackend: a JavaScript driver that runs its one process
+// as a local child. The Rust owner admits it and owns the execution deadline; the stream limits
+// apply to the driver's raw streams.
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { describe, test } from 'node:test';
+import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError } from 'native-sandbox';
+import { createSandboxBackend } from 'native-sandbox/backend';
+import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
+
+function localDriver({ withProcess = true } = {}) {
+  const children = [];
+  let count = 0;
+  const driver = {
+    support: SUPPORT,
+    reserve(request) {
+      count += 1;
+      const id = `local-${count}`;
+      return {
+        id,
+        recoveryRecord: initialRecord(id),
+        async start() {
+          const ready = {
+            effective: { resources: request.policy.resources, temporaryStorage: request.policy.temporaryStorage, network: request.policy.network, workspaceDiskQuota: { kind: 'not_requested' } },
+            workspace: '/tmp',
+          };
+          if (withProcess) {
+            ready.reserveProcess = (spec) => ({
+              id: 'child-1',
+              async start() {
+                // A process group of its own, so stop can end the complete workload.
+                const child = spawn(spec.executable, spec.args, { env: spec.env, cwd: spec.cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+                children.push(child);
+                const exit = new Promise((resolve) =>
+                  child.on('exit', (code, signal) => resolve(signal ? { kind: 'signaled', signal } : { kind: 'exited', code })),
+                );
+                return { stdin: child.stdin, stdout: child.stdout, stderr: child.stderr, exit };
+              },
+            });
+          }
+          return ready;
+        },
+        async stop() {
+          for (const child of children) {
+            try {
+              process.kill(-child.pid, 'SIGKILL');
+            } catch {
+              // The group is already gone.
+            }
+          }
+        },
+        async destroy() {},
+      };
+    },
+    async reconcile() {
+      return { kind: 'conflict', reason: 'not used' };
+    },
+  };
+  return { driver, children };
+}
+
+async function started(setup, edit = () => {}) {
+  const request = policy();
+  edit(request.policy);
+  return createSandboxBackend(setup.driver).reserve(request, { kind: 'in_process' }).start();
+}
+
+function collect(stream) {
+  const chunks = [];
+  stream.on('data', (c) => chunks.push(c));
+  return new Promise((resolve, reject) => {
+    stream.on('end', () => resolve(Buffer.concat(chunks).toString()));
+    stream.on('error', reject);
+  });
+}
+
+describe('the process port of a JavaScript driver', () => {
+  test('stdin to stdout, stderr apart, exit code, once only', async () => {
+    const setup = localDriver();
+    const sandbox = await started(setup);
+    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'cat; echo err >&2; exit 4'], env: {}, cwd: '/tmp' });
+    assert.equal(process.id, 'child-1');
+    assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/' }), SandboxStateError);
+    const streams = await process.start();
+    await assert.rejects(process.start(), SandboxStateError);
+    const out = collect(streams.stdout);
+    const err = collect(streams.stderr);
+    streams.stdin.end('through the driver\n');
+    assert.equal(await out, 'through the driver\n');
+    assert.equal(await err, 'err\n');
+    assert.deepEqual(await streams.exit, { kind: 'exited', code: 4 });
+    await sandbox.destroy();
+  });
+
+  test('maxOutputBytes fails the streams and stops the sandbox, killing the process', async () => {
+    const setup = localDriver();
+    const sandbox = await started(setup, (p) => (p.streams.maxOutputBytes = 3));
+    const streams = await sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo too-long; sleep 30'], env: {}, cwd: '/tmp' }).start();
+    const stderr = collect(streams.stderr).catch((e) => e);
+    const error = await collect(streams.stdout).catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError);
+    assert.equal(error.code, 'output_limit');
+    assert.equal((await stderr).code, 'output_limit');
+    assert.deepEqual(await streams.exit, { kind: 'signaled', signal: 'SIGKILL' });
+    await sandbox.destroy();
+  });
+
+  test('the execution deadline, owned by the Rust owner, stops the workload', async () => {
+    const setup = localDriver();
+    const sandbox = await started(setup, (p) => (p.execution = { kind: 'deadline', timeoutMs: 300 }));
+    const streams = await sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 30'], env: {}, cwd: '/tmp' }).start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    assert.deepEqual(await streams.exit, { kind: 'signaled', signal: 'SIGKILL' });
+    await sandbox.stop();
+    assert.equal(sandbox.state.kind, 'stopped');
+    await sandbox.destroy();
+  });
+
+  test('maxStdinBytes rejects the crossing write with input_limit', async () => {
+    const setup = localDriver();
+    const sandbox = await started(setup, (p) => (p.streams.maxStdinBytes = 4));
+    const streams = await sandbox.reserveProcess({ executable: '/bin/cat', args: [], env: {}, cwd: '/tmp' }).start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    const failed = new Promise((resolve) => streams.stdin.once('error', resolve));
+    streams.stdin.write('12345');
+    assert.equal((await failed).code, 'input_limit');
+    await sandbox.destroy();
+  });
+
+  test('a driver without a process port says so', async () => {
+    const sandbox = await started(localDriver({ withProcess: false }));
+    assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/' }), SandboxUnsupportedError);
+    await sandbox.destroy();
+  });
+});
