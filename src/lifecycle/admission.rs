@@ -50,37 +50,33 @@ pub fn check_effective(
     effective: &SandboxEffectivePolicy,
 ) -> Result<(), OwnerError> {
     let asked = &request.policy;
-    let mut looser = Vec::new();
-    if effective.resources.cpus > asked.resources.cpus {
-        looser.push(format!(
-            "resources.cpus {} > {}",
-            effective.resources.cpus, asked.resources.cpus
-        ));
-    }
-    if effective.resources.memory_bytes > asked.resources.memory_bytes {
-        looser.push(format!(
-            "resources.memoryBytes {} > {}",
-            effective.resources.memory_bytes, asked.resources.memory_bytes
-        ));
-    }
-    if effective.resources.pids > asked.resources.pids {
-        looser.push(format!(
-            "resources.pids {} > {}",
-            effective.resources.pids, asked.resources.pids
-        ));
-    }
-    if effective.temporary_storage.home_bytes > asked.temporary_storage.home_bytes {
-        looser.push(format!(
-            "temporaryStorage.homeBytes {} > {}",
-            effective.temporary_storage.home_bytes, asked.temporary_storage.home_bytes
-        ));
-    }
-    if effective.temporary_storage.temp_bytes > asked.temporary_storage.temp_bytes {
-        looser.push(format!(
-            "temporaryStorage.tempBytes {} > {}",
-            effective.temporary_storage.temp_bytes, asked.temporary_storage.temp_bytes
-        ));
-    }
+    let (have, want) = (&effective.resources, &asked.resources);
+    let (have_tmp, want_tmp) = (&effective.temporary_storage, &asked.temporary_storage);
+    // Every amount as (field, observed, requested); f64 holds each exactly (safe integers).
+    let amounts = [
+        ("resources.cpus", have.cpus, want.cpus),
+        (
+            "resources.memoryBytes",
+            have.memory_bytes as f64,
+            want.memory_bytes as f64,
+        ),
+        ("resources.pids", have.pids as f64, want.pids as f64),
+        (
+            "temporaryStorage.homeBytes",
+            have_tmp.home_bytes as f64,
+            want_tmp.home_bytes as f64,
+        ),
+        (
+            "temporaryStorage.tempBytes",
+            have_tmp.temp_bytes as f64,
+            want_tmp.temp_bytes as f64,
+        ),
+    ];
+    let mut looser: Vec<String> = amounts
+        .iter()
+        .filter(|(_, observed, requested)| observed > requested)
+        .map(|(field, observed, requested)| format!("{field} {observed} > {requested}"))
+        .collect();
     if asked.network == NetworkKind::Isolated && effective.network != NetworkKind::Isolated {
         looser.push("network.kind outbound where isolated was requested".into());
     }
