@@ -135,3 +135,32 @@ test('import chunkBytes above the sandbox policy is refused, naming the entry', 
     assert.match(error.message, /chunkBytes/);
   });
 });
+
+test('aborting an export to a directory mid-way leaves no destination and no staging', async () => {
+  const source = mkdtempSync(join(scratch, 'many-'));
+  for (let i = 0; i < 1500; i++) writeFileSync(join(source, `f${i}.txt`), `file ${i}\n`);
+  await withReady(async (sandbox) => {
+    await importSandboxDirectory(sandbox, source);
+    await sandbox.stop();
+    const destination = join(scratch, `aborted-${Date.now()}`);
+    const controller = new AbortController();
+    // Abort as soon as the staging directory holds a first file.
+    const watcher = setInterval(() => {
+      try {
+        const staging = readdirSync(destination).find((name) => name.startsWith('.staging-'));
+        if (staging && readdirSync(join(destination, staging)).length > 0) controller.abort();
+      } catch {
+        // Not created yet.
+      }
+    }, 1);
+    const error = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, destination, { signal: controller.signal }).catch((e) => e);
+    clearInterval(watcher);
+    assert.ok(controller.signal.aborted, 'the export was still running when it was aborted');
+    assert.ok(error instanceof SandboxOperationError, `${error}`);
+    assert.equal(error.code, 'cancelled');
+    assert.equal(existsSync(destination), false, 'no destination and no staging remain');
+    const again = join(scratch, `after-abort-${Date.now()}`);
+    const { summary } = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, again);
+    assert.equal(summary.files, 1500n, 'the transfer slot was released');
+  });
+});
