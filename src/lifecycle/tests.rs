@@ -16,7 +16,7 @@ use crate::policy::effective::{EffectiveDiskQuota, SandboxEffectivePolicy};
 use crate::policy::network::NetworkKind;
 use crate::policy::request::{parse_sandbox_request, SandboxRequest};
 use crate::policy::resources::{Resources, TemporaryStorage};
-use crate::recovery::record::{Authority, Identity, Phase, Resource, Role, SandboxRecoveryRecord};
+use crate::recovery::record::{test_record as record, Identity, Phase, SandboxRecoveryRecord};
 
 /// What one driver step does.
 #[derive(Clone)]
@@ -161,26 +161,6 @@ fn exact_effective() -> SandboxEffectivePolicy {
         },
         network: NetworkKind::Isolated,
         workspace_disk_quota: EffectiveDiskQuota::NotRequested,
-    }
-}
-
-fn record(identity: Identity) -> SandboxRecoveryRecord {
-    SandboxRecoveryRecord {
-        backend_id: "test".into(),
-        backend_revision: "1".into(),
-        namespace: "ns".into(),
-        operation_id: "op".into(),
-        sandbox_id: "sbx".into(),
-        image_digest: format!("sha256:{}", "a".repeat(64)),
-        policy_digest: format!("sha256:{}", "b".repeat(64)),
-        configuration_digest: format!("sha256:{}", "c".repeat(64)),
-        phase: Phase::Reserved,
-        authority: Authority::Unverified,
-        resources: vec![Resource {
-            role: Role::Compute,
-            name: "compute".into(),
-            identity,
-        }],
     }
 }
 

@@ -78,27 +78,7 @@ pub fn check_continuation(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::recovery::record::{Phase, Resource, Role};
-
-    fn record(identity: Identity) -> SandboxRecoveryRecord {
-        SandboxRecoveryRecord {
-            backend_id: "b".into(),
-            backend_revision: "1".into(),
-            namespace: "ns".into(),
-            operation_id: "op".into(),
-            sandbox_id: "s".into(),
-            image_digest: format!("sha256:{}", "a".repeat(64)),
-            policy_digest: format!("sha256:{}", "b".repeat(64)),
-            configuration_digest: format!("sha256:{}", "c".repeat(64)),
-            phase: Phase::Reserved,
-            authority: Authority::Unverified,
-            resources: vec![Resource {
-                role: Role::Compute,
-                name: "c".into(),
-                identity,
-            }],
-        }
-    }
+    use crate::recovery::record::{test_record as record, Phase};
 
     fn identified(id: &str) -> Identity {
         Identity::Identified {

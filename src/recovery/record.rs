@@ -369,6 +369,28 @@ impl ToValue for Resource {
     }
 }
 
+/// Test support: a reserved record with one compute resource in the given identity.
+#[cfg(test)]
+pub fn test_record(identity: Identity) -> SandboxRecoveryRecord {
+    SandboxRecoveryRecord {
+        backend_id: "test".into(),
+        backend_revision: "1".into(),
+        namespace: "ns".into(),
+        operation_id: "op".into(),
+        sandbox_id: "sbx".into(),
+        image_digest: format!("sha256:{}", "a".repeat(64)),
+        policy_digest: format!("sha256:{}", "b".repeat(64)),
+        configuration_digest: format!("sha256:{}", "c".repeat(64)),
+        phase: Phase::Reserved,
+        authority: Authority::Unverified,
+        resources: vec![Resource {
+            role: Role::Compute,
+            name: "compute".into(),
+            identity,
+        }],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
