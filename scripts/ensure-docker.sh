@@ -31,14 +31,34 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 
   apt-get install -y -qq docker.io busybox-static >/dev/null
 fi
 
-if ! engine_answers; then
+# A machine restored from a snapshot keeps the pid files of an engine that no longer runs.
+# dockerd refuses to start while its pid file names any live process, and after a restore
+# that PID may well belong to something else, so the files go whenever no engine process runs.
+remove_stale_pid_files() {
   if ! pgrep -x dockerd >/dev/null 2>&1; then
+    rm -f /var/run/docker.pid
+  fi
+  if ! pgrep -x containerd >/dev/null 2>&1; then
+    rm -f /var/run/docker/containerd/containerd.pid
+  fi
+}
+
+if ! engine_answers; then
+  dockerd_pid=""
+  if ! pgrep -x dockerd >/dev/null 2>&1; then
+    remove_stale_pid_files
     echo "ensure-docker: starting dockerd (log: ${log_file})" >&2
     nohup dockerd >"${log_file}" 2>&1 </dev/null &
+    dockerd_pid=$!
   fi
   for _ in $(seq 1 "${wait_seconds}"); do
     if engine_answers; then
       exit 0
+    fi
+    if [ -n "${dockerd_pid}" ] && ! kill -0 "${dockerd_pid}" 2>/dev/null; then
+      echo "ensure-docker: dockerd exited before answering; see ${log_file}" >&2
+      tail -n 20 "${log_file}" >&2 || true
+      exit 1
     fi
     sleep 1
   done
