@@ -11,12 +11,28 @@ export interface DockerSandboxBackendOptions {
   readonly namespace: string;
   /** Absolute, existing, caller-owned directory for transfer metadata spill files; no implicit temp directory. */
   readonly spillDirectory: string;
-  /** Default: `DOCKER_HOST`, else the local default socket, as the docker CLI does. TLS is not supported by this build. */
-  readonly engine?: { readonly socketPath: string } | { readonly url: string; readonly tls?: { readonly ca: string; readonly cert: string; readonly key: string } };
+  /**
+   * Default: `DOCKER_HOST`, else the local default socket, as the docker CLI does (with
+   * `DOCKER_TLS_VERIFY` set, TLS with `ca.pem`, `cert.pem`, `key.pem` from `DOCKER_CERT_PATH`, else
+   * `~/.docker`). `url` is `unix://`, `tcp://` or `http://`; with `tls` it is `tcp://` or `https://`.
+   */
+  readonly engine?: { readonly socketPath: string } | { readonly url: string; readonly tls?: DockerEngineTls };
   /** Numeric `uid:gid` of the guest process; default `'65532:65532'`. Root only when asked for explicitly. */
   readonly user?: string;
   /** OCI runtime name, e.g. `'runsc'`; default the engine's. */
   readonly runtime?: string;
+}
+
+/**
+ * TLS to a remote engine, as `docker --tlsverify`: `ca` is the only trust root and the engine's
+ * certificate must name the URL's host; the client authenticates with `cert` and `key`. Each is
+ * the PEM text itself (read the file first), at most 64 KiB; a path, broken PEM or a key that does
+ * not match `cert` is a `SandboxValidationError` naming the field. Key material stays in memory.
+ */
+export interface DockerEngineTls {
+  readonly ca: string;
+  readonly cert: string;
+  readonly key: string;
 }
 
 /** The fixed guest layout of every Docker sandbox. */

@@ -24,7 +24,7 @@ import {
 } from 'native-sandbox';
 import { createSandboxBackend, type SandboxBackendDriver, type SandboxDriverReservation } from 'native-sandbox/backend';
 import { withSandbox } from 'native-sandbox';
-import type {} from 'native-sandbox/docker';
+import type { DockerEngineTls, DockerSandboxBackendOptions } from 'native-sandbox/docker';
 
 const input: SandboxRequestInput = {
   policy: {
@@ -118,3 +118,14 @@ const backend = createSandboxBackend(driver);
 const answer: Promise<number> = withSandbox(backend, input, async (sandbox) => sandbox.workspace.length, { recovery: { kind: 'in_process' } });
 
 void [timeout, spec, plain, total, recovery, limit, describeFailure, useSandbox, answer];
+
+// A remote engine over TLS: the PEM texts, not their paths.
+declare const pems: { ca: string; cert: string; key: string };
+const engineTls: DockerEngineTls = pems;
+const remote: DockerSandboxBackendOptions = {
+  image: 'native-sandbox/busybox:1',
+  namespace: 'ci',
+  spillDirectory: '/var/tmp/spill',
+  engine: { url: 'tcp://10.0.0.2:2376', tls: engineTls },
+};
+void remote;

@@ -8,3 +8,4 @@ pub mod objects;
 pub mod options;
 pub mod reservation;
 pub mod seed;
+pub mod tls;

@@ -5,12 +5,20 @@ use crate::input::{Issue, IssueCode, Issues, Seg, Value};
 use crate::paths::{self, Anchor};
 use crate::policy::ids::identifier;
 
+use super::tls::{self, TlsMaterial};
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Engine {
     /// `DOCKER_HOST`, else the local default socket, as the docker CLI does.
     Default,
     Socket(String),
+    /// Plain HTTP (`tcp://`, `http://`) or another unix socket (`unix://`).
     Url(String),
+    /// `tcp://` or `https://` with the caller's CA and client certificate.
+    Tls {
+        url: String,
+        material: TlsMaterial,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -83,30 +91,56 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
     let tls = f.optional("tls");
     let result = match (socket, url) {
         (Some(socket), None) => {
-            paths::path(socket, &f.at("socketPath"), Anchor::Guest, issues).map(Engine::Socket)
-        }
-        (None, Some(url)) => {
-            let at = f.at("url");
-            let s = string(url, &at, 2_048, issues)?;
             if tls.is_some() {
                 issues.add(
                     IssueCode::InvalidValue,
                     &f.at("tls"),
-                    "TLS engine connections are not supported by this build; use a unix socket or a plain tcp:// URL on a trusted network",
+                    "TLS applies to engine.url, not to a unix socket",
                 );
-                None
-            } else if s.starts_with("tcp://")
-                || s.starts_with("http://")
-                || s.starts_with("unix://")
-            {
-                Some(Engine::Url(s))
-            } else {
-                issues.add(
-                    IssueCode::InvalidValue,
-                    &at,
-                    "must start with tcp://, http:// or unix://",
-                );
-                None
+            }
+            paths::path(socket, &f.at("socketPath"), Anchor::Guest, issues)
+                .filter(|_| tls.is_none())
+                .map(Engine::Socket)
+        }
+        (None, Some(url)) => {
+            let at = f.at("url");
+            let s = string(url, &at, 2_048, issues)?;
+            match tls {
+                Some(tls) => {
+                    let material = tls_material(tls, &f.at("tls"), issues);
+                    if !(s.starts_with("tcp://") || s.starts_with("https://")) {
+                        issues.add(
+                            IssueCode::InvalidValue,
+                            &at,
+                            "with engine.tls the URL must start with tcp:// or https://",
+                        );
+                        None
+                    } else {
+                        material.map(|material| Engine::Tls { url: s, material })
+                    }
+                }
+                None if s.starts_with("https://") => {
+                    issues.add(
+                        IssueCode::InvalidValue,
+                        &at,
+                        "an https:// engine needs engine.tls with ca, cert and key",
+                    );
+                    None
+                }
+                None if s.starts_with("tcp://")
+                    || s.starts_with("http://")
+                    || s.starts_with("unix://") =>
+                {
+                    Some(Engine::Url(s))
+                }
+                None => {
+                    issues.add(
+                        IssueCode::InvalidValue,
+                        &at,
+                        "must start with tcp://, http://, https:// or unix://",
+                    );
+                    None
+                }
             }
         }
         (Some(_), Some(_)) => {
@@ -124,6 +158,36 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
     };
     f.finish(issues);
     result
+}
+
+/// PEM texts, each bounded; checked by building the client configuration they describe, so a
+/// path passed where the file's text belongs, a broken PEM or a key that does not match the
+/// certificate fails here and names its field.
+fn tls_material(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<TlsMaterial> {
+    const MAX_PEM_BYTES: usize = 64 * 1024;
+    let mut f = object(value, at, issues)?;
+    let mut pem = |name: &str| {
+        f.required(name, issues)
+            .and_then(|v| string(v, &f.at(name), MAX_PEM_BYTES, issues))
+    };
+    let ca = pem("ca");
+    let cert = pem("cert");
+    let key = pem("key");
+    f.finish(issues);
+    let material = TlsMaterial {
+        ca: ca?,
+        cert: cert?,
+        key: key?,
+    };
+    match tls::client_config(&material) {
+        Ok(_) => Some(material),
+        Err(problem) => {
+            let mut path = at.to_vec();
+            path.push(Seg::from(problem.field));
+            issues.add(IssueCode::InvalidValue, &path, problem.message);
+            None
+        }
+    }
 }
 
 /// `uid:gid`, numeric. Root (0) only when asked for explicitly, which this is.
@@ -172,6 +236,69 @@ mod tests {
                 ("invalid_value", "engine.url".into()),
                 ("invalid_value", "user".into()),
                 ("unknown_field", "extra".into()),
+            ]
+        );
+    }
+
+    const CA: &str = include_str!("../../__test__/fixtures/tls/ca.pem");
+    const CERT: &str = include_str!("../../__test__/fixtures/tls/client.pem");
+    const KEY: &str = include_str!("../../__test__/fixtures/tls/client-key.pem");
+    const OTHER_KEY: &str = include_str!("../../__test__/fixtures/tls/server-key.pem");
+
+    fn with_engine(engine: serde_json::Value) -> Result<DockerOptions, Vec<Issue>> {
+        parse_docker_options(&from_json(json!({
+            "image": "busybox:1", "namespace": "ci", "spillDirectory": "/tmp/spill", "engine": engine
+        })))
+    }
+
+    #[test]
+    fn tls_engine_is_checked_when_parsed() {
+        let tls = json!({ "ca": CA, "cert": CERT, "key": KEY });
+        let ok = with_engine(json!({ "url": "tcp://127.0.0.1:2376", "tls": tls }))
+            .expect("valid TLS engine");
+        assert!(matches!(ok.engine, Engine::Tls { ref url, .. } if url == "tcp://127.0.0.1:2376"));
+        assert!(with_engine(json!({ "url": "https://localhost:2376", "tls": tls })).is_ok());
+
+        let cases = [
+            (json!({ "url": "https://localhost:2376" }), "engine.url"),
+            (
+                json!({ "url": "http://localhost:2376", "tls": tls }),
+                "engine.url",
+            ),
+            (
+                json!({ "socketPath": "/var/run/docker.sock", "tls": tls }),
+                "engine.tls",
+            ),
+            (
+                json!({ "url": "tcp://h:1", "tls": { "ca": "/certs/ca.pem", "cert": CERT, "key": KEY } }),
+                "engine.tls.ca",
+            ),
+            (
+                json!({ "url": "tcp://h:1", "tls": { "ca": CA, "cert": KEY, "key": KEY } }),
+                "engine.tls.cert",
+            ),
+            (
+                json!({ "url": "tcp://h:1", "tls": { "ca": CA, "cert": CERT, "key": CERT } }),
+                "engine.tls.key",
+            ),
+            (
+                json!({ "url": "tcp://h:1", "tls": { "ca": CA, "cert": CERT, "key": OTHER_KEY } }),
+                "engine.tls.key",
+            ),
+        ];
+        for (engine, path) in cases {
+            let issues = issue_list(with_engine(engine.clone()));
+            assert_eq!(issues, vec![("invalid_value", path.into())], "{engine}");
+        }
+        let missing = issue_list(with_engine(
+            json!({ "url": "tcp://h:1", "tls": { "ca": CA, "pem": 1 } }),
+        ));
+        assert_eq!(
+            missing,
+            vec![
+                ("required", "engine.tls.cert".into()),
+                ("required", "engine.tls.key".into()),
+                ("unknown_field", "engine.tls.pem".into()),
             ]
         );
     }

@@ -1,0 +1,145 @@
+// The Docker backend over TLS: a TLS endpoint that demands a client certificate signed by the test
+// CA stands in front of the real engine's socket, as `dockerd --tlsverify` would. Everything the
+// backend does (image resolution, creation, the attached process, archives, removal) crosses it.
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import { fork } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { dirname, join } from 'node:path';
+import { fileFromBytes, SandboxOperationError, SandboxValidationError } from 'native-sandbox';
+import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { IMAGE, leftovers, NOTHING, request, runShell, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
+
+const fixtures = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'tls');
+const pem = (name) => readFileSync(join(fixtures, name), 'utf8');
+const CA = pem('ca.pem');
+const CLIENT = { ca: CA, cert: pem('client.pem'), key: pem('client-key.pem') };
+const engineSocket = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '');
+
+const front = fork(join(dirname(fileURLToPath(import.meta.url)), 'tls-front.mjs'), [fixtures, engineSocket], { stdio: 'inherit' });
+const replies = [];
+front.on('message', (message) => replies.shift()?.(message));
+const nextReply = () => new Promise((resolve) => replies.push(resolve));
+const { port } = await nextReply();
+const url = `tcp://127.0.0.1:${port}`;
+/** What the TLS front has seen so far. */
+function frontCounts() {
+  const reply = nextReply();
+  front.send('counts');
+  return reply;
+}
+after(() => front.disconnect());
+
+const namespaces = [];
+function tlsBackend(label, tls = CLIENT, engineUrl = url) {
+  const namespace = uniqueNamespace(label);
+  namespaces.push(namespace);
+  return createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory(), engine: { url: engineUrl, tls } });
+}
+
+after(() => {
+  for (const namespace of namespaces) assert.deepEqual(leftovers(namespace), NOTHING, namespace);
+});
+
+test('a whole sandbox runs over a TLS engine connection with a client certificate', async () => {
+  const before = (await frontCounts()).authorized;
+  const backend = tlsBackend('tls');
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    await sandbox.importTree([fileFromBytes('in/data.bin', Buffer.from([0, 1, 2, 255, 10, 13]))]);
+    const echoed = await runShell(sandbox, 'cat; wc -c < in/data.bin >&2; printf out > in/result.txt', { input: 'stdin bytes over TLS' });
+    assert.deepEqual(echoed.exit, { kind: 'exited', code: 0 });
+    assert.equal(echoed.stdout, 'stdin bytes over TLS');
+    assert.equal(echoed.stderr.trim(), '6');
+    await sandbox.stop();
+    const files = {};
+    await sandbox.exportTree({ kind: 'subtree', path: 'in' }, async (entry) => {
+      if (entry.kind !== 'file') return;
+      const chunks = [];
+      for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+      files[entry.path] = Buffer.concat(chunks);
+    });
+    assert.deepEqual(Object.keys(files).sort(), ['in/data.bin', 'in/result.txt']);
+    assert.equal(files['in/result.txt'].toString(), 'out');
+  } finally {
+    await sandbox.destroy();
+  }
+  assert.ok((await frontCounts()).authorized > before, 'the backend reached the engine through the authenticated TLS front');
+});
+
+test('an engine whose certificate the given CA did not sign is refused before anything is created', async () => {
+  const refusedBefore = (await frontCounts()).refused;
+  const error = (() => {
+    try {
+      tlsBackend('tls-ca', { ...CLIENT, ca: pem('other-ca.pem') });
+    } catch (e) {
+      return e;
+    }
+    return undefined;
+  })();
+  assert.ok(error instanceof SandboxOperationError, String(error));
+  assert.equal(error.code, 'driver_failure');
+  assert.match(error.message, /invalid peer certificate: UnknownIssuer/);
+  assert.ok((await frontCounts()).refused > refusedBefore, 'the TLS front saw the refused handshake');
+});
+
+test('TLS options are validated and name the offending field', () => {
+  const issuesOf = (engine) => {
+    try {
+      createDockerSandboxBackend({ image: IMAGE, namespace: uniqueNamespace('tls-bad'), spillDirectory: spillDirectory(), engine });
+    } catch (e) {
+      assert.ok(e instanceof SandboxValidationError, String(e));
+      return e.issues.map((issue) => issue.path.join('.'));
+    }
+    assert.fail('expected a validation error');
+  };
+  assert.deepEqual(issuesOf({ url: url.replace('tcp', 'https') }), ['engine.url']);
+  assert.deepEqual(issuesOf({ url, tls: { ...CLIENT, ca: join(fixtures, 'ca.pem') } }), ['engine.tls.ca']);
+  assert.deepEqual(issuesOf({ url, tls: { ...CLIENT, key: pem('server-key.pem') } }), ['engine.tls.key']);
+  assert.deepEqual(issuesOf({ url, tls: { ca: CA } }), ['engine.tls.cert', 'engine.tls.key']);
+  assert.deepEqual(issuesOf({ socketPath: engineSocket, tls: CLIENT }), ['engine.tls']);
+});
+
+test('DOCKER_HOST with DOCKER_TLS_VERIFY uses DOCKER_CERT_PATH, as the docker CLI does', async () => {
+  const saved = { DOCKER_HOST: process.env.DOCKER_HOST, DOCKER_TLS_VERIFY: process.env.DOCKER_TLS_VERIFY, DOCKER_CERT_PATH: process.env.DOCKER_CERT_PATH };
+  const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
+  const { tmpdir } = await import('node:os');
+  const certPath = mkdtempSync(join(tmpdir(), 'native-sandbox-certs-'));
+  writeFileSync(join(certPath, 'ca.pem'), CLIENT.ca);
+  writeFileSync(join(certPath, 'cert.pem'), CLIENT.cert);
+  writeFileSync(join(certPath, 'key.pem'), CLIENT.key, { mode: 0o600 });
+  const before = (await frontCounts()).authorized;
+  const namespace = uniqueNamespace('tls-env');
+  namespaces.push(namespace);
+  try {
+    Object.assign(process.env, { DOCKER_HOST: url, DOCKER_TLS_VERIFY: '1', DOCKER_CERT_PATH: certPath });
+    const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory() });
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const ran = await runShell(sandbox, 'echo via-env');
+      assert.equal(ran.stdout, 'via-env\n');
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.ok((await frontCounts()).authorized > before);
+
+    rmSync(join(certPath, 'key.pem'));
+    const missing = (() => {
+      try {
+        createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory() });
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    assert.ok(missing instanceof Error);
+    assert.match(missing.message, /key\.pem/);
+  } finally {
+    for (const [name, value] of Object.entries(saved)) {
+      if (value === undefined) delete process.env[name];
+      else process.env[name] = value;
+    }
+    rmSync(certPath, { recursive: true, force: true });
+  }
+});
