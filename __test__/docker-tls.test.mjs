@@ -7,7 +7,7 @@ import { readFileSync } from 'node:fs';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { fileFromBytes, SandboxOperationError, SandboxValidationError } from 'native-sandbox';
+import { fileFromBytes, SandboxCleanupError, SandboxOperationError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { IMAGE, leftovers, NOTHING, request, runShell, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
@@ -17,19 +17,35 @@ const CA = pem('ca.pem');
 const CLIENT = { ca: CA, cert: pem('client.pem'), key: pem('client-key.pem') };
 const engineSocket = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '');
 
-const front = fork(join(dirname(fileURLToPath(import.meta.url)), 'tls-front.mjs'), [fixtures, engineSocket], { stdio: 'inherit' });
-const replies = [];
-front.on('message', (message) => replies.shift()?.(message));
-const nextReply = () => new Promise((resolve) => replies.push(resolve));
-const { port } = await nextReply();
-const url = `tcp://127.0.0.1:${port}`;
-/** What the TLS front has seen so far. */
-function frontCounts() {
-  const reply = nextReply();
-  front.send('counts');
-  return reply;
+/** A TLS front in a process of its own, on `port` (0: any free one). */
+async function startFront(port = 0) {
+  const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'tls-front.mjs'), [fixtures, engineSocket, String(port)], { stdio: 'inherit' });
+  const replies = [];
+  child.on('message', (message) => replies.shift()?.(message));
+  const nextReply = () => new Promise((resolve) => replies.push(resolve));
+  const listening = await nextReply();
+  return {
+    port: listening.port,
+    /** What the front has seen so far. */
+    counts() {
+      const reply = nextReply();
+      child.send('counts');
+      return reply;
+    },
+    /** The engine becomes unreachable at once: every connection through the front drops. */
+    kill() {
+      const gone = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      return gone;
+    },
+    close: () => child.disconnect(),
+  };
 }
-after(() => front.disconnect());
+
+const front = await startFront();
+const url = `tcp://127.0.0.1:${front.port}`;
+const frontCounts = () => front.counts();
+after(() => front.close());
 
 const namespaces = [];
 function tlsBackend(label, tls = CLIENT, engineUrl = url) {
@@ -141,5 +157,45 @@ test('DOCKER_HOST with DOCKER_TLS_VERIFY uses DOCKER_CERT_PATH, as the docker CL
       else process.env[name] = value;
     }
     rmSync(certPath, { recursive: true, force: true });
+  }
+});
+
+test('an engine lost mid-process: streams fail, exit waits for the real fate, cleanup retries once it is back', async () => {
+  let lossy = await startFront();
+  const backend = tlsBackend('tls-lost', CLIENT, `tcp://127.0.0.1:${lossy.port}`);
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo ready; sleep 2; exit 3'], env: {}, cwd: sandbox.workspace });
+    const streams = await process.start();
+    const stdoutFailure = new Promise((resolve) => streams.stdout.on('error', resolve));
+    streams.stderr.on('error', () => {});
+    streams.stdin.on('error', () => {});
+    let settled = false;
+    const exit = streams.exit.finally(() => {
+      settled = true;
+    });
+    await new Promise((resolve) => streams.stdout.once('data', resolve));
+
+    await lossy.kill();
+    const failure = await stdoutFailure;
+    assert.ok(failure instanceof SandboxOperationError, String(failure));
+    assert.equal(failure.code, 'stream_failure');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    assert.equal(settled, false, 'a lost connection is not an exit');
+    assert.deepEqual(sandbox.state, { kind: 'ready' });
+
+    lossy = await startFront(lossy.port);
+    assert.deepEqual(await exit, { kind: 'exited', code: 3 }, 'the wait is asked again once the engine answers');
+
+    await lossy.kill();
+    const stopError = await sandbox.stop().catch((e) => e);
+    assert.ok(stopError instanceof SandboxCleanupError, String(stopError));
+    assert.deepEqual(sandbox.state, { kind: 'uncertain', operation: 'stop' });
+    lossy = await startFront(lossy.port);
+    await stopError.retryCleanup();
+    assert.deepEqual(sandbox.state, { kind: 'stopped' });
+  } finally {
+    await sandbox.destroy();
+    lossy.close();
   }
 });

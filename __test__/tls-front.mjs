@@ -1,13 +1,13 @@
 // A TLS endpoint in front of the engine's unix socket that demands a client certificate signed by
 // the test CA, as `dockerd --tlsverify` does. It runs in a process of its own because backend
 // creation resolves the image synchronously, which would stall an endpoint on the caller's event
-// loop. Speaks to its parent over IPC: `{ port }` once listening, `{ authorized, refused }` when asked.
+// loop. Listens on the port given (default: any free one) and speaks to its parent over IPC: `{ port }` once listening, `{ authorized, refused }` when asked.
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { createServer } from 'node:tls';
 import { join } from 'node:path';
 
-const [fixtures, engineSocket] = process.argv.slice(2);
+const [fixtures, engineSocket, port = '0'] = process.argv.slice(2);
 const pem = (name) => readFileSync(join(fixtures, name), 'utf8');
 const counts = { authorized: 0, refused: 0 };
 
@@ -36,6 +36,6 @@ const server = createServer(
 server.on('tlsClientError', () => {
   counts.refused += 1;
 });
-server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }));
+server.listen(Number(port), '127.0.0.1', () => process.send({ port: server.address().port }));
 process.on('message', () => process.send({ ...counts }));
 process.on('disconnect', () => process.exit(0));

@@ -43,6 +43,10 @@ const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 2
 /// Chunks queued between the import producer and the engine upload.
 const UPLOAD_QUEUE: usize = 4;
 
+/// How soon, and at most how rarely, a lost wait for the leader's exit is asked again.
+const EXIT_WAIT_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+const EXIT_WAIT_LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// What a reservation needs from its backend, fixed at reservation time.
 #[derive(Clone)]
 pub struct Settings {
@@ -503,18 +507,31 @@ impl DockerReservation {
         })
     }
 
+    /// The leader's fate. A lost engine connection is not a fate: the wait is asked again (with
+    /// backoff) until the engine answers or the owner stops the sandbox, so `exit` never reports
+    /// a stop that did not happen. Only a stop, or a container that no longer exists, makes the
+    /// receipt `Unavailable`.
     fn exit_of(self: Arc<Self>, id: String) -> BoxFuture<'static, ProcessExit> {
         let docker = self.settings.docker.clone();
         async move {
-            let options = WaitContainerOptionsBuilder::default()
-                .condition("not-running")
-                .build();
-            let code = match docker.wait_container(&id, Some(options)).next().await {
-                Some(Ok(response)) => Some(response.status_code),
-                Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
-                    Some(code)
+            let mut backoff = EXIT_WAIT_FIRST_RETRY;
+            let code = loop {
+                let options = WaitContainerOptionsBuilder::default()
+                    .condition("not-running")
+                    .build();
+                match docker.wait_container(&id, Some(options)).next().await {
+                    Some(Ok(response)) => break Some(response.status_code),
+                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
+                        code, ..
+                    })) => break Some(code),
+                    Some(Err(e)) if is_not_found(&e) => break None,
+                    _ => {}
                 }
-                _ => None,
+                if self.state.lock().await.stopped_by_owner {
+                    break None;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(EXIT_WAIT_LAST_RETRY);
             };
             if self.state.lock().await.stopped_by_owner {
                 return ProcessExit::Unavailable;
