@@ -3,7 +3,7 @@
 // backend does (image resolution, creation, the attached process, archives, removal) crosses it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
@@ -194,6 +194,52 @@ test('an engine lost mid-process: streams fail, exit waits for the real fate, cl
     lossy = await startFront(lossy.port);
     await stopError.retryCleanup();
     assert.deepEqual(sandbox.state, { kind: 'stopped' });
+  } finally {
+    await sandbox.destroy();
+    lossy.close();
+  }
+});
+
+test('an engine lost mid-transfer fails the import and the export with the engine named, and leaves nothing', async () => {
+  let lossy = await startFront();
+  const spill = spillDirectory();
+  const namespace = uniqueNamespace('tls-lost-transfer');
+  namespaces.push(namespace);
+  const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spill, engine: { url: `tcp://127.0.0.1:${lossy.port}`, tls: CLIENT } });
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const chunk = Buffer.alloc(64 * 1024, 7);
+    // Kept: 32 MiB, far more than the connection's buffers hold, for the export below.
+    const kept = Array.from({ length: 512 }, (_, i) => ({ kind: 'file', path: `keep/f${i}`, byteLength: chunk.length, executable: false, open: () => [chunk] }));
+    await sandbox.importTree(kept);
+    async function* files() {
+      for (let i = 0; i < 10_000; i += 1) {
+        yield { kind: 'file', path: `big/f${i}`, byteLength: chunk.length, executable: false, open: () => [chunk] };
+        if (i === 1_000) await lossy.kill();
+      }
+    }
+    const imported = await sandbox.importTree(files()).catch((e) => e);
+    assert.ok(imported instanceof SandboxOperationError, String(imported));
+    assert.equal(imported.code, 'stream_failure');
+    assert.match(imported.message, /the engine stopped accepting the import archive: importing into the workspace: /);
+    assert.deepEqual(sandbox.state, { kind: 'uncertain', operation: 'import' }, 'bytes reached the guest: execution is fenced');
+    assert.deepEqual(readdirSync(spill), [], 'no spill file stays behind');
+
+    lossy = await startFront(lossy.port);
+    await sandbox.stop();
+    let entries = 0;
+    const exported = await sandbox
+      .exportTree({ kind: 'subtree', path: 'keep' }, async (entry) => {
+        if (entry.kind === 'file') for await (const _ of entry.bytes);
+        entries += 1;
+        if (entries === 100) await lossy.kill();
+      })
+      .catch((e) => e);
+    assert.ok(exported instanceof SandboxOperationError, String(exported));
+    assert.equal(exported.code, 'stream_failure');
+    assert.match(exported.message, /reading the workspace archive from the engine/);
+    assert.deepEqual(readdirSync(spill), []);
+    lossy = await startFront(lossy.port);
   } finally {
     await sandbox.destroy();
     lossy.close();

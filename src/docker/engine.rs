@@ -62,7 +62,7 @@ pub fn engine_error(what: &str, error: bollard::errors::Error) -> OwnerError {
 
 /// The error and every cause below it: a transport error such as a refused TLS certificate is
 /// only visible in the causes ("client error (Connect)" alone says nothing).
-fn with_causes(error: &dyn std::error::Error) -> String {
+pub fn with_causes(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
     let mut cause = error.source();
     while let Some(inner) = cause {

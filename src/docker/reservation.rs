@@ -16,7 +16,7 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use super::engine::{engine_error, is_not_found};
+use super::engine::{engine_error, is_not_found, with_causes};
 use super::hardening::{applied, check_exact, host_config, Placement};
 use super::layout::{fixed_environment, labels, WORKSPACE};
 use super::objects::{
@@ -610,7 +610,14 @@ impl DockerReservation {
             Some(Ok(first)) => Some(first),
             None => None,
         };
-        let rest = stream.map(|item| item.map_err(|e| e.to_string()));
+        let rest = stream.map(|item| {
+            item.map_err(|e| {
+                format!(
+                    "reading the workspace archive from the engine: {}",
+                    with_causes(&e)
+                )
+            })
+        });
         Ok(Some(
             futures::stream::iter(first.map(Ok)).chain(rest).boxed(),
         ))

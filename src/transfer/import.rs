@@ -17,6 +17,9 @@ use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::paths::{check, Anchor};
 use crate::policy::request::TransferBuffers;
 
+/// How long a failed send waits for the upload to say why it ended.
+const UPLOAD_ERROR_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 struct OpenFile {
     index: u32,
     path: String,
@@ -83,12 +86,21 @@ impl ImportSession {
             .as_ref()
             .ok_or_else(|| OwnerError::state("the import is already finished"))?;
         self.sent = true;
-        sink.send(bytes).await.map_err(|_| {
-            OwnerError::operation(
-                OperationCode::StreamFailure,
-                "the engine stopped accepting the import archive",
-            )
-        })
+        if sink.send(bytes).await.is_ok() {
+            return Ok(());
+        }
+        // The upload ended early; its own error says why (an engine gone, a refused archive).
+        let why = match self.done.take() {
+            Some(done) => match tokio::time::timeout(UPLOAD_ERROR_WAIT, done).await {
+                Ok(Err(error)) => format!(": {error}"),
+                _ => String::new(),
+            },
+            None => String::new(),
+        };
+        Err(OwnerError::operation(
+            OperationCode::StreamFailure,
+            format!("the engine stopped accepting the import archive{why}"),
+        ))
     }
 
     fn checked_path(&self, index: u32, path: &str) -> Result<(), OwnerError> {
