@@ -27,8 +27,21 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 
   fi
   echo "ensure-docker: installing docker.io and busybox-static from Debian" >&2
   export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
-  apt-get update -qq >/dev/null
-  apt-get install -y -qq docker.io busybox-static >/dev/null
+  # A mirror hiccup or another apt holding the lock must not fail a fresh machine's first run.
+  installed=""
+  for attempt in 1 2 3; do
+    if apt-get -o DPkg::Lock::Timeout=120 update -qq >/dev/null \
+       && apt-get -o DPkg::Lock::Timeout=120 install -y -qq docker.io busybox-static >/dev/null; then
+      installed="yes"
+      break
+    fi
+    echo "ensure-docker: apt-get failed (attempt ${attempt} of 3)" >&2
+    sleep $((attempt * 5))
+  done
+  if [ -z "${installed}" ]; then
+    echo "ensure-docker: could not install docker.io and busybox-static with apt-get" >&2
+    exit 1
+  fi
 fi
 
 # A machine restored from a snapshot keeps the pid files of an engine that no longer runs.
