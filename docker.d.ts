@@ -5,7 +5,11 @@
 import type { SandboxBackend } from './index.js';
 
 export interface DockerSandboxBackendOptions {
-  /** Image reference or ID; resolved once, when the backend is created, to its immutable ID (the records' `imageDigest`). */
+  /**
+   * Image reference or ID, pinned to its immutable ID (the records' `imageDigest`). A reference is
+   * resolved by one bounded engine call while the backend is created; an ID (`sha256:<64 hex>`)
+   * needs none, and startup reports a missing image before any container exists.
+   */
   readonly image: string;
   /** Ownership scope: labels and names carry it; reconcile and cleanup never touch another namespace. */
   readonly namespace: string;

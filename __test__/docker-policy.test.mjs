@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { SandboxStartError, SandboxUnsupportedError, SandboxValidationError, SandboxOperationError } from 'native-sandbox';
 import { createDockerSandboxBackend, DOCKER_SANDBOX_GUEST } from 'native-sandbox/docker';
-import { collect, dockerBackend, IMAGE, leftovers, MiB, NOTHING, request, runOnce, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
+import { collect, dockerBackend, IMAGE, leftovers, MiB, NOTHING, request, runOnce, runShell, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('policy');
 const backend = dockerBackend(namespace);
@@ -155,6 +155,36 @@ describe('docker admission', () => {
     assert.match(error.cause.message, /API_TOKEN/);
     assert.deepEqual(leftovers(ns), NOTHING);
     await reservation.destroy();
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
+  test('an image given by its ID asks the engine nothing at creation; startup admits it or fails before any container', async () => {
+    const id = execFileSync('docker', ['image', 'inspect', '--format', '{{.Id}}', IMAGE], { encoding: 'utf8' }).trim();
+    // No engine answers on port 1: creation still succeeds, because nothing needs asking.
+    const offline = createDockerSandboxBackend({ image: id, namespace: uniqueNamespace('id-offline'), spillDirectory: spillDirectory(), engine: { url: 'tcp://127.0.0.1:1' } });
+    const unreachable = offline.reserve(request(), { kind: 'in_process' });
+    assert.equal(unreachable.recoveryRecord.imageDigest, id);
+    const startError = await unreachable.start().catch((e) => e);
+    assert.ok(startError instanceof SandboxStartError, String(startError));
+    assert.match(startError.cause.message, /Connection refused/);
+    await unreachable.destroy();
+
+    const ns = uniqueNamespace('id');
+    const sandbox = await dockerBackend(ns, { image: id }).reserve(request(), { kind: 'in_process' }).start();
+    try {
+      assert.equal(sandbox.recoveryRecord.imageDigest, id);
+      assert.equal((await runShell(sandbox, 'echo by-id')).stdout, 'by-id\n');
+    } finally {
+      await sandbox.destroy();
+    }
+
+    const absentNs = uniqueNamespace('id-absent');
+    const absent = dockerBackend(absentNs, { image: `sha256:${'0'.repeat(64)}` }).reserve(request(), { kind: 'in_process' });
+    const absentError = await absent.start().catch((e) => e);
+    assert.ok(absentError instanceof SandboxStartError, String(absentError));
+    assert.match(absentError.cause.message, /no such image/i);
+    await absent.destroy();
+    assert.deepEqual(leftovers(absentNs), NOTHING);
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 

@@ -51,6 +51,22 @@ pub enum Reconciled {
     Absent(SandboxRecoveryRecord),
 }
 
+/// The immutable ID a reference names now, asked once with a bounded wait.
+async fn resolve_image(docker: &Docker, reference: &str) -> Result<String, OwnerError> {
+    let image = tokio::time::timeout(RESOLVE_TIMEOUT, docker.inspect_image(reference))
+        .await
+        .map_err(|_| {
+            OwnerError::driver(format!(
+                "the engine did not resolve image {reference} within {RESOLVE_TIMEOUT:?}"
+            ))
+        })?
+        .map_err(|e| engine_error(&format!("resolving image {reference}"), e))?;
+    image
+        .id
+        .filter(|id| crate::recovery::record::is_sha256_digest(id))
+        .ok_or_else(|| OwnerError::driver(format!("image {reference} has no sha256 image ID")))
+}
+
 impl DockerBackend {
     /// Connects, and pins the image to its immutable ID: every sandbox of this backend runs
     /// exactly that image, and its records say so.
@@ -68,21 +84,13 @@ impl DockerBackend {
             )));
         }
         let docker = connect(&options.engine)?;
-        let image = tokio::time::timeout(RESOLVE_TIMEOUT, docker.inspect_image(&options.image))
-            .await
-            .map_err(|_| {
-                OwnerError::driver(format!(
-                    "the engine did not resolve image {} within {RESOLVE_TIMEOUT:?}",
-                    options.image
-                ))
-            })?
-            .map_err(|e| engine_error(&format!("resolving image {}", options.image), e))?;
-        let image_id = image
-            .id
-            .filter(|id| crate::recovery::record::is_sha256_digest(id))
-            .ok_or_else(|| {
-                OwnerError::driver(format!("image {} has no sha256 image ID", options.image))
-            })?;
+        // An image ID is already immutable: creation then asks the engine nothing, and startup's
+        // admission inspects the image (a missing one fails startup, before any container).
+        let image_id = if crate::recovery::record::is_sha256_digest(&options.image) {
+            options.image.clone()
+        } else {
+            resolve_image(&docker, &options.image).await?
+        };
         let configuration = Value::object([
             ("backend", Value::string(BACKEND_ID)),
             ("revision", Value::string(BACKEND_REVISION)),
