@@ -4,10 +4,10 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
-import { fork } from 'node:child_process';
+import { execFileSync, fork } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { dirname, join } from 'node:path';
-import { fileFromBytes, SandboxCleanupError, SandboxOperationError, SandboxValidationError } from 'native-sandbox';
+import { fileFromBytes, SandboxCleanupError, SandboxOperationError, SandboxStartError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { IMAGE, leftovers, NOTHING, request, runShell, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
@@ -240,6 +240,64 @@ test('an engine lost mid-transfer fails the import and the export with the engin
     assert.match(exported.message, /reading the workspace archive from the engine/);
     assert.deepEqual(readdirSync(spill), []);
     lossy = await startFront(lossy.port);
+  } finally {
+    await sandbox.destroy();
+    lossy.close();
+  }
+});
+
+test('an engine lost during startup: the start fails, cleanup waits for the engine and then leaves nothing', async () => {
+  let lossy = await startFront();
+  const namespace = uniqueNamespace('tls-lost-start');
+  namespaces.push(namespace);
+  const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory(), engine: { url: `tcp://127.0.0.1:${lossy.port}`, tls: CLIENT } });
+  let killed = false;
+  const persist = async (record) => {
+    // Once an engine object exists, the engine goes away before the next effect.
+    if (!killed && record.resources.some((resource) => resource.identity.kind === 'identified')) {
+      killed = true;
+      await lossy.kill();
+    }
+  };
+  const reservation = backend.reserve(request(), { kind: 'persisted', persist });
+  try {
+    const startError = await reservation.start().catch((e) => e);
+    assert.ok(killed, 'the engine was lost mid-startup');
+    assert.ok(startError instanceof SandboxStartError, String(startError));
+    const cleanupError = await reservation.destroy().catch((e) => e);
+    assert.ok(cleanupError instanceof SandboxCleanupError, String(cleanupError));
+    assert.notDeepEqual(leftovers(namespace), NOTHING, 'the object created before the loss is still there');
+    lossy = await startFront(lossy.port);
+    await cleanupError.retryCleanup();
+    assert.deepEqual(reservation.state, { kind: 'destroyed' });
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  } finally {
+    lossy.close();
+  }
+});
+
+test('reconcile against an unreachable engine is an error, never absent; once it answers, the record matches', async () => {
+  let lossy = await startFront();
+  const namespace = uniqueNamespace('tls-reconcile');
+  namespaces.push(namespace);
+  const imageId = execFileSync('docker', ['image', 'inspect', '--format', '{{.Id}}', IMAGE], { encoding: 'utf8' }).trim();
+  const backend = createDockerSandboxBackend({ image: imageId, namespace, spillDirectory: spillDirectory(), engine: { url: `tcp://127.0.0.1:${lossy.port}`, tls: CLIENT } });
+  let record;
+  const sandbox = await backend.reserve(request(), { kind: 'persisted', persist: async (r) => void (record = r) }).start();
+  try {
+    await lossy.kill();
+    const unreachable = await backend.reconcile(record).then(
+      (outcome) => outcome,
+      (e) => e,
+    );
+    assert.ok(unreachable instanceof Error, `an unreachable engine answered ${JSON.stringify(unreachable?.kind)}`);
+    assert.ok(unreachable instanceof SandboxOperationError, String(unreachable));
+    assert.match(unreachable.message, /Connection refused/);
+    lossy = await startFront(lossy.port);
+    const outcome = await backend.reconcile(record);
+    assert.equal(outcome.kind, 'matched');
+    await outcome.owner.destroy();
+    assert.deepEqual(leftovers(namespace), NOTHING);
   } finally {
     await sandbox.destroy();
     lossy.close();
