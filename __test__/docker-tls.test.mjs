@@ -17,9 +17,9 @@ const CA = pem('ca.pem');
 const CLIENT = { ca: CA, cert: pem('client.pem'), key: pem('client-key.pem') };
 const engineSocket = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '');
 
-/** A TLS front in a process of its own, on `port` (0: any free one). */
-async function startFront(port = 0) {
-  const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'tls-front.mjs'), [fixtures, engineSocket, String(port)], { stdio: 'inherit' });
+/** A TLS front in a process of its own, on `port` (0: any free one), presenting `identity`. */
+async function startFront(port = 0, identity = 'server') {
+  const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'tls-front.mjs'), [fixtures, engineSocket, String(port), identity], { stdio: 'inherit' });
   const replies = [];
   child.on('message', (message) => replies.shift()?.(message));
   const nextReply = () => new Promise((resolve) => replies.push(resolve));
@@ -84,6 +84,16 @@ test('a whole sandbox runs over a TLS engine connection with a client certificat
   assert.ok((await frontCounts()).authorized > before, 'the backend reached the engine through the authenticated TLS front');
 });
 
+test('an https:// URL by host name is verified against the name in the engine certificate', async () => {
+  const backend = tlsBackend('tls-name', CLIENT, `https://localhost:${front.port}`);
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    assert.equal((await runShell(sandbox, 'echo named')).stdout, 'named\n');
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
 test('an engine whose certificate the given CA did not sign is refused before anything is created', async () => {
   const refusedBefore = (await frontCounts()).refused;
   const error = (() => {
@@ -98,6 +108,25 @@ test('an engine whose certificate the given CA did not sign is refused before an
   assert.equal(error.code, 'driver_failure');
   assert.match(error.message, /invalid peer certificate: UnknownIssuer/);
   assert.ok((await frontCounts()).refused > refusedBefore, 'the TLS front saw the refused handshake');
+});
+
+test('an engine whose certificate names another host is refused', async () => {
+  const elsewhere = await startFront(0, 'elsewhere');
+  try {
+    const error = (() => {
+      try {
+        tlsBackend('tls-host', CLIENT, `tcp://127.0.0.1:${elsewhere.port}`);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.match(error.message, /invalid peer certificate: certificate not valid for name/);
+    assert.equal((await elsewhere.counts()).authorized, 0);
+  } finally {
+    elsewhere.close();
+  }
 });
 
 test('TLS options are validated and name the offending field', () => {

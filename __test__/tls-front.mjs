@@ -1,20 +1,21 @@
 // A TLS endpoint in front of the engine's unix socket that demands a client certificate signed by
 // the test CA, as `dockerd --tlsverify` does. It runs in a process of its own because backend
 // creation resolves the image synchronously, which would stall an endpoint on the caller's event
-// loop. Listens on the port given (default: any free one) and speaks to its parent over IPC: `{ port }` once listening, `{ authorized, refused }` when asked.
+// loop. Listens on the port given (default: any free one) with the engine identity given (default
+// `server`, see fixtures/tls) and speaks to its parent over IPC: `{ port }` once listening, `{ authorized, refused }` when asked.
 import { readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { createServer } from 'node:tls';
 import { join } from 'node:path';
 
-const [fixtures, engineSocket, port = '0'] = process.argv.slice(2);
+const [fixtures, engineSocket, port = '0', identity = 'server'] = process.argv.slice(2);
 const pem = (name) => readFileSync(join(fixtures, name), 'utf8');
 const counts = { authorized: 0, refused: 0 };
 
 const server = createServer(
   {
-    key: pem('server-key.pem'),
-    cert: pem('server.pem'),
+    key: pem(`${identity}-key.pem`),
+    cert: pem(`${identity}.pem`),
     ca: pem('ca.pem'),
     requestCert: true,
     rejectUnauthorized: true,
