@@ -19,6 +19,7 @@ export interface DockerSandboxBackendOptions {
    * Default: `DOCKER_HOST`, else the local default socket, as the docker CLI does (with
    * `DOCKER_TLS_VERIFY` set, TLS with `ca.pem`, `cert.pem`, `key.pem` from `DOCKER_CERT_PATH`, else
    * `~/.docker`). `url` is `unix://`, `tcp://` or `http://`; with `tls` it is `tcp://` or `https://`.
+   * A `tcp://` URL without a port means 2375, or 2376 with `tls`, as with the docker CLI.
    */
   readonly engine?: { readonly socketPath: string } | { readonly url: string; readonly tls?: DockerEngineTls };
   /** Numeric `uid:gid` of the guest process; default `'65532:65532'`. Root only when asked for explicitly. */

@@ -110,6 +110,32 @@ test('an engine whose certificate the given CA did not sign is refused before an
   assert.ok((await frontCounts()).refused > refusedBefore, 'the TLS front saw the refused handshake');
 });
 
+test('tcp:// without a port means the engine ports, as with the docker CLI: 2375 plain, 2376 over TLS', async () => {
+  const plain = await startFront(2375, 'plain');
+  const secure = await startFront(2376);
+  try {
+    for (const [label, engine, used] of [
+      ['tcp-plain', { url: 'tcp://127.0.0.1' }, plain],
+      ['tcp-tls', { url: 'tcp://localhost', tls: CLIENT }, secure],
+    ]) {
+      const before = (await used.counts()).connections;
+      const namespace = uniqueNamespace(label);
+      namespaces.push(namespace);
+      const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory(), engine });
+      const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+      try {
+        assert.equal((await runShell(sandbox, 'cat', { input: label })).stdout, label);
+      } finally {
+        await sandbox.destroy();
+      }
+      assert.ok((await used.counts()).connections > before, `${label} went through its front`);
+    }
+  } finally {
+    plain.close();
+    secure.close();
+  }
+});
+
 test('an engine whose certificate names another host is refused', async () => {
   const elsewhere = await startFront(0, 'elsewhere');
   try {

@@ -1,39 +1,47 @@
-// A TLS endpoint in front of the engine's unix socket that demands a client certificate signed by
-// the test CA, as `dockerd --tlsverify` does. It runs in a process of its own because backend
-// creation resolves the image synchronously, which would stall an endpoint on the caller's event
-// loop. Listens on the port given (default: any free one) with the engine identity given (default
-// `server`, see fixtures/tls) and speaks to its parent over IPC: `{ port }` once listening, `{ authorized, refused }` when asked.
+// A front in front of the engine's unix socket, as a remote engine would be reached. With an
+// identity from fixtures/tls (default `server`) it is TLS demanding a client certificate signed by
+// the test CA, as `dockerd --tlsverify` does; with `plain` it is plain TCP, as `dockerd -H tcp://`.
+// It runs in a process of its own because backend creation resolves the image synchronously,
+// which would stall a front on the caller's event loop. Listens on the port given (default: any
+// free one) and speaks to its parent over IPC: `{ port }` once listening, `{ authorized,
+// refused, connections }` when asked.
 import { readFileSync } from 'node:fs';
-import { connect } from 'node:net';
-import { createServer } from 'node:tls';
+import { connect, createServer as createPlainServer } from 'node:net';
+import { createServer as createTlsServer } from 'node:tls';
 import { join } from 'node:path';
 
 const [fixtures, engineSocket, port = '0', identity = 'server'] = process.argv.slice(2);
 const pem = (name) => readFileSync(join(fixtures, name), 'utf8');
-const counts = { authorized: 0, refused: 0 };
+const counts = { authorized: 0, refused: 0, connections: 0 };
 
-const server = createServer(
-  {
-    key: pem(`${identity}-key.pem`),
-    cert: pem(`${identity}.pem`),
-    ca: pem('ca.pem'),
-    requestCert: true,
-    rejectUnauthorized: true,
-    // The client half-closes an attach connection to deliver stdin EOF and keeps reading output.
-    allowHalfOpen: true,
-  },
-  (tls) => {
-    if (tls.authorized) counts.authorized += 1;
-    const engine = connect(engineSocket);
-    tls.pipe(engine).pipe(tls);
-    const close = () => {
-      tls.destroy();
-      engine.destroy();
-    };
-    tls.on('error', close);
-    engine.on('error', close);
-  },
-);
+function relay(client) {
+  counts.connections += 1;
+  if (client.authorized) counts.authorized += 1;
+  const engine = connect(engineSocket);
+  client.pipe(engine).pipe(client);
+  const close = () => {
+    client.destroy();
+    engine.destroy();
+  };
+  client.on('error', close);
+  engine.on('error', close);
+}
+
+// The client half-closes an attach connection to deliver stdin EOF and keeps reading output.
+const server =
+  identity === 'plain'
+    ? createPlainServer({ allowHalfOpen: true }, relay)
+    : createTlsServer(
+        {
+          key: pem(`${identity}-key.pem`),
+          cert: pem(`${identity}.pem`),
+          ca: pem('ca.pem'),
+          requestCert: true,
+          rejectUnauthorized: true,
+          allowHalfOpen: true,
+        },
+        relay,
+      );
 server.on('tlsClientError', () => {
   counts.refused += 1;
 });

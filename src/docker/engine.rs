@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use bollard::Docker;
 
+use super::address;
 use super::options::Engine;
 use super::tls;
 use crate::lifecycle::error::OwnerError;
@@ -21,7 +22,10 @@ pub fn connect(engine: &Engine) -> Result<Docker, OwnerError> {
                 let material = tls::material_from_environment().map_err(unreachable)?;
                 tls::connect(&host, &material, REQUEST_TIMEOUT)
             }
-            None => Docker::connect_with_defaults().map_err(|e| e.to_string()),
+            None => match std::env::var("DOCKER_HOST") {
+                Ok(host) if is_plain_tcp(&host) => plain_tcp(&host),
+                _ => Docker::connect_with_defaults().map_err(|e| e.to_string()),
+            },
         },
         Engine::Socket(path) => Docker::connect_with_unix(
             path,
@@ -29,12 +33,28 @@ pub fn connect(engine: &Engine) -> Result<Docker, OwnerError> {
             bollard::API_DEFAULT_VERSION,
         )
         .map_err(|e| e.to_string()),
+        Engine::Url(url) if is_plain_tcp(url) => plain_tcp(url),
         Engine::Url(url) => Docker::connect_with_host(url).map_err(|e| e.to_string()),
         Engine::Tls { url, material } => tls::connect(url, material, REQUEST_TIMEOUT),
     };
     connected
         .map(|docker| docker.with_timeout(REQUEST_TIMEOUT))
         .map_err(unreachable)
+}
+
+fn is_plain_tcp(url: &str) -> bool {
+    url.starts_with("tcp://") || url.starts_with("http://")
+}
+
+/// Plain HTTP to `host:port`, the port defaulting to the engine's 2375 as with the docker CLI.
+fn plain_tcp(url: &str) -> Result<Docker, String> {
+    let address = format!("tcp://{}", address::authority(url, address::PLAIN_PORT));
+    Docker::connect_with_http(
+        &address,
+        REQUEST_TIMEOUT.as_secs(),
+        bollard::API_DEFAULT_VERSION,
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// `DOCKER_HOST` when the docker CLI would reach it over TLS (`DOCKER_TLS_VERIFY` set and a

@@ -1,5 +1,6 @@
 //! The Docker driver: one hardened container per sandbox process through bollard.
 
+pub mod address;
 pub mod backend;
 pub mod engine;
 pub mod hardening;

@@ -16,6 +16,8 @@ use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use super::address;
+
 /// PEM text of the CA that signed the engine's certificate, and of the client's certificate and key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TlsMaterial {
@@ -104,7 +106,7 @@ pub fn connect(url: &str, material: &TlsMaterial, timeout: Duration) -> Result<D
     // Hijacked attach connections must never return to a pool.
     builder.pool_max_idle_per_host(0);
     let client = Arc::new(builder.build(https));
-    let address = format!("https://{}", authority(url));
+    let address = format!("https://{}", address::authority(url, address::TLS_PORT));
     Docker::connect_with_custom_transport(
         move |request: BollardRequest| {
             let client = Arc::clone(&client);
@@ -120,15 +122,6 @@ pub fn connect(url: &str, material: &TlsMaterial, timeout: Duration) -> Result<D
         bollard::API_DEFAULT_VERSION,
     )
     .map_err(|e| e.to_string())
-}
-
-/// `host:port` of a `tcp://` or `https://` URL, without any trailing path.
-fn authority(url: &str) -> &str {
-    let rest = url
-        .strip_prefix("tcp://")
-        .or_else(|| url.strip_prefix("https://"))
-        .unwrap_or(url);
-    rest.split('/').next().unwrap_or(rest)
 }
 
 /// The material the docker CLI uses when `DOCKER_TLS_VERIFY` is set: `ca.pem`, `cert.pem` and
@@ -192,14 +185,5 @@ mod tests {
     fn debug_output_hides_the_key() {
         let shown = format!("{:?}", material("a", "b", "secret-key"));
         assert!(!shown.contains("secret-key"));
-    }
-
-    #[test]
-    fn authority_drops_scheme_and_path() {
-        assert_eq!(authority("tcp://10.0.0.1:2376"), "10.0.0.1:2376");
-        assert_eq!(
-            authority("https://engine.example:2376/"),
-            "engine.example:2376"
-        );
     }
 }
