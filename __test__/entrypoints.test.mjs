@@ -79,3 +79,16 @@ test('the root entry point does not reach ACP packages', () => {
     assert.doesNotMatch(text, /acp|agentclientprotocol/i, source);
   }
 });
+
+test('require() of every entry point gives the same module as import (Node 20.19+ and 22.12+)', async () => {
+  const { createRequire } = await import('node:module');
+  const require = createRequire(import.meta.url);
+  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker']) {
+    const required = require(entry);
+    const imported = await import(entry);
+    assert.deepEqual(Object.keys(required).sort(), Object.keys(imported).sort(), entry);
+    for (const name of Object.keys(imported)) assert.equal(required[name], imported[name], `${entry} ${name} is the same object`);
+  }
+  const { SandboxValidationError, parseSandboxId } = require('native-sandbox');
+  assert.throws(() => parseSandboxId(''), SandboxValidationError);
+});
