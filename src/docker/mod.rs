@@ -3,6 +3,7 @@
 pub mod address;
 pub mod backend;
 pub mod engine;
+pub mod exit_status;
 pub mod hardening;
 pub mod layout;
 pub mod objects;

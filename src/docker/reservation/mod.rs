@@ -1,22 +1,22 @@
-//! One Docker sandbox: startup under checkpoints, the process container, stop and destroy.
+//! One Docker sandbox: startup under checkpoints, stop and destroy. The process container is in
+//! `process.rs`, archive transfers through the workspace holder in `archive.rs`.
+
+mod archive;
+mod process;
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bollard::container::LogOutput;
 use bollard::models::{ContainerCreateBody, NetworkCreateRequest, VolumeCreateRequest};
 use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, CreateContainerOptionsBuilder,
-    DownloadFromContainerOptionsBuilder, KillContainerOptionsBuilder,
-    UploadToContainerOptionsBuilder, WaitContainerOptionsBuilder,
+    CreateContainerOptionsBuilder, KillContainerOptionsBuilder, WaitContainerOptionsBuilder,
 };
-use bollard::{body_try_stream, Docker};
-use bytes::Bytes;
+use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use tokio::sync::Mutex;
 
-use super::engine::{engine_error, is_not_found, with_causes};
+use super::engine::{engine_error, is_not_found};
 use super::hardening::{applied, check_exact, host_config, Placement};
 use super::layout::{fixed_environment, labels, WORKSPACE};
 use super::objects::{
@@ -26,26 +26,16 @@ use super::objects::{
 use super::seed::ensure_seed_image;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
-    ArchiveDownload, ArchiveUpload, DriverReservation, OutputStream, ProcessChannels, ProcessExit,
-    ReadyFacts, StartContext, TransferSettings,
+    ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
+    TransferSettings,
 };
-use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::journal::Journal;
 use crate::policy::effective::SandboxEffectivePolicy;
 use crate::policy::network::NetworkKind;
 use crate::policy::request::SandboxRequest;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
-
-/// Archive transfers wait on the engine as long as the bytes keep flowing; the caller's
-/// signal and deadline bound how long anyone observes them.
-const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
-/// Chunks queued between the import producer and the engine upload.
-const UPLOAD_QUEUE: usize = 4;
-
-/// How soon, and at most how rarely, a lost wait for the leader's exit is asked again.
-const EXIT_WAIT_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
-const EXIT_WAIT_LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// What a reservation needs from its backend, fixed at reservation time.
 #[derive(Clone)]
@@ -397,232 +387,6 @@ impl DockerReservation {
         .map(drop)
     }
 
-    async fn run_process(
-        self: Arc<Self>,
-        spec: SandboxProcessSpec,
-        cancel: Cancel,
-    ) -> Result<ProcessChannels, OwnerError> {
-        let (journal, expected) = {
-            let state = self.state.lock().await;
-            (state.journal.clone(), state.effective.clone())
-        };
-        let (Some(journal), Some(expected)) = (journal, expected) else {
-            return Err(OwnerError::state("the process needs a started sandbox"));
-        };
-        cancel.check()?;
-        let record = self
-            .announce(&journal, Role::Compute, Identity::Creating)
-            .await?;
-        let name = super::objects::name_of(&record, Role::Compute)
-            .unwrap_or_default()
-            .to_owned();
-        let volume = super::objects::name_of(&record, Role::Storage)
-            .unwrap_or_default()
-            .to_owned();
-        let network = match self.request.policy.network {
-            NetworkKind::Outbound => {
-                super::objects::name_of(&record, Role::Network).map(str::to_owned)
-            }
-            NetworkKind::Isolated => None,
-        };
-        let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
-        let mut env: Vec<String> = fixed_environment()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
-        body.env = Some(env);
-        body.entrypoint = Some(vec![spec.executable.clone()]);
-        body.cmd = Some(spec.args.clone());
-        body.working_dir = Some(spec.cwd.clone());
-        body.attach_stdin = Some(true);
-        body.attach_stdout = Some(true);
-        body.attach_stderr = Some(true);
-        body.open_stdin = Some(true);
-        body.stdin_once = Some(true);
-        let id = self.create_container(&name, body).await?;
-        self.state.lock().await.compute = Some(id.clone());
-        self.identify_container(&journal, Role::Compute, &id)
-            .await?;
-
-        let docker = &self.settings.docker;
-        let inspect = docker
-            .inspect_container(&id, None)
-            .await
-            .map_err(|e| engine_error("inspecting the process container", e))?;
-        let host = inspect.host_config.clone().unwrap_or_default();
-        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
-        let effective = applied(&host, user.as_deref(), &self.settings.user)?;
-        if effective != expected {
-            return Err(OwnerError::Unsupported(
-                "the process container was not given the sandbox's observed policy".into(),
-            ));
-        }
-        cancel.check()?;
-
-        let attach = AttachContainerOptionsBuilder::default()
-            .stdin(true)
-            .stdout(true)
-            .stderr(true)
-            .stream(true)
-            .build();
-        let attached = docker
-            .attach_container(&id, Some(attach))
-            .await
-            .map_err(|e| engine_error("attaching to the process", e))?;
-        {
-            // Decided under the lock a stop takes first: either this start is visible to the
-            // stop (and killed), or the stop is visible here (and nothing starts).
-            let state = self.state.lock().await;
-            if state.stopped_by_owner || cancel.is_cancelled() {
-                return Err(OwnerError::cancelled(
-                    "the sandbox stopped before its process started",
-                ));
-            }
-            docker
-                .start_container(&id, None)
-                .await
-                .map_err(|e| engine_error("starting the process", e))?;
-        }
-
-        let output = attached
-            .output
-            .filter_map(|item| async move {
-                match item {
-                    Ok(LogOutput::StdOut { message }) => Some(Ok((OutputStream::Stdout, message))),
-                    Ok(LogOutput::StdErr { message }) => Some(Ok((OutputStream::Stderr, message))),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(OwnerError::operation(
-                        OperationCode::StreamFailure,
-                        format!("reading the process output failed: {e}"),
-                    ))),
-                }
-            })
-            .boxed();
-        let exit = Arc::clone(&self).exit_of(id);
-        Ok(ProcessChannels {
-            input: attached.input,
-            output,
-            exit,
-        })
-    }
-
-    /// The leader's fate. A lost engine connection is not a fate: the wait is asked again (with
-    /// backoff) until the engine answers or the owner stops the sandbox, so `exit` never reports
-    /// a stop that did not happen. Only a stop, or a container that no longer exists, makes the
-    /// receipt `Unavailable`.
-    fn exit_of(self: Arc<Self>, id: String) -> BoxFuture<'static, ProcessExit> {
-        let docker = self.settings.docker.clone();
-        async move {
-            let mut backoff = EXIT_WAIT_FIRST_RETRY;
-            let code = loop {
-                let options = WaitContainerOptionsBuilder::default()
-                    .condition("not-running")
-                    .build();
-                match docker.wait_container(&id, Some(options)).next().await {
-                    Some(Ok(response)) => break Some(response.status_code),
-                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
-                        code, ..
-                    })) => break Some(code),
-                    Some(Err(e)) if is_not_found(&e) => break None,
-                    _ => {}
-                }
-                if self.state.lock().await.stopped_by_owner {
-                    break None;
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(EXIT_WAIT_LAST_RETRY);
-            };
-            if self.state.lock().await.stopped_by_owner {
-                return ProcessExit::Unavailable;
-            }
-            match code {
-                None => ProcessExit::Unavailable,
-                // The init process reports a leader killed by signal N as 128 + N.
-                Some(code) if (129..=128 + 64).contains(&code) => {
-                    ProcessExit::Signaled(signal_name(code - 128))
-                }
-                Some(code) => ProcessExit::Exited(code),
-            }
-        }
-        .boxed()
-    }
-
-    async fn holder(&self) -> Result<String, OwnerError> {
-        let state = self.state.lock().await;
-        match super::objects::identity_of(&state.record, Role::Export) {
-            Some(Identity::Identified { id, .. }) => Ok(id.clone()),
-            _ => Err(OwnerError::state("the workspace holder does not exist yet")),
-        }
-    }
-
-    async fn run_open_import(&self) -> Result<ArchiveUpload, OwnerError> {
-        let holder = self.holder().await?;
-        // The engine answers an upload only after extracting all of it: no request timeout.
-        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
-        let (sink, receiver) = tokio::sync::mpsc::channel::<Bytes>(UPLOAD_QUEUE);
-        let body = futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver
-                .recv()
-                .await
-                .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
-        });
-        let options = UploadToContainerOptionsBuilder::default()
-            .path(WORKSPACE)
-            .build();
-        let upload = tokio::spawn(async move {
-            docker
-                .upload_to_container(&holder, Some(options), body_try_stream(body))
-                .await
-                .map_err(|e| engine_error("importing into the workspace", e))
-        });
-        let done = async move {
-            upload.await.unwrap_or_else(|e| {
-                Err(OwnerError::driver(format!(
-                    "the import upload ended abnormally: {e}"
-                )))
-            })
-        }
-        .boxed();
-        Ok(ArchiveUpload { sink, done })
-    }
-
-    async fn run_open_export(
-        &self,
-        relative: String,
-    ) -> Result<Option<ArchiveDownload>, OwnerError> {
-        let holder = self.holder().await?;
-        let path = if relative.is_empty() {
-            WORKSPACE.to_owned()
-        } else {
-            format!("{WORKSPACE}/{relative}")
-        };
-        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
-        let options = DownloadFromContainerOptionsBuilder::default()
-            .path(&path)
-            .build();
-        let mut stream = docker
-            .download_from_container(&holder, Some(options))
-            .boxed();
-        let first = match stream.next().await {
-            Some(Err(e)) if is_not_found(&e) => return Ok(None),
-            Some(Err(e)) => return Err(engine_error(&format!("exporting {path}"), e)),
-            Some(Ok(first)) => Some(first),
-            None => None,
-        };
-        let rest = stream.map(|item| {
-            item.map_err(|e| {
-                format!(
-                    "reading the workspace archive from the engine: {}",
-                    with_causes(&e)
-                )
-            })
-        });
-        Ok(Some(
-            futures::stream::iter(first.map(Ok)).chain(rest).boxed(),
-        ))
-    }
-
     /// Kills compute (the whole process tree goes with its container); storage stays.
     async fn run_stop(&self) -> Result<(), OwnerError> {
         let record = {
@@ -662,45 +426,6 @@ impl DockerReservation {
         let record = self.record().await;
         remove_all(&self.settings.docker, &record).await
     }
-}
-
-/// The conventional name of signal `n` on Linux.
-pub fn signal_name(n: i64) -> String {
-    let name = match n {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        5 => "SIGTRAP",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        10 => "SIGUSR1",
-        11 => "SIGSEGV",
-        12 => "SIGUSR2",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        16 => "SIGSTKFLT",
-        17 => "SIGCHLD",
-        18 => "SIGCONT",
-        19 => "SIGSTOP",
-        20 => "SIGTSTP",
-        21 => "SIGTTIN",
-        22 => "SIGTTOU",
-        23 => "SIGURG",
-        24 => "SIGXCPU",
-        25 => "SIGXFSZ",
-        26 => "SIGVTALRM",
-        27 => "SIGPROF",
-        28 => "SIGWINCH",
-        29 => "SIGIO",
-        30 => "SIGPWR",
-        31 => "SIGSYS",
-        other => return format!("SIGRT{}", other - 34),
-    };
-    name.to_owned()
 }
 
 impl DriverReservation for DockerReservation {

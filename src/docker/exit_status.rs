@@ -1,0 +1,85 @@
+//! The leader's exit as the engine reports it. The container's init process exits with the
+//! leader's code, or with 128 + N when the leader was killed by signal N; a voluntary exit with
+//! such a code therefore reads as that signal (documented).
+
+use crate::lifecycle::driver::ProcessExit;
+
+/// The leader's fate from the container's exit code.
+pub fn leader_exit(code: i64) -> ProcessExit {
+    if (129..=128 + 64).contains(&code) {
+        ProcessExit::Signaled(signal_name(code - 128))
+    } else {
+        ProcessExit::Exited(code)
+    }
+}
+
+/// The conventional name of signal `n` on Linux.
+pub fn signal_name(n: i64) -> String {
+    let name = match n {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        4 => "SIGILL",
+        5 => "SIGTRAP",
+        6 => "SIGABRT",
+        7 => "SIGBUS",
+        8 => "SIGFPE",
+        9 => "SIGKILL",
+        10 => "SIGUSR1",
+        11 => "SIGSEGV",
+        12 => "SIGUSR2",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        16 => "SIGSTKFLT",
+        17 => "SIGCHLD",
+        18 => "SIGCONT",
+        19 => "SIGSTOP",
+        20 => "SIGTSTP",
+        21 => "SIGTTIN",
+        22 => "SIGTTOU",
+        23 => "SIGURG",
+        24 => "SIGXCPU",
+        25 => "SIGXFSZ",
+        26 => "SIGVTALRM",
+        27 => "SIGPROF",
+        28 => "SIGWINCH",
+        29 => "SIGIO",
+        30 => "SIGPWR",
+        31 => "SIGSYS",
+        // glibc keeps 32 and 33 for itself; the real-time range is named as `kill -l` names it.
+        34 => "SIGRTMIN",
+        64 => "SIGRTMAX",
+        other @ 35..=63 => return format!("SIGRTMIN+{}", other - 34),
+        other => return format!("SIG{other}"),
+    };
+    name.to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_and_signals() {
+        assert_eq!(leader_exit(0), ProcessExit::Exited(0));
+        assert_eq!(leader_exit(7), ProcessExit::Exited(7));
+        assert_eq!(leader_exit(128), ProcessExit::Exited(128));
+        assert_eq!(leader_exit(137), ProcessExit::Signaled("SIGKILL".into()));
+        assert_eq!(leader_exit(143), ProcessExit::Signaled("SIGTERM".into()));
+        assert_eq!(
+            leader_exit(128 + 34),
+            ProcessExit::Signaled("SIGRTMIN".into())
+        );
+        assert_eq!(
+            leader_exit(128 + 40),
+            ProcessExit::Signaled("SIGRTMIN+6".into())
+        );
+        assert_eq!(
+            leader_exit(128 + 64),
+            ProcessExit::Signaled("SIGRTMAX".into())
+        );
+        assert_eq!(leader_exit(128 + 65), ProcessExit::Exited(193));
+        assert_eq!(leader_exit(255), ProcessExit::Exited(255));
+    }
+}

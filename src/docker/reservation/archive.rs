@@ -1,0 +1,99 @@
+//! Archive transfers through the workspace holder: the import upload and the export download.
+
+use bollard::body_try_stream;
+use bollard::query_parameters::{
+    DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use bytes::Bytes;
+use futures::future::FutureExt;
+use futures::StreamExt;
+
+use super::DockerReservation;
+use crate::docker::engine::{engine_error, is_not_found, with_causes};
+use crate::docker::layout::WORKSPACE;
+use crate::lifecycle::driver::{ArchiveDownload, ArchiveUpload};
+use crate::lifecycle::error::OwnerError;
+use crate::recovery::record::{Identity, Role};
+
+/// Archive transfers wait on the engine as long as the bytes keep flowing; the caller's
+/// signal and deadline bound how long anyone observes them.
+const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+/// Chunks queued between the import producer and the engine upload.
+const UPLOAD_QUEUE: usize = 4;
+
+impl DockerReservation {
+    async fn holder(&self) -> Result<String, OwnerError> {
+        let state = self.state.lock().await;
+        match crate::docker::objects::identity_of(&state.record, Role::Export) {
+            Some(Identity::Identified { id, .. }) => Ok(id.clone()),
+            _ => Err(OwnerError::state("the workspace holder does not exist yet")),
+        }
+    }
+
+    pub(super) async fn run_open_import(&self) -> Result<ArchiveUpload, OwnerError> {
+        let holder = self.holder().await?;
+        // The engine answers an upload only after extracting all of it: no request timeout.
+        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
+        let (sink, receiver) = tokio::sync::mpsc::channel::<Bytes>(UPLOAD_QUEUE);
+        let body = futures::stream::unfold(receiver, |mut receiver| async move {
+            receiver
+                .recv()
+                .await
+                .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
+        });
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(WORKSPACE)
+            .build();
+        let upload = tokio::spawn(async move {
+            docker
+                .upload_to_container(&holder, Some(options), body_try_stream(body))
+                .await
+                .map_err(|e| engine_error("importing into the workspace", e))
+        });
+        let done = async move {
+            upload.await.unwrap_or_else(|e| {
+                Err(OwnerError::driver(format!(
+                    "the import upload ended abnormally: {e}"
+                )))
+            })
+        }
+        .boxed();
+        Ok(ArchiveUpload { sink, done })
+    }
+
+    pub(super) async fn run_open_export(
+        &self,
+        relative: String,
+    ) -> Result<Option<ArchiveDownload>, OwnerError> {
+        let holder = self.holder().await?;
+        let path = if relative.is_empty() {
+            WORKSPACE.to_owned()
+        } else {
+            format!("{WORKSPACE}/{relative}")
+        };
+        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
+        let options = DownloadFromContainerOptionsBuilder::default()
+            .path(&path)
+            .build();
+        let mut stream = docker
+            .download_from_container(&holder, Some(options))
+            .boxed();
+        let first = match stream.next().await {
+            Some(Err(e)) if is_not_found(&e) => return Ok(None),
+            Some(Err(e)) => return Err(engine_error(&format!("exporting {path}"), e)),
+            Some(Ok(first)) => Some(first),
+            None => None,
+        };
+        let rest = stream.map(|item| {
+            item.map_err(|e| {
+                format!(
+                    "reading the workspace archive from the engine: {}",
+                    with_causes(&e)
+                )
+            })
+        });
+        Ok(Some(
+            futures::stream::iter(first.map(Ok)).chain(rest).boxed(),
+        ))
+    }
+}

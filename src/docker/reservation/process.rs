@@ -1,0 +1,170 @@
+//! The sandbox's one process: its own container, attached before it starts, and its leader's fate.
+
+use std::sync::Arc;
+
+use bollard::container::LogOutput;
+use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+
+use super::DockerReservation;
+use crate::docker::engine::{engine_error, is_not_found};
+use crate::docker::exit_status::leader_exit;
+use crate::docker::hardening::applied;
+use crate::docker::layout::fixed_environment;
+use crate::lifecycle::cancel::Cancel;
+use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
+use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::policy::network::NetworkKind;
+use crate::process::spec::SandboxProcessSpec;
+use crate::recovery::record::{Identity, Role};
+
+/// How soon, and at most how rarely, a lost wait for the leader's exit is asked again.
+const EXIT_WAIT_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+const EXIT_WAIT_LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl DockerReservation {
+    pub(super) async fn run_process(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+    ) -> Result<ProcessChannels, OwnerError> {
+        let (journal, expected) = {
+            let state = self.state.lock().await;
+            (state.journal.clone(), state.effective.clone())
+        };
+        let (Some(journal), Some(expected)) = (journal, expected) else {
+            return Err(OwnerError::state("the process needs a started sandbox"));
+        };
+        cancel.check()?;
+        let record = self
+            .announce(&journal, Role::Compute, Identity::Creating)
+            .await?;
+        let name = crate::docker::objects::name_of(&record, Role::Compute)
+            .unwrap_or_default()
+            .to_owned();
+        let volume = crate::docker::objects::name_of(&record, Role::Storage)
+            .unwrap_or_default()
+            .to_owned();
+        let network = match self.request.policy.network {
+            NetworkKind::Outbound => {
+                crate::docker::objects::name_of(&record, Role::Network).map(str::to_owned)
+            }
+            NetworkKind::Isolated => None,
+        };
+        let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
+        let mut env: Vec<String> = fixed_environment()
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
+        body.env = Some(env);
+        body.entrypoint = Some(vec![spec.executable.clone()]);
+        body.cmd = Some(spec.args.clone());
+        body.working_dir = Some(spec.cwd.clone());
+        body.attach_stdin = Some(true);
+        body.attach_stdout = Some(true);
+        body.attach_stderr = Some(true);
+        body.open_stdin = Some(true);
+        body.stdin_once = Some(true);
+        let id = self.create_container(&name, body).await?;
+        self.state.lock().await.compute = Some(id.clone());
+        self.identify_container(&journal, Role::Compute, &id)
+            .await?;
+
+        let docker = &self.settings.docker;
+        let inspect = docker
+            .inspect_container(&id, None)
+            .await
+            .map_err(|e| engine_error("inspecting the process container", e))?;
+        let host = inspect.host_config.clone().unwrap_or_default();
+        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
+        let effective = applied(&host, user.as_deref(), &self.settings.user)?;
+        if effective != expected {
+            return Err(OwnerError::Unsupported(
+                "the process container was not given the sandbox's observed policy".into(),
+            ));
+        }
+        cancel.check()?;
+
+        let attach = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .stream(true)
+            .build();
+        let attached = docker
+            .attach_container(&id, Some(attach))
+            .await
+            .map_err(|e| engine_error("attaching to the process", e))?;
+        {
+            // Decided under the lock a stop takes first: either this start is visible to the
+            // stop (and killed), or the stop is visible here (and nothing starts).
+            let state = self.state.lock().await;
+            if state.stopped_by_owner || cancel.is_cancelled() {
+                return Err(OwnerError::cancelled(
+                    "the sandbox stopped before its process started",
+                ));
+            }
+            docker
+                .start_container(&id, None)
+                .await
+                .map_err(|e| engine_error("starting the process", e))?;
+        }
+
+        let output = attached
+            .output
+            .filter_map(|item| async move {
+                match item {
+                    Ok(LogOutput::StdOut { message }) => Some(Ok((OutputStream::Stdout, message))),
+                    Ok(LogOutput::StdErr { message }) => Some(Ok((OutputStream::Stderr, message))),
+                    Ok(_) => None,
+                    Err(e) => Some(Err(OwnerError::operation(
+                        OperationCode::StreamFailure,
+                        format!("reading the process output failed: {e}"),
+                    ))),
+                }
+            })
+            .boxed();
+        let exit = Arc::clone(&self).exit_of(id);
+        Ok(ProcessChannels {
+            input: attached.input,
+            output,
+            exit,
+        })
+    }
+
+    /// The leader's fate. A lost engine connection is not a fate: the wait is asked again (with
+    /// backoff) until the engine answers or the owner stops the sandbox, so `exit` never reports
+    /// a stop that did not happen. Only a stop, or a container that no longer exists, makes the
+    /// receipt `Unavailable`.
+    fn exit_of(self: Arc<Self>, id: String) -> BoxFuture<'static, ProcessExit> {
+        let docker = self.settings.docker.clone();
+        async move {
+            let mut backoff = EXIT_WAIT_FIRST_RETRY;
+            let code = loop {
+                let options = WaitContainerOptionsBuilder::default()
+                    .condition("not-running")
+                    .build();
+                match docker.wait_container(&id, Some(options)).next().await {
+                    Some(Ok(response)) => break Some(response.status_code),
+                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
+                        code, ..
+                    })) => break Some(code),
+                    Some(Err(e)) if is_not_found(&e) => break None,
+                    _ => {}
+                }
+                if self.state.lock().await.stopped_by_owner {
+                    break None;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(EXIT_WAIT_LAST_RETRY);
+            };
+            if self.state.lock().await.stopped_by_owner {
+                return ProcessExit::Unavailable;
+            }
+            code.map_or(ProcessExit::Unavailable, leader_exit)
+        }
+        .boxed()
+    }
+}
