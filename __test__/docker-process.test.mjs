@@ -159,16 +159,25 @@ describe('docker process: stream limits', () => {
     }
   });
 
-  test('the execution deadline stops a sleep and the whole workload', async () => {
+  test('the execution deadline stops a sleep and the whole workload, and what came before is kept', async () => {
     const sandbox = await backend
       .reserve(request((p) => (p.execution = { kind: 'deadline', timeoutMs: 1_000 })), { kind: 'in_process' })
       .start();
     try {
-      const result = await runShell(sandbox, 'sleep 60 & sleep 60');
+      const result = await runShell(sandbox, 'echo before; echo err-before >&2; echo kept > out.txt; sleep 60 & sleep 60');
       assert.deepEqual(result.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.equal(result.stdout, 'before\n', 'output written before the deadline is delivered');
+      assert.equal(result.stderr, 'err-before\n');
       assert.ok(['stopping', 'stopped'].includes(sandbox.state.kind), `state ${sandbox.state.kind}`);
       await sandbox.stop();
       assert.equal(sandbox.state.kind, 'stopped');
+      const files = {};
+      await sandbox.exportTree({ kind: 'files', paths: ['out.txt'] }, async (entry) => {
+        const chunks = [];
+        for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+        files[entry.path] = Buffer.concat(chunks).toString();
+      });
+      assert.deepEqual(files, { 'out.txt': 'kept\n' }, 'the workspace outlives the deadline');
     } finally {
       await sandbox.destroy();
     }
