@@ -208,12 +208,39 @@ describe('bad input', () => {
 describe('state rules and aborts', () => {
   test('import after reserveProcess, export before stop, two concurrent transfers', async () => {
     await withReady(async (sandbox) => {
-      const first = sandbox.importTree([fileFromBytes('a', Buffer.alloc(100))]);
-      await assert.rejects(sandbox.importTree([]), SandboxStateError);
-      await first;
+      // Admission follows call order: the first call holds the transfer, the second is refused.
+      for (let round = 0; round < 20; round += 1) {
+        const first = sandbox.importTree([fileFromBytes(`a${round}`, Buffer.alloc(100))]);
+        const second = sandbox.importTree([]);
+        const [firstOutcome, secondOutcome] = await Promise.allSettled([first, second]);
+        assert.equal(firstOutcome.status, 'fulfilled', String(firstOutcome.reason));
+        assert.ok(secondOutcome.reason instanceof SandboxStateError, String(secondOutcome.reason));
+      }
+      const pending = sandbox.importTree([fileFromBytes('admitted-at-call', Buffer.alloc(1))]);
+      assert.throws(
+        () => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: sandbox.workspace }),
+        SandboxStateError,
+        'the import holds the sandbox before importTree returns',
+      );
+      await pending;
       await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
       sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: sandbox.workspace });
       await assert.rejects(sandbox.importTree([]), SandboxStateError);
+      await sandbox.stop();
+      for (let round = 0; round < 20; round += 1) {
+        const first = sandbox.exportTree({ kind: 'files', paths: [`a${round}`] }, async (entry) => {
+          for await (const _ of entry.bytes);
+        });
+        const second = sandbox.exportTree({ kind: 'workspace' }, () => {});
+        const [firstOutcome, secondOutcome] = await Promise.allSettled([first, second]);
+        assert.equal(firstOutcome.status, 'fulfilled', String(firstOutcome.reason));
+        assert.ok(secondOutcome.reason instanceof SandboxStateError, String(secondOutcome.reason));
+      }
+      const badSelection = await sandbox.exportTree({ kind: 'subtree', path: '../x' }, () => {}).catch((e) => e);
+      assert.ok(badSelection instanceof SandboxValidationError, 'a bad selection is a validation error');
+      assert.equal((await sandbox.exportTree({ kind: 'files', paths: ['a0'] }, async (entry) => {
+        for await (const _ of entry.bytes);
+      })).files, 1n, 'a refused or invalid call leaves the next one admissible');
     });
   });
 

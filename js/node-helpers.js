@@ -76,6 +76,7 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   });
   if (!root.isDirectory()) throw issue(['directory'], 'invalid_path', `${directory} is not a directory (symbolic links are not followed)`);
   check();
+  settle(owner.admitTransfer('import'), context, errorFromDescriptor);
   settle(await owner.importBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
   try {
     let index = 0;
@@ -118,6 +119,8 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
   let entered = false;
   try {
     await mkdir(staging, { mode: 0o700 });
+    settle(owner.admitExport(selection), context, errorFromDescriptor);
+    // A failed exportBegin releases the admission itself.
     settle(await owner.exportBegin(selection, { quotas: parsed.quotas }), context, errorFromDescriptor);
     entered = true;
     for (;;) {

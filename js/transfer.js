@@ -69,6 +69,8 @@ export async function importTree({ owner, context }, entries, options) {
   };
   try {
     watch.check();
+    // Admitted synchronously, so concurrent calls are admitted in the order they were made.
+    settle(owner.admitTransfer('import'), context, errorFromDescriptor);
     settle(await owner.importBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
     let index = 0;
     try {
@@ -144,6 +146,7 @@ export async function exportTree({ owner, context }, selection, consume, options
   const watch = observer(parsed);
   try {
     watch.check();
+    settle(owner.admitExport(selection), context, errorFromDescriptor);
     settle(await owner.exportBegin(selection, { quotas: parsed.quotas }), context, errorFromDescriptor);
     try {
       for (;;) {

@@ -13,6 +13,7 @@ use super::owner::NativeOwner;
 use crate::input::read::{array, kind, object, string};
 use crate::input::{child, Issues, ToValue, Value};
 use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::state::Operation;
 use crate::transfer::export::{ExportSession, Selection};
 use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
 use crate::transfer::import::ImportSession;
@@ -101,22 +102,29 @@ impl NativeOwner {
         self.owner().end_transfer(fence_import);
     }
 
-    /// Admits and opens an import; `options` are the parsed transfer options (quotas).
+    /// Admits a native export synchronously, so concurrent calls are admitted in call order; the
+    /// selection is validated first, so a bad one is a validation error in any state.
+    #[napi(js_name = "admitExport")]
+    pub fn admit_export(&self, selection: Captured) -> JsData {
+        let admitted = parse_selection(&selection.0).and_then(|_| self.owner().begin_export());
+        JsData(outcome(admitted.map(|()| Value::Null)))
+    }
+
+    /// Opens the import admitted by `admitTransfer('import')`; `options` are the parsed transfer
+    /// options (quotas). Any failure here releases the admission.
     #[napi(js_name = "importBegin")]
     pub async fn import_begin(&self, options: Captured) -> JsData {
+        let owner = self.owner();
+        if !owner.holds_transfer(Operation::Import) {
+            return done(Err(OwnerError::state(
+                "importBegin needs an admitted import",
+            )));
+        }
         let result = async {
             let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
-            let owner = self.owner();
-            owner.begin_import()?;
             let driver = owner.driver();
             let settings = driver.transfer_settings();
-            let upload = match Arc::clone(&driver).open_import().await {
-                Ok(upload) => upload,
-                Err(error) => {
-                    owner.end_transfer(false);
-                    return Err(error);
-                }
-            };
+            let upload = Arc::clone(&driver).open_import().await?;
             let session = ImportSession::new(
                 upload,
                 &settings,
@@ -127,6 +135,9 @@ impl NativeOwner {
             Ok(Value::Null)
         }
         .await;
+        if result.is_err() {
+            owner.end_transfer(false);
+        }
         done(result)
     }
 
@@ -250,33 +261,34 @@ impl NativeOwner {
         })
     }
 
+    /// Opens the export admitted by `admitExport`. Any failure here releases the admission.
     #[napi(js_name = "exportBegin")]
     pub async fn export_begin(&self, selection: Captured, options: Captured) -> JsData {
+        let owner = self.owner();
+        if !owner.holds_transfer(Operation::Export) {
+            return done(Err(OwnerError::state(
+                "exportBegin needs an admitted export",
+            )));
+        }
         let result = async {
             let selection = parse_selection(&selection.0)?;
             let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
-            let owner = self.owner();
-            owner.begin_export()?;
             let driver = owner.driver();
             let spill = driver.transfer_settings().spill_directory;
-            match ExportSession::new(
+            let session = ExportSession::new(
                 driver,
                 selection,
                 spill.as_deref(),
                 owner.request().policy.transfers,
                 options.quotas,
-            ) {
-                Ok(session) => {
-                    *self.slots().export.lock().await = Some(session);
-                    Ok(Value::Null)
-                }
-                Err(error) => {
-                    owner.end_transfer(false);
-                    Err(error)
-                }
-            }
+            )?;
+            *self.slots().export.lock().await = Some(session);
+            Ok(Value::Null)
         }
         .await;
+        if result.is_err() {
+            owner.end_transfer(false);
+        }
         done(result)
     }
 

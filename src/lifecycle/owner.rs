@@ -388,6 +388,11 @@ impl SandboxOwner {
         Ok(())
     }
 
+    /// Whether `operation` holds the transfer slot (admitted and not yet ended).
+    pub fn holds_transfer(&self, operation: Operation) -> bool {
+        self.core().transfer == Some(operation)
+    }
+
     /// Releases the transfer slot. An import that failed after bytes reached the guest fences
     /// execution for good: it is never replayed.
     pub fn end_transfer(&self, fence_import: bool) {
