@@ -121,7 +121,7 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
     await mkdir(staging, { mode: 0o700 });
     settle(owner.admitExport(selection), context, errorFromDescriptor);
     // A failed exportBegin releases the admission itself.
-    settle(await owner.exportBegin(selection, { quotas: parsed.quotas }), context, errorFromDescriptor);
+    settle(await owner.exportBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
     entered = true;
     for (;;) {
       check();

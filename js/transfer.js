@@ -147,7 +147,7 @@ export async function exportTree({ owner, context }, selection, consume, options
   try {
     watch.check();
     settle(owner.admitExport(selection), context, errorFromDescriptor);
-    settle(await owner.exportBegin(selection, { quotas: parsed.quotas }), context, errorFromDescriptor);
+    settle(await owner.exportBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
     try {
       for (;;) {
         const meta = settle(await owner.exportNext(), context, errorFromDescriptor);

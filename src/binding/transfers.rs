@@ -32,6 +32,16 @@ pub struct HostFileSeen {
 pub struct TransferSlots {
     import: Mutex<Option<ImportSession>>,
     export: Mutex<Option<ExportSession>>,
+    /// The selection parsed when its export was admitted, until `exportBegin` opens it.
+    admitted_selection: std::sync::Mutex<Option<Selection>>,
+}
+
+impl TransferSlots {
+    fn admitted_selection(&self) -> std::sync::MutexGuard<'_, Option<Selection>> {
+        self.admitted_selection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
 }
 
 pub type SharedSlots = Arc<TransferSlots>;
@@ -106,7 +116,11 @@ impl NativeOwner {
     /// selection is validated first, so a bad one is a validation error in any state.
     #[napi(js_name = "admitExport")]
     pub fn admit_export(&self, selection: Captured) -> JsData {
-        let admitted = parse_selection(&selection.0).and_then(|_| self.owner().begin_export());
+        let admitted = parse_selection(&selection.0).and_then(|selection| {
+            self.owner().begin_export()?;
+            *self.slots().admitted_selection() = Some(selection);
+            Ok(())
+        });
         JsData(outcome(admitted.map(|()| Value::Null)))
     }
 
@@ -261,17 +275,18 @@ impl NativeOwner {
         })
     }
 
-    /// Opens the export admitted by `admitExport`. Any failure here releases the admission.
+    /// Opens the export admitted by `admitExport`, with its selection. Any failure here releases
+    /// the admission.
     #[napi(js_name = "exportBegin")]
-    pub async fn export_begin(&self, selection: Captured, options: Captured) -> JsData {
+    pub async fn export_begin(&self, options: Captured) -> JsData {
         let owner = self.owner();
-        if !owner.holds_transfer(Operation::Export) {
+        let selection = self.slots().admitted_selection().take();
+        let Some(selection) = selection.filter(|_| owner.holds_transfer(Operation::Export)) else {
             return done(Err(OwnerError::state(
                 "exportBegin needs an admitted export",
             )));
-        }
+        };
         let result = async {
-            let selection = parse_selection(&selection.0)?;
             let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
             let driver = owner.driver();
             let spill = driver.transfer_settings().spill_directory;
