@@ -23,7 +23,10 @@ async function startFront(port = 0, identity = 'server') {
   const replies = [];
   child.on('message', (message) => replies.shift()?.(message));
   const nextReply = () => new Promise((resolve) => replies.push(resolve));
-  const listening = await nextReply();
+  // A front that cannot listen (a port in use) fails the test instead of hanging it.
+  const exited = new Promise((_, reject) => child.once('exit', (code) => reject(new Error(`the front exited (${code}) before listening`))));
+  exited.catch(() => {});
+  const listening = await Promise.race([nextReply(), exited]);
   return {
     port: listening.port,
     /** What the front has seen so far. */
