@@ -46,11 +46,10 @@ fi
 
 # A machine restored from a snapshot keeps the pid files of an engine that no longer runs.
 # dockerd refuses to start while its pid file names any live process, and after a restore
-# that PID may well belong to something else, so the files go whenever no engine process runs.
+# that PID may well belong to something else. Called only when no dockerd runs; dockerd's own
+# containerd may outlive it, and then its pid file stays so dockerd adopts it.
 remove_stale_pid_files() {
-  if ! pgrep -x dockerd >/dev/null 2>&1; then
-    rm -f /var/run/docker.pid
-  fi
+  rm -f /var/run/docker.pid
   if ! pgrep -x containerd >/dev/null 2>&1; then
     rm -f /var/run/docker/containerd/containerd.pid
   fi
