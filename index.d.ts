@@ -468,6 +468,15 @@ export declare const SANDBOX_LIMITS: Readonly<{
   mergeFanInMin: number;
   mergeFanIn: number;
   streamBufferBytes: number;
+  /** Paths in one `{ kind: 'files', paths }` export selection: 262144. */
+  exportFilePaths: number;
+  /** What one call's input capture reads at most: values (1048576), objects and arrays (4096),
+   *  UTF-8 bytes of all strings (384 MiB), bytes of one string (1 MiB). Past a bound, or on a
+   *  cycle, the value is reported as an issue (`too_long`, `invalid_value`) at its path. */
+  captureValues: number;
+  captureObjects: number;
+  captureStringBytes: number;
+  captureStringBytesOne: number;
 }>;
 
 // ---------------------------------------------------------------------------------------------

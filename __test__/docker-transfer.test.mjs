@@ -6,7 +6,7 @@ import { mkdtempSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
+import { fileFromBytes, SANDBOX_LIMITS, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { IMAGE, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
 
@@ -201,6 +201,25 @@ describe('bad input', () => {
       assert.match(directory.message, /dir is not a regular file/);
       const duplicate = await exported(sandbox, { kind: 'files', paths: ['dir', 'dir'] }).catch((e) => e);
       assert.equal(duplicate.issues[0].code, 'duplicate');
+    });
+  });
+
+  test('every path of a long exact-file selection is seen; one past SANDBOX_LIMITS.exportFilePaths is refused by name', async () => {
+    await withReady(async (sandbox) => {
+      await sandbox.stop();
+      // A duplicate at index 4,199: found only if the selection was read to its end.
+      const paths = Array.from({ length: 4200 }, (_, i) => `f${i}`);
+      paths[4199] = 'f0';
+      let consumed = 0;
+      const duplicate = await sandbox.exportTree({ kind: 'files', paths }, async () => void consumed++).catch((e) => e);
+      assert.ok(duplicate instanceof SandboxValidationError, `got ${duplicate}`);
+      assert.equal(duplicate.issues[0].code, 'duplicate');
+      assert.equal(consumed, 0, 'nothing is delivered from a refused selection');
+      const tooMany = Array.from({ length: SANDBOX_LIMITS.exportFilePaths + 1 }, (_, i) => `f${i}`);
+      const refused = await sandbox.exportTree({ kind: 'files', paths: tooMany }, async () => {}).catch((e) => e);
+      assert.ok(refused instanceof SandboxValidationError, `got ${refused}`);
+      assert.deepEqual([refused.issues[0].code, [...refused.issues[0].path]], ['too_long', ['paths']]);
+      assert.match(refused.issues[0].message, /262144/);
     });
   });
 });

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseSandboxRequest, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from '../index.js';
+import { parseSandboxRequest, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS, SandboxValidationError } from '../index.js';
 import { assertDeepFrozen, assertIssues, request } from './helpers.mjs';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
@@ -167,5 +167,47 @@ describe('parseSandboxRequest: issues name the exact field', () => {
     const input = request();
     input.policy.resources.self = input;
     assert.throws(() => parseSandboxRequest(input), { name: 'SandboxValidationError' });
+  });
+});
+
+describe('input capture is bounded in total, not only per level', () => {
+  const P = (...rest) => ['policy', ...rest];
+  test('shared references (2^40 paths through 41 objects) are answered with a typed error', () => {
+    let shared = { cpus: 1 };
+    for (let i = 0; i < 40; i++) shared = { a: shared, b: shared };
+    const input = request();
+    input.policy.resources = shared;
+    let thrown;
+    try {
+      parseSandboxRequest(input);
+    } catch (error) {
+      thrown = error;
+    }
+    assert.ok(thrown instanceof SandboxValidationError);
+    const budget = thrown.issues.find((issue) => issue.code === 'too_long');
+    assert.ok(budget, 'the capture budget is reported');
+    assert.equal(budget.path[0], 'policy');
+    assert.match(budget.message, /captureObjects/);
+    assert.equal(SANDBOX_LIMITS.captureObjects, 4096);
+  });
+
+  test('an object met again on its own path is reported as a cycle where it is read', () => {
+    const input = request();
+    input.policy.resources = input.policy;
+    assertIssues(parseSandboxRequest, input, [['invalid_value', P('resources')]]);
+  });
+
+  test('a string longer than any field is refused unread', () => {
+    const input = request();
+    input.policy.network.kind = 'x'.repeat(SANDBOX_LIMITS.captureStringBytesOne + 1);
+    const error = assertIssues(parseSandboxRequest, input, [['too_long', P('network', 'kind')]]);
+    assert.match(error.issues[0].message, /captureStringBytesOne/);
+  });
+
+  test('an array past the values budget is refused unread', () => {
+    const input = request();
+    input.policy.network = new Array(SANDBOX_LIMITS.captureValues + 1).fill(0);
+    const error = assertIssues(parseSandboxRequest, input, [['too_long', P('network')]]);
+    assert.match(error.issues[0].message, /captureValues/);
   });
 });

@@ -24,9 +24,12 @@ pub fn sha256_of(value: &Value) -> String {
 
 fn canonical(value: &Value) -> String {
     match value {
-        Value::Null | Value::Undefined | Value::Function | Value::Symbol | Value::Foreign(_) => {
-            "null".into()
-        }
+        Value::Null
+        | Value::Undefined
+        | Value::Function
+        | Value::Symbol
+        | Value::Foreign(_)
+        | Value::Refused(_) => "null".into(),
         Value::Bool(b) => b.to_string(),
         Value::Number(n) => serde_json::to_string(n).unwrap_or_else(|_| "null".into()),
         Value::BigInt(n) => format!(

@@ -5,7 +5,11 @@ use crate::input::Value;
 /// The byte length of `JSON.stringify(value)` for the plain data the parsers produce.
 pub fn json_len(value: &Value) -> usize {
     match value {
-        Value::Undefined | Value::Function | Value::Symbol | Value::Foreign(_) => 0,
+        Value::Undefined
+        | Value::Function
+        | Value::Symbol
+        | Value::Foreign(_)
+        | Value::Refused(_) => 0,
         Value::Null => 4,
         Value::Bool(true) => 4,
         Value::Bool(false) => 5,

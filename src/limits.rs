@@ -46,5 +46,16 @@ pub const DEFAULT_MAX_BUFFERED_INPUT_BYTES: u64 = 1_024 * 1_024;
 pub const DEFAULT_MAX_BUFFERED_OUTPUT_BYTES: u64 = 1_024 * 1_024;
 pub const DEFAULT_HIGH_WATER_MARK: u64 = 64 * 1_024;
 
+/// What one call's input capture reads at most (`SANDBOX_LIMITS.capture*`): values in total,
+/// objects and arrays, UTF-8 bytes of strings and keys in total, and bytes of one string.
+/// The totals admit the largest exact-file export selection.
+pub const CAPTURE_VALUES_MAX: usize = 1_048_576;
+pub const CAPTURE_OBJECTS_MAX: usize = 4_096;
+pub const CAPTURE_STRING_BYTES_MAX: usize = 384 * 1_024 * 1_024;
+pub const CAPTURE_STRING_BYTES_ONE_MAX: usize = 1_024 * 1_024;
+
+/// Paths in one `{ kind: 'files', paths }` export selection (`SANDBOX_LIMITS.exportFilePaths`).
+pub const EXPORT_FILE_PATHS_MAX: usize = 262_144;
+
 /// The recovery record format this version reads and writes.
 pub const RECOVERY_FORMAT: &str = "agenai.sandbox-recovery.v2";

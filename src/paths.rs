@@ -17,11 +17,7 @@ pub fn path(value: &Value, at: &[Seg], anchor: Anchor, issues: &mut Issues) -> O
     let s = match value {
         Value::String(s) => s,
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                at,
-                format!("expected a path string, received {}", other.type_name()),
-            );
+            issues.mismatch(at, "expected a path string", other);
             return None;
         }
     };

@@ -43,5 +43,10 @@ pub fn sandbox_limits() -> JsData {
         ("mergeFanInMin", u(MERGE_FAN_IN_MIN)),
         ("mergeFanIn", u(MERGE_FAN_IN_MAX)),
         ("streamBufferBytes", u(STREAM_BUFFER_BYTES_MAX)),
+        ("exportFilePaths", n(EXPORT_FILE_PATHS_MAX)),
+        ("captureValues", n(CAPTURE_VALUES_MAX)),
+        ("captureObjects", n(CAPTURE_OBJECTS_MAX)),
+        ("captureStringBytes", n(CAPTURE_STRING_BYTES_MAX)),
+        ("captureStringBytesOne", n(CAPTURE_STRING_BYTES_ONE_MAX)),
     ]))
 }

@@ -1,74 +1,180 @@
 //! Captures JS values as core [`Value`]s and turns core values back into JS data.
 
 use napi::bindgen_prelude::*;
-use napi::{sys, JsValue, KeyCollectionMode, KeyConversion, KeyFilter, ValueType};
+use napi::{sys, JsString, JsValue, KeyCollectionMode, KeyConversion, KeyFilter, ValueType};
 
-use crate::input::Value;
+use crate::input::{IssueCode, Refusal, Value};
+use crate::limits::{
+    CAPTURE_OBJECTS_MAX, CAPTURE_STRING_BYTES_MAX, CAPTURE_STRING_BYTES_ONE_MAX, CAPTURE_VALUES_MAX,
+};
 
-/// Deeper input than any contract shape; it also stops cycles.
+/// Deeper input than any contract shape.
 const MAX_DEPTH: usize = 32;
-/// Elements and keys captured per array or object; a longer one is over every limit anyway,
-/// and the parsers see one element past the bound so they report it as too long.
-const MAX_ITEMS: u32 = 4_096;
 
-/// Captures `value` as plain data. Getters run; cycles and depth end as `Value::Foreign`.
+/// What one capture may read: every bound is enforced before the JS value is read, so any input
+/// (shared references, huge arrays, long strings) is answered in time proportional to the
+/// budget, never to the input. Past a bound the value becomes [`Value::Refused`] and every parser
+/// reports it as an issue at its path.
+struct Budget {
+    values: usize,
+    objects: usize,
+    string_bytes: usize,
+}
+
+impl Budget {
+    fn full() -> Self {
+        Self {
+            values: CAPTURE_VALUES_MAX,
+            objects: CAPTURE_OBJECTS_MAX,
+            string_bytes: CAPTURE_STRING_BYTES_MAX,
+        }
+    }
+}
+
+/// One capture in progress: the budget left and the objects on the path from the root (an
+/// object met again on its own path is a cycle).
+struct Capture<'env> {
+    budget: Budget,
+    ancestors: Vec<Object<'env>>,
+}
+
+fn refused(code: IssueCode, message: String) -> Value {
+    Value::Refused(Refusal { code, message })
+}
+
+fn over_budget(what: &str, key: &str, bound: usize) -> Value {
+    refused(
+        IssueCode::TooLong,
+        format!("the input holds more than {bound} {what} in one call (SANDBOX_LIMITS.{key})"),
+    )
+}
+
+/// Captures `value` as plain data. Getters run; cycles, depth and the capture budget end as
+/// [`Value::Refused`].
 pub fn capture(value: Unknown<'_>) -> Result<Value> {
-    capture_at(value, 0)
+    Capture {
+        budget: Budget::full(),
+        ancestors: Vec::new(),
+    }
+    .value(value)
 }
 
-fn capture_at(value: Unknown<'_>, depth: usize) -> Result<Value> {
-    Ok(match value.get_type()? {
-        ValueType::Undefined => Value::Undefined,
-        ValueType::Null => Value::Null,
-        ValueType::Boolean => Value::Bool(unsafe { value.cast::<bool>()? }),
-        ValueType::Number => Value::Number(unsafe { value.cast::<f64>()? }),
-        ValueType::String => Value::String(unsafe { value.cast::<String>()? }),
-        ValueType::Symbol => Value::Symbol,
-        ValueType::Function => Value::Function,
-        ValueType::BigInt => {
-            let big = unsafe { value.cast::<BigInt>()? };
-            let (n, lossless) = big.get_i128();
-            Value::BigInt(lossless.then_some(n))
+impl<'env> Capture<'env> {
+    fn value(&mut self, value: Unknown<'env>) -> Result<Value> {
+        if self.budget.values == 0 {
+            return Ok(over_budget("values", "captureValues", CAPTURE_VALUES_MAX));
         }
-        ValueType::Object if depth >= MAX_DEPTH => Value::Foreign("deeply nested Object".into()),
-        ValueType::Object => capture_object(unsafe { value.cast::<Object<'_>>()? }, depth)?,
-        _ => Value::Foreign("external".into()),
-    })
-}
+        self.budget.values -= 1;
+        Ok(match value.get_type()? {
+            ValueType::Undefined => Value::Undefined,
+            ValueType::Null => Value::Null,
+            ValueType::Boolean => Value::Bool(unsafe { value.cast::<bool>()? }),
+            ValueType::Number => Value::Number(unsafe { value.cast::<f64>()? }),
+            ValueType::String => self.string(unsafe { value.cast::<JsString<'_>>()? })?,
+            ValueType::Symbol => Value::Symbol,
+            ValueType::Function => Value::Function,
+            ValueType::BigInt => {
+                let big = unsafe { value.cast::<BigInt>()? };
+                let (n, lossless) = big.get_i128();
+                Value::BigInt(lossless.then_some(n))
+            }
+            ValueType::Object if self.ancestors.len() >= MAX_DEPTH => refused(
+                IssueCode::InvalidValue,
+                format!("the input nests deeper than {MAX_DEPTH} levels"),
+            ),
+            ValueType::Object => self.object(unsafe { value.cast::<Object<'env>>()? })?,
+            _ => Value::Foreign("external".into()),
+        })
+    }
 
-fn capture_object(object: Object<'_>, depth: usize) -> Result<Value> {
-    if object.is_array()? {
-        let len = object.get_array_length()?.min(MAX_ITEMS + 1);
-        let mut items = Vec::with_capacity(len as usize);
-        for index in 0..len {
-            items.push(capture_at(
-                object.get_element::<Unknown<'_>>(index)?,
-                depth + 1,
-            )?);
+    /// A string is measured before it is copied: one longer than any contract field or past the
+    /// call's total is refused unread.
+    fn string(&mut self, string: JsString<'_>) -> Result<Value> {
+        let len = string.utf8_len()?;
+        if len > CAPTURE_STRING_BYTES_ONE_MAX {
+            return Ok(refused(
+                IssueCode::TooLong,
+                format!(
+                    "a string of {len} bytes of UTF-8 is longer than any field allows \
+                     ({CAPTURE_STRING_BYTES_ONE_MAX}, SANDBOX_LIMITS.captureStringBytesOne)"
+                ),
+            ));
         }
-        return Ok(Value::Array(items));
-    }
-    let class = class_name(&object)?;
-    if class.as_deref().is_some_and(|c| c != "Object") {
-        return Ok(Value::Foreign(class.unwrap_or_default()));
-    }
-    let keys = object.get_all_property_names(
-        KeyCollectionMode::OwnOnly,
-        KeyFilter::Enumerable,
-        KeyConversion::NumbersToStrings,
-    )?;
-    let len = keys.get_array_length()?.min(MAX_ITEMS + 1);
-    let mut fields = Vec::with_capacity(len as usize);
-    for index in 0..len {
-        let key = keys.get_element::<Unknown<'_>>(index)?;
-        if key.get_type()? != ValueType::String {
-            continue;
+        if len > self.budget.string_bytes {
+            return Ok(over_budget(
+                "bytes of strings",
+                "captureStringBytes",
+                CAPTURE_STRING_BYTES_MAX,
+            ));
         }
-        let key = unsafe { key.cast::<String>()? };
-        let value = object.get_named_property::<Unknown<'_>>(&key)?;
-        fields.push((key, capture_at(value, depth + 1)?));
+        self.budget.string_bytes -= len;
+        Ok(Value::String(string.into_utf8()?.into_owned()?))
     }
-    Ok(Value::Object(fields))
+
+    fn object(&mut self, object: Object<'env>) -> Result<Value> {
+        if self.budget.objects == 0 {
+            return Ok(over_budget(
+                "objects and arrays",
+                "captureObjects",
+                CAPTURE_OBJECTS_MAX,
+            ));
+        }
+        self.budget.objects -= 1;
+        let env = Env::from_raw(object.value().env);
+        for ancestor in &self.ancestors {
+            if env.strict_equals(*ancestor, object)? {
+                return Ok(refused(
+                    IssueCode::InvalidValue,
+                    "the input refers to itself (a cycle)".into(),
+                ));
+            }
+        }
+        self.ancestors.push(object);
+        let captured = self.object_contents(&object);
+        self.ancestors.pop();
+        captured
+    }
+
+    fn object_contents(&mut self, object: &Object<'env>) -> Result<Value> {
+        if object.is_array()? {
+            let len = object.get_array_length()? as usize;
+            if len > self.budget.values {
+                return Ok(over_budget("values", "captureValues", CAPTURE_VALUES_MAX));
+            }
+            let mut items = Vec::with_capacity(len);
+            for index in 0..len as u32 {
+                items.push(self.value(object.get_element::<Unknown<'_>>(index)?)?);
+            }
+            return Ok(Value::Array(items));
+        }
+        let class = class_name(object)?;
+        if class.as_deref().is_some_and(|c| c != "Object") {
+            return Ok(Value::Foreign(class.unwrap_or_default()));
+        }
+        let keys = object.get_all_property_names(
+            KeyCollectionMode::OwnOnly,
+            KeyFilter::Enumerable,
+            KeyConversion::NumbersToStrings,
+        )?;
+        let len = keys.get_array_length()? as usize;
+        if len > self.budget.values {
+            return Ok(over_budget("values", "captureValues", CAPTURE_VALUES_MAX));
+        }
+        let mut fields = Vec::with_capacity(len);
+        for index in 0..len as u32 {
+            let key = keys.get_element::<Unknown<'_>>(index)?;
+            if key.get_type()? != ValueType::String {
+                continue;
+            }
+            let key = match self.string(unsafe { key.cast::<JsString<'_>>()? })? {
+                Value::String(key) => key,
+                refusal => return Ok(refusal),
+            };
+            let value = object.get_named_property::<Unknown<'_>>(&key)?;
+            fields.push((key, self.value(value)?));
+        }
+        Ok(Value::Object(fields))
+    }
 }
 
 /// `None` for a null prototype (a plain dictionary), else the constructor's name.
@@ -138,7 +244,8 @@ impl ToNapiValue for JsData {
                 | Value::BigInt(None)
                 | Value::Function
                 | Value::Symbol
-                | Value::Foreign(_) => <()>::to_napi_value(env, ()),
+                | Value::Foreign(_)
+                | Value::Refused(_) => <()>::to_napi_value(env, ()),
             }
         }
     }

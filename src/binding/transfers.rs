@@ -10,14 +10,14 @@ use tokio::sync::Mutex;
 use super::errors::{failed, outcome};
 use super::js_value::{Captured, JsData};
 use super::owner::NativeOwner;
-use crate::input::read::{array, kind, object, string};
-use crate::input::{child, Issues, ToValue, Value};
+use crate::input::{ToValue, Value};
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::state::Operation;
 use crate::transfer::export::{ExportSession, Selection};
 use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
 use crate::transfer::import::ImportSession;
 use crate::transfer::options::parse_transfer_options;
+use crate::transfer::selection::parse_export_selection;
 
 /// What the directory walk saw of a host file (`lstat` with bigints).
 #[napi(object)]
@@ -47,44 +47,7 @@ impl TransferSlots {
 pub type SharedSlots = Arc<TransferSlots>;
 
 fn parse_selection(value: &Value) -> std::result::Result<Selection, OwnerError> {
-    let mut issues = Issues::new();
-    let selection = (|| {
-        let mut f = object(value, &[], &mut issues)?;
-        let result = match kind(&mut f, &["workspace", "files", "subtree"], &mut issues) {
-            Some("workspace") => Some(Selection::Workspace),
-            Some("files") => {
-                let at = f.at("paths");
-                let items = f
-                    .required("paths", &mut issues)
-                    .and_then(|v| array(v, &at, usize::MAX, &mut issues));
-                items.and_then(|items| {
-                    let paths: Vec<Option<String>> = items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, v)| string(v, &child(&at, i), 1_024, &mut issues))
-                        .collect();
-                    paths
-                        .into_iter()
-                        .collect::<Option<Vec<String>>>()
-                        .map(Selection::Files)
-                })
-            }
-            Some("subtree") => {
-                let at = f.at("path");
-                f.required("path", &mut issues)
-                    .and_then(|v| string(v, &at, 1_024, &mut issues))
-                    .map(Selection::Subtree)
-            }
-            _ => {
-                f.optional("paths");
-                f.optional("path");
-                None
-            }
-        };
-        f.finish(&mut issues);
-        result
-    })();
-    issues.finish(selection).map_err(OwnerError::Validation)
+    parse_export_selection(value).map_err(OwnerError::Validation)
 }
 
 fn done(result: std::result::Result<Value, OwnerError>) -> JsData {

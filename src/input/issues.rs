@@ -149,6 +149,19 @@ impl Issues {
         });
     }
 
+    /// Records a value of the wrong type: `expected` says what was wanted ("expected a string").
+    /// A value the capture refused is reported with the capture's own code and reason.
+    pub fn mismatch(&mut self, path: &[Seg], expected: &str, received: &super::Value) {
+        match received {
+            super::Value::Refused(refusal) => self.add(refusal.code, path, refusal.message.clone()),
+            other => self.add(
+                IssueCode::InvalidType,
+                path,
+                format!("{expected}, received {}", other.type_name()),
+            ),
+        }
+    }
+
     pub fn is_empty(&self) -> bool {
         self.list.is_empty()
     }

@@ -5,4 +5,4 @@ pub mod read;
 pub mod value;
 
 pub use issues::{child, render_path, Issue, IssueCode, Issues, Path, Seg};
-pub use value::{ToValue, Value};
+pub use value::{Refusal, ToValue, Value};

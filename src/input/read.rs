@@ -23,11 +23,7 @@ pub fn object<'a>(value: &'a Value, path: &[Seg], issues: &mut Issues) -> Option
             path: path.to_vec(),
         }),
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!("expected a plain object, received {}", other.type_name()),
-            );
+            issues.mismatch(path, "expected a plain object", other);
             None
         }
     }
@@ -118,11 +114,7 @@ pub fn string(
         }
         Value::String(s) => Some(s.clone()),
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!("expected a string, received {}", other.type_name()),
-            );
+            issues.mismatch(path, "expected a string", other);
             None
         }
     }
@@ -166,15 +158,7 @@ pub fn literal(
             }
         },
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!(
-                    "expected one of {}, received {}",
-                    quoted(allowed),
-                    other.type_name()
-                ),
-            );
+            issues.mismatch(path, &format!("expected one of {}", quoted(allowed)), other);
             None
         }
     }
@@ -193,11 +177,7 @@ pub fn boolean(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<bool>
     match value {
         Value::Bool(b) => Some(*b),
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!("expected a boolean, received {}", other.type_name()),
-            );
+            issues.mismatch(path, "expected a boolean", other);
             None
         }
     }
@@ -224,11 +204,7 @@ pub fn finite(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<f64> {
             None
         }
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!("expected a number, received {}", other.type_name()),
-            );
+            issues.mismatch(path, "expected a number", other);
             None
         }
     }
@@ -338,14 +314,7 @@ pub fn amount(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<u64> {
         }
         Value::Number(_) => nonnegative_integer(value, path, issues),
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!(
-                    "expected a number or bigint, received {}",
-                    other.type_name()
-                ),
-            );
+            issues.mismatch(path, "expected a number or bigint", other);
             None
         }
     }
@@ -372,11 +341,7 @@ pub fn array<'a>(
         }
         Value::Array(items) => Some(items),
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                path,
-                format!("expected an array, received {}", other.type_name()),
-            );
+            issues.mismatch(path, "expected an array", other);
             None
         }
     }

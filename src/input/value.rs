@@ -17,6 +17,16 @@ pub enum Value {
     Symbol,
     /// Any other object (class instance, typed array, Date, AbortSignal, ...), by constructor name.
     Foreign(String),
+    /// A value the capture refused to read (past its budget, a cycle, too deep): every reader
+    /// reports it as an issue with this code and message.
+    Refused(Refusal),
+}
+
+/// Why a value was not captured.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Refusal {
+    pub code: super::IssueCode,
+    pub message: String,
 }
 
 impl Value {
@@ -35,6 +45,7 @@ impl Value {
             Value::Function => "function".into(),
             Value::Symbol => "symbol".into(),
             Value::Foreign(class) => format!("{class} instance"),
+            Value::Refused(refusal) => refusal.message.clone(),
         }
     }
 

@@ -77,14 +77,7 @@ fn args(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Vec<String>> {
 
 fn env(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Vec<(String, String)>> {
     let Value::Object(entries) = value else {
-        issues.add(
-            IssueCode::InvalidType,
-            at,
-            format!(
-                "expected a plain object of strings, received {}",
-                value.type_name()
-            ),
-        );
+        issues.mismatch(at, "expected a plain object of strings", value);
         return None;
     };
     if entries.len() > PROCESS_ENV_ENTRIES_MAX {

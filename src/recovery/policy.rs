@@ -1,7 +1,7 @@
 //! `parseSandboxRecoveryPolicy`: in-process only, or persisted through the caller's function.
 
 use crate::input::read::{kind, object};
-use crate::input::{Issue, IssueCode, Issues, Value};
+use crate::input::{Issue, Issues, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RecoveryPolicyKind {
@@ -19,13 +19,10 @@ pub fn parse_sandbox_recovery_policy(input: &Value) -> Result<RecoveryPolicyKind
             Some("persisted") => match f.required("persist", &mut issues) {
                 Some(Value::Function) => Some(RecoveryPolicyKind::Persisted),
                 Some(other) => {
-                    issues.add(
-                        IssueCode::InvalidType,
+                    issues.mismatch(
                         &f.at("persist"),
-                        format!(
-                            "expected a function returning a promise, received {}",
-                            other.type_name()
-                        ),
+                        "expected a function returning a promise",
+                        other,
                     );
                     None
                 }

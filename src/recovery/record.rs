@@ -173,11 +173,7 @@ fn record(value: &Value, issues: &mut Issues) -> Option<SandboxRecoveryRecord> {
             return None;
         }
         other => {
-            issues.add(
-                IssueCode::InvalidType,
-                &f.at("format"),
-                format!("expected a string, received {}", other.type_name()),
-            );
+            issues.mismatch(&f.at("format"), "expected a string", other);
             return None;
         }
     }

@@ -6,6 +6,7 @@ pub mod host_files;
 pub mod import;
 pub mod ledger;
 pub mod options;
+pub mod selection;
 pub mod summary;
 pub mod tar_read;
 pub mod tar_write;

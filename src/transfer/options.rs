@@ -45,11 +45,7 @@ fn options(value: &Value, issues: &mut Issues) -> Option<TransferOptions> {
         None => Some(false),
         Some(Value::Foreign(class)) if class == "AbortSignal" => Some(true),
         Some(other) => {
-            issues.add(
-                IssueCode::InvalidType,
-                &f.at("signal"),
-                format!("expected an AbortSignal, received {}", other.type_name()),
-            );
+            issues.mismatch(&f.at("signal"), "expected an AbortSignal", other);
             None
         }
     };
