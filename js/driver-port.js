@@ -2,6 +2,13 @@
 // operation. It never throws into native code: each call resolves `{ ok: true, value }` or
 // `{ ok: false, ref, message }`, and `ref` keeps the thrown object for the caller to see.
 
+/**
+ * The driver errors a port remembers for their callers. A caller sees its error when the native
+ * call it awaits settles, so only the most recent ones can still be asked for; older ones are
+ * forgotten (their message still travels), which keeps a long-lived owner's memory flat.
+ */
+export const REMEMBERED_DRIVER_ERRORS = 64;
+
 /** Creates a port over `handlers` (`{ [op]: (arg) => value | Promise<value> }`). */
 export function createDriverPort(handlers) {
   const errors = new Map();
@@ -14,6 +21,7 @@ export function createDriverPort(handlers) {
     } catch (error) {
       const ref = nextRef++;
       errors.set(ref, error);
+      if (errors.size > REMEMBERED_DRIVER_ERRORS) errors.delete(errors.keys().next().value);
       return { ok: false, ref, message: messageOf(error) };
     }
   }

@@ -106,9 +106,10 @@ export async function importViaDriver({ owner, context, readyPort, request }, en
   const watch = linkedController(parsed);
   let entered = false;
   let failed = true;
+  let ticket;
   try {
     watch.check();
-    settle(owner.admitTransfer('import'), context, errorFromDescriptor);
+    ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
     const result = await withSpill(readyPort, watch.signal, async (store) => {
@@ -146,7 +147,8 @@ export async function importViaDriver({ owner, context, readyPort, request }, en
     return result;
   } finally {
     watch.close();
-    owner.endTransfer(failed && entered);
+    // Only this call's own admission is released, and only once.
+    if (ticket !== undefined) owner.endTransfer(ticket, failed && entered);
   }
 }
 
@@ -182,9 +184,10 @@ export async function exportViaDriver({ owner, context, readyPort, request }, se
     throw quotaError('maxPaths', parsed.quotas.maxPaths, `the selection's ${roots.length} path(s)`);
   }
   const watch = linkedController(parsed);
+  let ticket;
   try {
     watch.check();
-    settle(owner.admitTransfer('export'), context, errorFromDescriptor);
+    ticket = settle(owner.admitTransfer('export'), context, errorFromDescriptor);
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
     const wanted = new Set(kind === 'files' ? roots : []);
@@ -243,6 +246,6 @@ export async function exportViaDriver({ owner, context, readyPort, request }, se
     });
   } finally {
     watch.close();
-    owner.endTransfer(false);
+    if (ticket !== undefined) owner.endTransfer(ticket, false);
   }
 }

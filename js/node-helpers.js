@@ -7,7 +7,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxUnsupportedError, Sa
 import { settle } from './driver-port.js';
 import { nativeTransfersOf } from './owner.js';
 import { parseTransferOptions } from './parsers.js';
-import { SANDBOX_DEFAULT_TRANSFER_BUFFERS } from './constants.js';
+import { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './constants.js';
 
 /** A failed local cleanup; keep it and call `retryCleanup()` until it succeeds. */
 export class SandboxDirectoryCleanupError extends Error {
@@ -34,6 +34,7 @@ function splitOptions(options) {
   if (options === null || typeof options !== 'object') throw issue(['options'], 'invalid_type', 'expected an options object');
   const { chunkBytes = SANDBOX_DEFAULT_TRANSFER_BUFFERS.chunkBytes, ...transfer } = options;
   if (!Number.isSafeInteger(chunkBytes) || chunkBytes < 1) throw issue(['options', 'chunkBytes'], 'too_small', 'must be a positive safe integer');
+  if (chunkBytes > SANDBOX_LIMITS.chunkBytes) throw issue(['options', 'chunkBytes'], 'too_large', `must be at most ${SANDBOX_LIMITS.chunkBytes} (SANDBOX_LIMITS.chunkBytes)`);
   return { chunkBytes, transfer };
 }
 

@@ -19,7 +19,16 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
   const startController = new AbortController();
   const context = { owner: undefined, errors: undefined };
   const ports = { ready: undefined };
-  const checkpoint = async (next) => settle(await owner.checkpoint(next), context, errorFromDescriptor);
+  // The native owner holds this port's function: nothing the port reaches may hold the owner
+  // or its faces (`context.owner` does), or the pair is a cycle through native code that the
+  // garbage collector cannot see. The port gets its own context and a weak owner reference.
+  const portContext = { owner: undefined, errors: undefined };
+  let ownerRef;
+  const checkpoint = async (next) => {
+    const live = ownerRef.deref();
+    if (live === undefined) throw new SandboxStateError('The sandbox owner is gone; nothing can be checkpointed.');
+    return settle(await live.checkpoint(next), portContext, errorFromDescriptor);
+  };
   const port = createDriverPort({
     async start() {
       const ready = await reserved.start({ signal: startController.signal, checkpoint });
@@ -30,14 +39,16 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       return { effective: ready.effective, workspace: ready.workspace };
     },
     abortStart(reason) {
-      startController.abort(errorFromDescriptor(reason, context));
+      startController.abort(errorFromDescriptor(reason, portContext));
     },
     stop: () => reserved.stop(),
     destroy: () => reserved.destroy(),
     persist: (next) => recovery.persist(deepFreeze(next)),
   });
   context.errors = port.errors;
+  portContext.errors = port.errors;
   const owner = new native.NativeOwner(request, id, record, recovery.kind === 'persisted', port.invoke);
+  ownerRef = new WeakRef(owner);
   return reservationFace({ owner, context, request, processPort: false, ports });
 }
 
@@ -151,6 +162,8 @@ export function recoveredFace({ recovered, context, currentRecord }) {
 export async function reconcileWithDriver({ driver, record, support, signal }) {
   const controller = new AbortController();
   const context = { owner: undefined, errors: undefined };
+  // As in ownDriverReservation: the port must not reach the recovered owner's face.
+  const portContext = { owner: undefined, errors: undefined };
   let driverOwner;
   const port = createDriverPort({
     async reconcile() {
@@ -166,13 +179,14 @@ export async function reconcileWithDriver({ driver, record, support, signal }) {
       return result;
     },
     abortReconcile(reason) {
-      controller.abort(errorFromDescriptor(reason, context));
+      controller.abort(errorFromDescriptor(reason, portContext));
     },
     recoveredRecord: () => driverOwner.recoveryRecord,
     recoveredStop: () => driverOwner.stop(),
     recoveredDestroy: () => driverOwner.destroy(),
   });
   context.errors = port.errors;
+  portContext.errors = port.errors;
   const reconciliation = new native.NativeReconciliation(record, support, port.invoke);
   const detach = onAbort(signal, () => reconciliation.cancel());
   let result;

@@ -64,6 +64,12 @@ fn ready_value(ready: &ReadyFacts) -> Value {
     ])
 }
 
+/// Owners alive in this process (a diagnostic the memory tests and the soak benchmark read).
+#[napi(js_name = "liveOwnerCount")]
+pub fn live_owner_count() -> u32 {
+    u32::try_from(crate::lifecycle::owner::live_owners()).unwrap_or(u32::MAX)
+}
+
 /// Refuses a request the support cannot enforce, before the driver is asked anything.
 #[napi(js_name = "checkSupported")]
 pub fn check_supported_js(request: Captured, support: Captured) -> Result<JsData> {

@@ -12,7 +12,7 @@ use super::js_value::{Captured, JsData};
 use super::owner::NativeOwner;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::error::OwnerError;
-use crate::lifecycle::state::Operation;
+use crate::lifecycle::owner::TransferTicket;
 use crate::transfer::export::{ExportSession, Selection};
 use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
 use crate::transfer::import::ImportSession;
@@ -27,21 +27,29 @@ pub struct HostFileSeen {
     pub size: BigInt,
 }
 
-/// The sessions of one owner: at most one transfer at a time (the owner admits it).
+/// The sessions of one owner: at most one transfer at a time (the owner admits it). Each open
+/// session keeps the ticket of its admission: whoever takes the session out of its slot
+/// (finish or abort, whichever comes first) releases the transfer, exactly once.
 #[derive(Default)]
 pub struct TransferSlots {
-    import: Mutex<Option<ImportSession>>,
-    export: Mutex<Option<ExportSession>>,
-    /// The selection parsed when its export was admitted, until `exportBegin` opens it.
-    admitted_selection: std::sync::Mutex<Option<Selection>>,
+    import: Mutex<Option<(TransferTicket, ImportSession)>>,
+    export: Mutex<Option<(TransferTicket, ExportSession)>>,
+    /// The last native admission, until `importBegin`/`exportBegin` opens it (an export with
+    /// the selection parsed at admission).
+    admitted: std::sync::Mutex<Option<(TransferTicket, Option<Selection>)>>,
 }
 
 impl TransferSlots {
-    fn admitted_selection(&self) -> std::sync::MutexGuard<'_, Option<Selection>> {
-        self.admitted_selection
+    fn admitted(&self) -> std::sync::MutexGuard<'_, Option<(TransferTicket, Option<Selection>)>> {
+        self.admitted
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+fn ticket_value(ticket: TransferTicket) -> Value {
+    // Tickets count admissions of one owner; f64 holds them exactly far beyond any lifetime.
+    Value::Number(ticket.0 as f64)
 }
 
 pub type SharedSlots = Arc<TransferSlots>;
@@ -56,7 +64,9 @@ fn done(result: std::result::Result<Value, OwnerError>) -> JsData {
 
 #[napi]
 impl NativeOwner {
-    /// Admits a transfer run by a JavaScript driver's ready port (`import` or `export`).
+    /// Admits a transfer (`import` or `export`) synchronously, so concurrent calls are admitted
+    /// in call order. Resolves the transfer's ticket: `endTransfer(ticket, …)` releases it (a
+    /// JavaScript driver's transfers); a native import opens it with `importBegin`.
     #[napi(js_name = "admitTransfer")]
     pub fn admit_transfer(&self, kind: String) -> JsData {
         let owner = self.owner();
@@ -65,14 +75,21 @@ impl NativeOwner {
         } else {
             owner.begin_export()
         };
-        JsData(outcome(admitted.map(|()| Value::Null)))
+        if let Ok(ticket) = admitted {
+            *self.slots().admitted() = Some((ticket, None));
+        }
+        JsData(outcome(admitted.map(ticket_value)))
     }
 
-    /// Releases a transfer admitted with `admitTransfer`; a failed import that entered the
-    /// driver fences execution.
+    /// Releases the transfer `ticket` admitted, once; a failed import fences execution.
     #[napi(js_name = "endTransfer")]
-    pub fn end_transfer(&self, fence_import: bool) {
-        self.owner().end_transfer(fence_import);
+    pub fn end_transfer(&self, ticket: f64, fence_import: bool) -> bool {
+        // Any value that is not a ticket this owner issued releases nothing.
+        ticket.fract() == 0.0
+            && ticket >= 1.0
+            && self
+                .owner()
+                .end_transfer(TransferTicket(ticket as u64), fence_import)
     }
 
     /// Admits a native export synchronously, so concurrent calls are admitted in call order; the
@@ -80,11 +97,18 @@ impl NativeOwner {
     #[napi(js_name = "admitExport")]
     pub fn admit_export(&self, selection: Captured) -> JsData {
         let admitted = parse_selection(&selection.0).and_then(|selection| {
-            self.owner().begin_export()?;
-            *self.slots().admitted_selection() = Some(selection);
-            Ok(())
+            let ticket = self.owner().begin_export()?;
+            *self.slots().admitted() = Some((ticket, Some(selection)));
+            Ok(ticket)
         });
-        JsData(outcome(admitted.map(|()| Value::Null)))
+        JsData(outcome(admitted.map(ticket_value)))
+    }
+
+    /// The ticket of the admission `importBegin`/`exportBegin` opens: the last one, while it
+    /// still holds the transfer slot.
+    fn take_admitted(&self) -> Option<(TransferTicket, Option<Selection>)> {
+        let admitted = self.slots().admitted().take()?;
+        self.owner().holds_transfer(admitted.0).then_some(admitted)
     }
 
     /// Opens the import admitted by `admitTransfer('import')`; `options` are the parsed transfer
@@ -92,11 +116,11 @@ impl NativeOwner {
     #[napi(js_name = "importBegin")]
     pub async fn import_begin(&self, options: Captured) -> JsData {
         let owner = self.owner();
-        if !owner.holds_transfer(Operation::Import) {
+        let Some((ticket, None)) = self.take_admitted() else {
             return done(Err(OwnerError::state(
                 "importBegin needs an admitted import",
             )));
-        }
+        };
         let result = async {
             let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
             let driver = owner.driver();
@@ -108,12 +132,12 @@ impl NativeOwner {
                 owner.request().policy.transfers,
                 options.quotas,
             );
-            *self.slots().import.lock().await = Some(session);
+            *self.slots().import.lock().await = Some((ticket, session));
             Ok(Value::Null)
         }
         .await;
         if result.is_err() {
-            owner.end_transfer(false);
+            owner.end_transfer(ticket, false);
         }
         done(result)
     }
@@ -122,7 +146,7 @@ impl NativeOwner {
     pub async fn import_directory(&self, index: u32, path: String) -> JsData {
         let mut slot = self.slots().import.lock().await;
         done(match slot.as_mut() {
-            Some(session) => session.directory(index, path).await.map(|()| Value::Null),
+            Some((_, session)) => session.directory(index, path).await.map(|()| Value::Null),
             None => Err(OwnerError::state("no import is open")),
         })
     }
@@ -141,7 +165,7 @@ impl NativeOwner {
             Some(_) if negative || !lossless => Err(OwnerError::state(
                 "byteLength must be a nonnegative 64-bit amount",
             )),
-            Some(session) => session
+            Some((_, session)) => session
                 .begin_file(index, path, length, executable)
                 .await
                 .map(|()| Value::Null),
@@ -154,7 +178,7 @@ impl NativeOwner {
         let bytes = Bytes::copy_from_slice(&chunk);
         let mut slot = self.slots().import.lock().await;
         done(match slot.as_mut() {
-            Some(session) => session.chunk(bytes).await.map(|()| Value::Null),
+            Some((_, session)) => session.chunk(bytes).await.map(|()| Value::Null),
             None => Err(OwnerError::state("no import is open")),
         })
     }
@@ -163,7 +187,7 @@ impl NativeOwner {
     pub async fn import_file_end(&self) -> JsData {
         let mut slot = self.slots().import.lock().await;
         done(match slot.as_mut() {
-            Some(session) => session.end_file().await.map(|()| Value::Null),
+            Some((_, session)) => session.end_file().await.map(|()| Value::Null),
             None => Err(OwnerError::state("no import is open")),
         })
     }
@@ -172,24 +196,24 @@ impl NativeOwner {
     #[napi(js_name = "importFinish")]
     pub async fn import_finish(&self) -> JsData {
         let session = self.slots().import.lock().await.take();
-        let owner = self.owner();
-        let result = match session {
-            Some(session) => session.finish().await,
-            None => Err(OwnerError::state("no import is open")),
+        let Some((ticket, session)) = session else {
+            return done(Err(OwnerError::state("no import is open")));
         };
-        owner.end_transfer(result.is_err());
+        let result = session.finish().await;
+        self.owner().end_transfer(ticket, result.is_err());
         done(result.map(|summary| summary.to_value()))
     }
 
     /// Abandons the import; bytes that reached the guest fence execution.
     #[napi(js_name = "importAbort")]
     pub async fn import_abort(&self) -> JsData {
-        let session = self.slots().import.lock().await.take();
-        let sent = session.as_ref().is_some_and(|s| s.sent);
-        if let Some(session) = session {
+        // Only a session still open is abandoned and released: one that `importFinish` took
+        // was released there, and the slot may since belong to a later transfer.
+        if let Some((ticket, session)) = self.slots().import.lock().await.take() {
+            let sent = session.sent;
             session.abort().await;
+            self.owner().end_transfer(ticket, sent);
         }
-        self.owner().end_transfer(sent);
         done(Ok(Value::Null))
     }
 
@@ -212,7 +236,7 @@ impl NativeOwner {
         let chunk = chunk_bytes.max(1) as usize;
         let mut slot = self.slots().import.lock().await;
         done(match slot.as_mut() {
-            Some(session) => import_host_file(
+            Some((_, session)) => import_host_file(
                 session,
                 index,
                 path,
@@ -231,9 +255,11 @@ impl NativeOwner {
     pub async fn export_write_file(&self, host: String, executable: bool) -> JsData {
         let mut slot = self.slots().export.lock().await;
         done(match slot.as_mut() {
-            Some(session) => export_host_file(session, std::path::Path::new(&host), executable)
-                .await
-                .map(|()| Value::Null),
+            Some((_, session)) => {
+                export_host_file(session, std::path::Path::new(&host), executable)
+                    .await
+                    .map(|()| Value::Null)
+            }
             None => Err(OwnerError::state("no export is open")),
         })
     }
@@ -243,8 +269,7 @@ impl NativeOwner {
     #[napi(js_name = "exportBegin")]
     pub async fn export_begin(&self, options: Captured) -> JsData {
         let owner = self.owner();
-        let selection = self.slots().admitted_selection().take();
-        let Some(selection) = selection.filter(|_| owner.holds_transfer(Operation::Export)) else {
+        let Some((ticket, Some(selection))) = self.take_admitted() else {
             return done(Err(OwnerError::state(
                 "exportBegin needs an admitted export",
             )));
@@ -260,12 +285,12 @@ impl NativeOwner {
                 owner.request().policy.transfers,
                 options.quotas,
             )?;
-            *self.slots().export.lock().await = Some(session);
+            *self.slots().export.lock().await = Some((ticket, session));
             Ok(Value::Null)
         }
         .await;
         if result.is_err() {
-            owner.end_transfer(false);
+            owner.end_transfer(ticket, false);
         }
         done(result)
     }
@@ -275,7 +300,7 @@ impl NativeOwner {
     pub async fn export_next(&self) -> JsData {
         let mut slot = self.slots().export.lock().await;
         done(match slot.as_mut() {
-            Some(session) => session.next_entry().await.map(|entry| match entry {
+            Some((_, session)) => session.next_entry().await.map(|entry| match entry {
                 None => Value::Null,
                 Some(entry) => Value::object([
                     (
@@ -299,7 +324,7 @@ impl NativeOwner {
     pub async fn export_read(&self) -> Either3<Buffer, Null, JsData> {
         let mut slot = self.slots().export.lock().await;
         let result = match slot.as_mut() {
-            Some(session) => session.read().await,
+            Some((_, session)) => session.read().await,
             None => Err(OwnerError::state("no export is open")),
         };
         match result {
@@ -312,18 +337,19 @@ impl NativeOwner {
     #[napi(js_name = "exportFinish")]
     pub async fn export_finish(&self) -> JsData {
         let session = self.slots().export.lock().await.take();
-        let result = match session {
-            Some(session) => session.finish().await,
-            None => Err(OwnerError::state("no export is open")),
+        let Some((ticket, session)) = session else {
+            return done(Err(OwnerError::state("no export is open")));
         };
-        self.owner().end_transfer(false);
+        let result = session.finish().await;
+        self.owner().end_transfer(ticket, false);
         done(result.map(|summary| summary.to_value()))
     }
 
     #[napi(js_name = "exportAbort")]
     pub async fn export_abort(&self) -> JsData {
-        self.slots().export.lock().await.take();
-        self.owner().end_transfer(false);
+        if let Some((ticket, _)) = self.slots().export.lock().await.take() {
+            self.owner().end_transfer(ticket, false);
+        }
         done(Ok(Value::Null))
     }
 }

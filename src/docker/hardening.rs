@@ -86,14 +86,18 @@ fn tmpfs_size(options: Option<&String>) -> Option<u64> {
         .and_then(|size| size.parse().ok())
 }
 
-/// Reads back the applied configuration. Anything that is not exactly the hardening is an
-/// error: startup fails closed and the owner cleans up.
+/// Reads back the applied configuration against `expected` (the host configuration the
+/// container was created with). Anything that is not exactly the hardening is an error:
+/// startup fails closed and the owner cleans up. The network mode, the log driver, the tmpfs
+/// options and the runtime must be exactly what was asked; the network kind is read from the
+/// mode (`none` isolated, the sandbox's own network outbound, anything else refused).
 pub fn applied(
     host: &HostConfig,
     user: Option<&str>,
     expected_user: &str,
+    expected: &HostConfig,
 ) -> Result<SandboxEffectivePolicy, OwnerError> {
-    let mut wrong = Vec::new();
+    let mut wrong = placement_differences(host, expected);
     if user != Some(expected_user) {
         wrong.push(format!("user {user:?} instead of {expected_user}"));
     }
@@ -153,6 +157,7 @@ pub fn applied(
     }
     let network = match host.network_mode.as_deref() {
         Some("none") => NetworkKind::Isolated,
+        // Exactly the sandbox's own bridge network (checked above): outbound.
         _ => NetworkKind::Outbound,
     };
     Ok(SandboxEffectivePolicy {
@@ -169,6 +174,47 @@ pub fn applied(
         workspace_disk_quota: EffectiveDiskQuota::NotRequested,
     })
 }
+
+/// What differs from the requested placement: network mode, log driver, tmpfs mounts and
+/// their options, runtime. The engine reports its default runtime by name when none was asked.
+fn placement_differences(host: &HostConfig, expected: &HostConfig) -> Vec<String> {
+    let mut wrong = Vec::new();
+    if host.network_mode != expected.network_mode {
+        wrong.push(format!(
+            "network mode {:?} instead of {:?}",
+            host.network_mode, expected.network_mode
+        ));
+    }
+    let log = |c: &HostConfig| c.log_config.as_ref().and_then(|l| l.typ.clone());
+    if log(host) != log(expected) {
+        wrong.push(format!(
+            "log driver {:?} instead of {:?}",
+            log(host),
+            log(expected)
+        ));
+    }
+    if host.tmpfs != expected.tmpfs {
+        wrong.push(format!(
+            "tmpfs mounts {:?} instead of {:?}",
+            host.tmpfs, expected.tmpfs
+        ));
+    }
+    let runtime_ok = match (&host.runtime, &expected.runtime) {
+        (applied, Some(asked)) => applied.as_deref() == Some(asked.as_str()),
+        (None, None) => true,
+        (Some(applied), None) => applied == DEFAULT_RUNTIME,
+    };
+    if !runtime_ok {
+        wrong.push(format!(
+            "runtime {:?} instead of {:?}",
+            host.runtime, expected.runtime
+        ));
+    }
+    wrong
+}
+
+/// The runtime the engine reports when none was asked for.
+const DEFAULT_RUNTIME: &str = "runc";
 
 /// The Docker backend fails closed on any difference, not only on a looser value.
 pub fn check_exact(policy: &Policy, effective: &SandboxEffectivePolicy) -> Result<(), OwnerError> {
@@ -191,4 +237,102 @@ pub fn check_exact(policy: &Policy, effective: &SandboxEffectivePolicy) -> Resul
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::from_json;
+    use crate::policy::request::parse_sandbox_request;
+
+    fn policy(network: &str) -> Policy {
+        parse_sandbox_request(&from_json(serde_json::json!({ "policy": {
+            "resources": { "cpus": 1, "memoryBytes": 67108864, "pids": 64 },
+            "temporaryStorage": { "homeBytes": 1048576, "tempBytes": 1048576 },
+            "network": { "kind": network },
+            "deadlines": { "startupMs": 1000, "cleanupMs": 500 },
+            "transfers": { "chunkBytes": 65536, "metadataBatchBytes": 65536, "mergeFanIn": 8 },
+            "streams": { "maxBufferedInputBytes": 65536, "maxBufferedOutputBytes": 65536, "highWaterMark": 1024 }
+        }})))
+        .expect("valid request")
+        .policy
+    }
+
+    fn asked(network: Option<&str>) -> HostConfig {
+        let kind = if network.is_some() {
+            "outbound"
+        } else {
+            "isolated"
+        };
+        host_config(
+            &policy(kind),
+            &Placement {
+                user: "65532:65532",
+                volume: "v",
+                network,
+                runtime: None,
+                seed_volume: false,
+            },
+        )
+    }
+
+    fn read_back(host: &HostConfig, expected: &HostConfig) -> Result<NetworkKind, String> {
+        applied(host, Some("65532:65532"), "65532:65532", expected)
+            .map(|effective| effective.network)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn exactly_what_was_asked_reads_back() {
+        let isolated = asked(None);
+        assert_eq!(read_back(&isolated, &isolated), Ok(NetworkKind::Isolated));
+        let outbound = asked(Some("nsbx-net"));
+        assert_eq!(read_back(&outbound, &outbound), Ok(NetworkKind::Outbound));
+        let mut runc = isolated.clone();
+        runc.runtime = Some("runc".into());
+        assert_eq!(read_back(&runc, &isolated), Ok(NetworkKind::Isolated));
+    }
+
+    #[test]
+    fn host_or_another_network_is_never_outbound() {
+        for mode in ["host", "bridge", "default", "container:abc", "other-net"] {
+            let mut host = asked(Some("nsbx-net"));
+            host.network_mode = Some(mode.into());
+            let refused = read_back(&host, &asked(Some("nsbx-net")));
+            assert!(refused.is_err(), "{mode} was accepted");
+            assert!(refused.unwrap_err().contains("network mode"));
+        }
+        let mut host = asked(None);
+        host.network_mode = Some("host".into());
+        assert!(read_back(&host, &asked(None)).is_err());
+    }
+
+    #[test]
+    fn another_log_driver_tmpfs_option_or_runtime_fails_closed() {
+        let expected = asked(None);
+        let mut json_log = expected.clone();
+        json_log.log_config = Some(HostConfigLogConfig {
+            typ: Some("json-file".into()),
+            config: None,
+        });
+        assert!(read_back(&json_log, &expected)
+            .unwrap_err()
+            .contains("log driver"));
+
+        let mut exec_tmp = expected.clone();
+        if let Some(tmpfs) = exec_tmp.tmpfs.as_mut() {
+            for options in tmpfs.values_mut() {
+                *options = options.replace("nosuid,", "");
+            }
+        }
+        assert!(read_back(&exec_tmp, &expected)
+            .unwrap_err()
+            .contains("tmpfs"));
+
+        let mut other_runtime = expected.clone();
+        other_runtime.runtime = Some("runsc".into());
+        assert!(read_back(&other_runtime, &expected)
+            .unwrap_err()
+            .contains("runtime"));
+    }
 }

@@ -72,6 +72,25 @@ pub async fn observe<T: Clone>(
     }
 }
 
+/// Runs `work` for at most `limit`: past it, the work is dropped (so every wait inside it ends)
+/// and the result is a `deadline_exceeded` error naming `what`.
+pub async fn bounded<T>(
+    limit: Duration,
+    what: &str,
+    work: impl Future<Output = Result<T, OwnerError>>,
+) -> Result<T, OwnerError> {
+    match tokio::time::timeout(limit, work).await {
+        Ok(result) => result,
+        Err(_) => Err(OwnerError::operation(
+            OperationCode::DeadlineExceeded,
+            format!(
+                "{what} did not finish within {} ms; it was given up, and a retry enters it again",
+                limit.as_millis()
+            ),
+        )),
+    }
+}
+
 /// Waits for `duration` exactly, also far beyond what one timer can hold.
 pub async fn sleep_exactly(duration: Duration) {
     const STEP: Duration = Duration::from_secs(86_400);

@@ -1,6 +1,7 @@
 //! The sandbox owner: one reservation's whole life, from inert reservation to destroyed, with
 //! cleanup ownership that no failure, cancellation or deadline can lose.
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
@@ -9,17 +10,30 @@ use super::cancel::Cancel;
 use super::driver::{DriverReservation, Persist, ReadyFacts, StartContext};
 use super::error::{CleanupOperation, OperationCode, OwnerError};
 use super::journal::Journal;
-use super::observe::{enter, observe, sleep_exactly, Actual, Observed};
+use super::observe::{bounded, enter, observe, sleep_exactly, Actual, Observed};
 use super::state::{Operation, State};
 use crate::policy::request::{Execution, SandboxRequest};
 use crate::process::io::ProcessIo;
 use crate::process::spec::SandboxProcessSpec;
-use crate::recovery::record::SandboxRecoveryRecord;
+use crate::recovery::record::{Phase, SandboxRecoveryRecord};
+
+/// The identity of one admitted transfer: only it can release the transfer slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TransferTicket(pub u64);
 
 /// Cheap to clone: every clone is the same owner.
 #[derive(Clone)]
 pub struct SandboxOwner {
     inner: Arc<Inner>,
+}
+
+/// Owners alive in this process: every owner must be freed once its last handle is dropped
+/// (tested: nothing the owner holds may hold it back).
+static LIVE_OWNERS: AtomicUsize = AtomicUsize::new(0);
+
+/// How many owners are alive in this process.
+pub fn live_owners() -> usize {
+    LIVE_OWNERS.load(Ordering::SeqCst)
 }
 
 struct Inner {
@@ -31,25 +45,44 @@ struct Inner {
     core: Mutex<Core>,
 }
 
+impl Drop for Inner {
+    fn drop(&mut self) {
+        LIVE_OWNERS.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 struct Core {
     state: State,
     startup: Option<Actual<ReadyFacts>>,
     ready: Option<ReadyFacts>,
     stop: Option<Actual<()>>,
     destroy: Option<Actual<()>>,
+    /// Which entered stop and destroy may still settle the state: a settled attempt that has
+    /// been replaced by a retry never overwrites its successor's outcome.
+    stop_attempt: u64,
+    destroy_attempt: u64,
     /// Fired when compute stops: ends the execution deadline timer and the process port.
     execution: Option<Cancel>,
     /// The one process recipe, once reserved (imports close for good at that moment).
     process: Option<ProcessSlot>,
-    /// The one admitted transfer.
-    transfer: Option<Operation>,
+    /// The one admitted transfer, with the ticket that alone can release it.
+    transfer: Option<(Operation, TransferTicket)>,
+    /// The last ticket handed out.
+    tickets: u64,
 }
 
 struct ProcessSlot {
     spec: SandboxProcessSpec,
     started: bool,
+    /// The driver's process start, entered as owned work: a stop waits for it to settle (its
+    /// cancellation fired first) before compute is stopped, so nothing it creates outlives it.
+    start: Option<Actual<StartedChannels>>,
     io: Option<Arc<ProcessIo>>,
 }
+
+/// A started process's channels, handed from the start task to its observer (or, when nobody
+/// observes any more, to the stop that drops them).
+type StartedChannels = Arc<Mutex<Option<crate::lifecycle::driver::ProcessChannels>>>;
 
 impl SandboxOwner {
     /// Wraps a fresh driver reservation. Inert: nothing is acquired until `start`.
@@ -62,6 +95,7 @@ impl SandboxOwner {
     ) -> Self {
         let startup_cancel = Cancel::new();
         let journal = Arc::new(Journal::new(initial, persist, startup_cancel.clone()));
+        LIVE_OWNERS.fetch_add(1, Ordering::SeqCst);
         Self {
             inner: Arc::new(Inner {
                 id,
@@ -75,9 +109,12 @@ impl SandboxOwner {
                     ready: None,
                     stop: None,
                     destroy: None,
+                    stop_attempt: 0,
+                    destroy_attempt: 0,
                     execution: None,
                     process: None,
                     transfer: None,
+                    tickets: 0,
                 }),
             }),
         }
@@ -257,20 +294,27 @@ impl SandboxOwner {
             return Some(actual.clone());
         }
         let stopped = self.begin_stop(&mut core);
+        core.destroy_attempt += 1;
+        let attempt = core.destroy_attempt;
         let owner = self.clone();
         let actual = enter(async move {
             let result = async {
                 stopped.await?;
-                Arc::clone(&owner.inner.driver).destroy().await
+                owner.cleanup_checkpoint(Phase::Destroying).await;
+                Arc::clone(&owner.inner.driver).destroy().await?;
+                owner.cleanup_checkpoint(Phase::Destroyed).await;
+                Ok(())
             }
             .await;
             let mut core = owner.core();
-            match result {
-                Ok(()) => core.state = State::Destroyed,
-                Err(_) => {
-                    core.destroy = None;
-                    if core.state != State::Destroyed {
-                        core.state = State::Uncertain(Operation::Destroy);
+            if core.destroy_attempt == attempt {
+                match result {
+                    Ok(()) => core.state = State::Destroyed,
+                    Err(_) => {
+                        core.destroy = None;
+                        if core.state != State::Destroyed {
+                            core.state = State::Uncertain(Operation::Destroy);
+                        }
                     }
                 }
             }
@@ -280,7 +324,19 @@ impl SandboxOwner {
         Some(actual)
     }
 
-    /// Observes an entered stop or destroy within `deadlines.cleanupMs`.
+    /// Records a cleanup phase, best effort and within a quarter of `deadlines.cleanupMs`:
+    /// cleanup never waits on persistence for long (a startup checkpoint may hold the order).
+    async fn cleanup_checkpoint(&self, phase: Phase) {
+        let _ = tokio::time::timeout(
+            self.cleanup_limit() / 4,
+            self.inner.journal.cleanup_checkpoint(phase),
+        )
+        .await;
+    }
+
+    /// Observes an entered stop or destroy within `deadlines.cleanupMs`. An observer that gives
+    /// up leaves the work running (it may still settle the state), but the attempt is no longer
+    /// joined: a retry enters fresh work instead of waiting on one that may never end.
     pub async fn observe_cleanup(
         &self,
         actual: Actual<()>,
@@ -290,9 +346,13 @@ impl SandboxOwner {
             CleanupOperation::Stop => "sandbox stop",
             CleanupOperation::Destroy => "sandbox destruction",
         };
-        let cause = match observe(actual, Some(self.cleanup_limit()), &[], what).await {
+        let cause = match observe(actual.clone(), Some(self.cleanup_limit()), &[], what).await {
             Observed::Settled(Ok(())) => return Ok(()),
-            Observed::Settled(Err(cause)) | Observed::Interrupted(cause) => cause,
+            Observed::Settled(Err(cause)) => cause,
+            Observed::Interrupted(cause) => {
+                self.abandon(&actual);
+                cause
+            }
         };
         self.fence(match operation {
             CleanupOperation::Stop => Operation::Stop,
@@ -303,6 +363,19 @@ impl SandboxOwner {
             message: format!("{what} did not settle successfully; the same owner can retry it"),
             cause: Arc::new(cause),
         })
+    }
+
+    /// Stops joining `actual` (a stop, or a destroy with the stop it joined), so the next call
+    /// enters fresh work.
+    fn abandon(&self, actual: &Actual<()>) {
+        let mut core = self.core();
+        if core.destroy.as_ref().is_some_and(|d| d.ptr_eq(actual)) {
+            core.destroy = None;
+            core.stop = None;
+        }
+        if core.stop.as_ref().is_some_and(|s| s.ptr_eq(actual)) {
+            core.stop = None;
+        }
     }
 
     fn stop_in_background(&self) {
@@ -328,29 +401,61 @@ impl SandboxOwner {
             execution.cancel(OwnerError::cancelled("sandbox compute is stopping"));
         }
         let startup = core.startup.clone();
+        let process_start = core.process.as_ref().and_then(|p| p.start.clone());
         let io = core.process.as_ref().and_then(|p| p.io.clone());
+        core.stop_attempt += 1;
+        let attempt = core.stop_attempt;
         let owner = self.clone();
+        let limit = self.cleanup_limit();
         let actual = enter(async move {
-            let physical = Arc::clone(&owner.inner.driver).stop().await;
-            if let Some(io) = io {
-                // Compute is gone or going: unblock every pending read and write.
-                io.close().await;
-            }
-            if let Some(startup) = startup {
-                // Entered startup must settle before compute counts as stopped.
-                let _ = startup.await;
-            }
-            let mut core = owner.core();
-            match physical {
-                Ok(()) => {
-                    if !matches!(core.state, State::Destroying | State::Destroyed) {
-                        core.state = State::Stopped;
+            let physical = async {
+                if let Some(process_start) = process_start {
+                    // Cancelled above: it settles at its next checkpoint. Channels nobody took
+                    // any more are dropped here, which closes them.
+                    let settled = bounded(limit, "the cancelled process start", async {
+                        Ok(process_start.await)
+                    })
+                    .await?;
+                    if let Ok(channels) = settled {
+                        drop(
+                            channels
+                                .lock()
+                                .unwrap_or_else(PoisonError::into_inner)
+                                .take(),
+                        );
                     }
                 }
-                Err(_) => {
-                    core.stop = None;
-                    if !matches!(core.state, State::Destroying | State::Destroyed) {
-                        core.state = State::Uncertain(Operation::Stop);
+                owner.cleanup_checkpoint(Phase::Stopping).await;
+                // The driver's own stop is its work: it is awaited, not abandoned (an observer
+                // gives up on it, and a retry enters a new one).
+                Arc::clone(&owner.inner.driver).stop().await?;
+                if let Some(io) = io {
+                    // Compute is gone: unblock every pending read and write.
+                    io.close().await;
+                }
+                if let Some(startup) = startup {
+                    // Entered startup must settle before compute counts as stopped.
+                    bounded(limit, "the cancelled startup", async { Ok(startup.await) })
+                        .await?
+                        .ok();
+                }
+                owner.cleanup_checkpoint(Phase::Stopped).await;
+                Ok(())
+            }
+            .await;
+            let mut core = owner.core();
+            if core.stop_attempt == attempt {
+                match physical {
+                    Ok(()) => {
+                        if !matches!(core.state, State::Destroying | State::Destroyed) {
+                            core.state = State::Stopped;
+                        }
+                    }
+                    Err(_) => {
+                        core.stop = None;
+                        if !matches!(core.state, State::Destroying | State::Destroyed) {
+                            core.state = State::Uncertain(Operation::Stop);
+                        }
                     }
                 }
             }
@@ -365,44 +470,58 @@ impl SandboxOwner {
     }
 
     /// Admits one import: ready compute, no process reserved, no other transfer.
-    pub fn begin_import(&self) -> Result<(), OwnerError> {
+    pub fn begin_import(&self) -> Result<TransferTicket, OwnerError> {
         let mut core = self.core();
         if core.state != State::Ready || core.process.is_some() || core.transfer.is_some() {
             return Err(OwnerError::state(
                 "importTree requires ready compute, no entered transfer, and no process reservation",
             ));
         }
-        core.transfer = Some(Operation::Import);
-        Ok(())
+        Ok(Self::admit(&mut core, Operation::Import))
     }
 
     /// Admits one export: completely stopped compute and no other transfer.
-    pub fn begin_export(&self) -> Result<(), OwnerError> {
+    pub fn begin_export(&self) -> Result<TransferTicket, OwnerError> {
         let mut core = self.core();
         if core.state != State::Stopped || core.transfer.is_some() {
             return Err(OwnerError::state(
                 "exportTree requires completely stopped compute and no other entered transfer",
             ));
         }
-        core.transfer = Some(Operation::Export);
-        Ok(())
+        Ok(Self::admit(&mut core, Operation::Export))
     }
 
-    /// Whether `operation` holds the transfer slot (admitted and not yet ended).
-    pub fn holds_transfer(&self, operation: Operation) -> bool {
-        self.core().transfer == Some(operation)
+    fn admit(core: &mut Core, operation: Operation) -> TransferTicket {
+        core.tickets += 1;
+        let ticket = TransferTicket(core.tickets);
+        core.transfer = Some((operation, ticket));
+        ticket
     }
 
-    /// Releases the transfer slot. An import that failed after bytes reached the guest fences
-    /// execution for good: it is never replayed.
-    pub fn end_transfer(&self, fence_import: bool) {
+    /// Whether `ticket` still holds the transfer slot (admitted and not yet ended).
+    pub fn holds_transfer(&self, ticket: TransferTicket) -> bool {
+        self.core().transfer.is_some_and(|(_, held)| held == ticket)
+    }
+
+    /// Releases the transfer `ticket` admitted, once: a ticket already released (or never
+    /// admitted) releases nothing, so a later transfer is never ended by an earlier one's
+    /// cleanup. An import that failed after it was admitted fences execution for good: it is
+    /// never replayed. Returns whether this call released it.
+    pub fn end_transfer(&self, ticket: TransferTicket, fence_import: bool) -> bool {
         let operation = {
             let mut core = self.core();
-            core.transfer.take()
+            match core.transfer {
+                Some((operation, held)) if held == ticket => {
+                    core.transfer = None;
+                    Some(operation)
+                }
+                _ => None,
+            }
         };
         if fence_import && operation == Some(Operation::Import) {
             self.fence(Operation::Import);
         }
+        operation.is_some()
     }
 
     /// Reserves the one process (synchronously): closes imports for good.
@@ -416,14 +535,14 @@ impl SandboxOwner {
         core.process = Some(ProcessSlot {
             spec,
             started: false,
+            start: None,
             io: None,
         });
         Ok(())
     }
 
     /// Marks the reserved process as started (once, while compute is ready).
-    fn claim_process_start(&self) -> Result<SandboxProcessSpec, OwnerError> {
-        let mut core = self.core();
+    fn claim_process_start(core: &mut Core) -> Result<SandboxProcessSpec, OwnerError> {
         let ready = core.state == State::Ready;
         match core.process.as_mut() {
             Some(slot) if ready && !slot.started => {
@@ -439,31 +558,49 @@ impl SandboxOwner {
     /// Process start entry for a driver whose process streams live outside Rust (a JavaScript
     /// driver): admission and the execution policy stay here, the streams stay with the driver.
     pub fn enter_external_process(&self) -> Result<(), OwnerError> {
-        self.claim_process_start()?;
-        self.enter_execution().map(drop)
+        let mut core = self.core();
+        Self::claim_process_start(&mut core)?;
+        self.enter_execution_locked(&mut core).map(drop)
     }
 
     /// Starts the reserved process once: the execution policy takes over at entry, startup is
     /// observed within `deadlines.startupMs`, and its streams come back under the stream limits.
+    /// The driver's start is owned work from its entry: admission, the execution policy and
+    /// the start task are entered under one lock, so a stop either sees the start (and waits
+    /// for it) or the start sees the stop (and never begins).
     pub async fn start_process(
         &self,
         caller: Option<Cancel>,
     ) -> Result<Arc<ProcessIo>, OwnerError> {
-        let spec = self.claim_process_start()?;
-        if let Some(reason) = caller.as_ref().and_then(Cancel::reason) {
-            self.fence(Operation::Process);
-            return Err(reason);
-        }
-        let execution = self.enter_execution()?;
-        let driver = Arc::clone(&self.inner.driver);
-        let cancel = execution.clone();
-        // Shared observation needs a clonable output: hand the channels over through a slot.
-        let actual = enter(async move {
-            driver
-                .start_process(spec, cancel)
-                .await
-                .map(|channels| Arc::new(Mutex::new(Some(channels))))
-        });
+        let entered = {
+            let mut core = self.core();
+            let spec = Self::claim_process_start(&mut core)?;
+            match caller.as_ref().and_then(Cancel::reason) {
+                Some(reason) => Err(reason),
+                None => self.enter_execution_locked(&mut core).map(|execution| {
+                    let driver = Arc::clone(&self.inner.driver);
+                    let cancel = execution.clone();
+                    // Shared observation needs a clonable output: the channels go in a slot.
+                    let actual = enter(async move {
+                        driver
+                            .start_process(spec, cancel)
+                            .await
+                            .map(|channels| Arc::new(Mutex::new(Some(channels))))
+                    });
+                    if let Some(slot) = core.process.as_mut() {
+                        slot.start = Some(actual.clone());
+                    }
+                    (actual, execution)
+                }),
+            }
+        };
+        let (actual, execution) = match entered {
+            Ok(entered) => entered,
+            Err(reason) => {
+                self.fence(Operation::Process);
+                return Err(reason);
+            }
+        };
         let mut cancels = vec![execution];
         cancels.extend(caller);
         let channels = match observe(
@@ -486,13 +623,21 @@ impl SandboxOwner {
             .unwrap_or_else(PoisonError::into_inner)
             .take()
         else {
-            return Err(OwnerError::state("process channels were taken twice"));
+            return Err(OwnerError::cancelled(
+                "the sandbox stopped while its process was starting",
+            ));
         };
-        let owner = self.clone();
+        // The streams' violation stops the owner without keeping it alive: the owner holds the
+        // streams, so a strong reference back would be a cycle that outlives every handle.
+        let owner = Arc::downgrade(&self.inner);
         let io = ProcessIo::new(
             channels,
             self.inner.request.policy.streams,
-            Arc::new(move || owner.stop_in_background()),
+            Arc::new(move || {
+                if let Some(inner) = owner.upgrade() {
+                    SandboxOwner { inner }.stop_in_background();
+                }
+            }),
         );
         let still_ready = {
             let mut core = self.core();
@@ -515,7 +660,10 @@ impl SandboxOwner {
     /// Process start entry: from here the execution policy owns the whole workload. With a
     /// deadline, compute stops when it fires, however far away it is.
     pub fn enter_execution(&self) -> Result<Cancel, OwnerError> {
-        let mut core = self.core();
+        self.enter_execution_locked(&mut self.core())
+    }
+
+    fn enter_execution_locked(&self, core: &mut Core) -> Result<Cancel, OwnerError> {
         if core.state != State::Ready {
             return Err(OwnerError::state("process startup requires ready compute"));
         }

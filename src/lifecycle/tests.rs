@@ -320,23 +320,122 @@ async fn failed_cleanup_is_retried_by_the_same_owner() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn cleanup_observation_expiry_does_not_claim_the_work_ended() {
-    let driver = TestDriver::new(|s| s.stop.push_back(Step::Delay(800)));
+async fn a_stop_past_its_bound_is_given_up_and_a_retry_enters_fresh_work() {
+    let driver = TestDriver::new(|s| s.stop.push_back(Step::Hang));
     let owner = owner(&driver);
     owner.start(None).await.expect("started");
     match owner.stop().await {
         Err(OwnerError::Cleanup { cause, .. }) => {
             assert_eq!(cause.code(), Some(OperationCode::DeadlineExceeded))
         }
-        other => panic!("expected an observation expiry, got {other:?}"),
+        other => panic!("expected an expired stop, got {other:?}"),
     }
-    assert_eq!(owner.state(), State::Stopping, "entered stop still runs");
-    owner
-        .stop()
-        .await
-        .expect("a later observation joins the same stop");
+    assert_eq!(
+        owner.state(),
+        State::Stopping,
+        "the hung stop is not claimed to have ended"
+    );
+    owner.stop().await.expect("the retry is a new stop");
     assert_eq!(owner.state(), State::Stopped);
+    assert_eq!(driver.calls(), vec!["start", "stop", "stop"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_stop_whose_observer_gave_up_still_settles_the_state() {
+    let driver = TestDriver::new(|s| s.stop.push_back(Step::Delay(800)));
+    let owner = owner(&driver);
+    owner.start(None).await.expect("started");
+    assert!(matches!(
+        owner.stop().await,
+        Err(OwnerError::Cleanup { .. })
+    ));
+    assert_eq!(owner.state(), State::Stopping);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(owner.state(), State::Stopped, "the entered stop settled");
+    owner.stop().await.expect("already stopped");
     assert_eq!(driver.calls(), vec!["start", "stop"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_destroy_past_its_bound_is_given_up_and_retried_afresh() {
+    let driver = TestDriver::new(|s| s.destroy.push_back(Step::Hang));
+    let owner = owner(&driver);
+    owner.start(None).await.expect("started");
+    assert!(matches!(
+        owner.destroy().await,
+        Err(OwnerError::Cleanup {
+            operation: CleanupOperation::Destroy,
+            ..
+        })
+    ));
+    assert_eq!(owner.state(), State::Destroying);
+    owner.destroy().await.expect("the retry is a new destroy");
+    assert_eq!(owner.state(), State::Destroyed);
+    assert_eq!(
+        driver.calls(),
+        vec!["start", "stop", "destroy", "stop", "destroy"]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stop_does_not_wait_past_its_bound_for_a_hung_startup() {
+    struct HangingPersist;
+    impl Persist for HangingPersist {
+        fn persist(
+            &self,
+            record: SandboxRecoveryRecord,
+        ) -> BoxFuture<'static, Result<(), OwnerError>> {
+            // The initial record persists; every later one hangs (a stuck user callback).
+            let hang = record.phase != Phase::Reserved;
+            async move {
+                if hang {
+                    futures::future::pending::<()>().await;
+                }
+                Ok(())
+            }
+            .boxed()
+        }
+    }
+    let mut starting = record(Identity::Creating);
+    starting.phase = Phase::Starting;
+    let driver = TestDriver::new(|s| s.checkpoints.push(starting));
+    let owner = owner_with(
+        &driver,
+        serde_json::json!({ "kind": "until_stopped" }),
+        Some(Arc::new(HangingPersist)),
+    );
+    let start = owner.begin_start(None).expect("entered");
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(matches!(
+        owner.stop().await,
+        Err(OwnerError::Cleanup { .. })
+    ));
+    drop(start);
+}
+
+#[tokio::test(start_paused = true)]
+async fn cleanup_phases_are_checkpointed() {
+    let persist = Arc::new(RecordingPersist(Mutex::new(Vec::new())));
+    let driver = TestDriver::new(|_| {});
+    let owner = owner_with(
+        &driver,
+        serde_json::json!({ "kind": "until_stopped" }),
+        Some(persist.clone()),
+    );
+    owner.start(None).await.expect("started");
+    owner.stop().await.expect("stopped");
+    owner.destroy().await.expect("destroyed");
+    assert_eq!(
+        *persist.0.lock().expect("records"),
+        vec![
+            Phase::Reserved,
+            Phase::Stopping,
+            Phase::Stopped,
+            Phase::Destroying,
+            Phase::Destroyed
+        ]
+    );
+    assert_eq!(owner.recovery_record().phase, Phase::Destroyed);
 }
 
 #[tokio::test(start_paused = true)]

@@ -40,8 +40,14 @@ pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
 
 pub struct ProcessIo {
     limits: StreamLimits,
-    stdin: tokio::sync::Mutex<Option<mpsc::UnboundedSender<(Bytes, u32)>>>,
+    /// Held only to clone or take the sender, never across a wait: a write waiting for staging
+    /// space must not keep `end()` or `close()` out.
+    stdin: Mutex<Option<mpsc::UnboundedSender<(Bytes, u32)>>>,
+    /// Staging space for stdin. Closed when the writer fails (queued chunks are dropped with
+    /// their space, so nobody may wait for it) and on `close()`.
     stdin_budget: Arc<Semaphore>,
+    /// Why the stdin writer failed, for writes refused after it.
+    stdin_failure: Arc<Mutex<Option<OwnerError>>>,
     stdin_total: AtomicU64,
     stdin_writer: Mutex<Option<StdinWriter>>,
     stdout: tokio::sync::Mutex<OutputReader>,
@@ -132,24 +138,38 @@ impl ProcessIo {
         });
 
         let writer_budget = Arc::clone(&stdin_budget);
+        let stdin_failure = Arc::new(Mutex::new(None));
+        let writer_failure = Arc::clone(&stdin_failure);
         let writer = async move {
-            while let Some((chunk, taken)) = stdin_rx.recv().await {
-                let written = input.write_all(&chunk).await;
-                writer_budget.add_permits(taken as usize);
-                written.map_err(|e| {
+            let written = async {
+                while let Some((chunk, taken)) = stdin_rx.recv().await {
+                    let written = input.write_all(&chunk).await;
+                    writer_budget.add_permits(taken as usize);
+                    written.map_err(|e| {
+                        OwnerError::operation(
+                            OperationCode::StreamFailure,
+                            format!("writing the process stdin failed: {e}"),
+                        )
+                    })?;
+                }
+                input.flush().await.ok();
+                input.shutdown().await.map_err(|e| {
                     OwnerError::operation(
                         OperationCode::StreamFailure,
-                        format!("writing the process stdin failed: {e}"),
+                        format!("closing the process stdin failed: {e}"),
                     )
-                })?;
+                })
             }
-            input.flush().await.ok();
-            input.shutdown().await.map_err(|e| {
-                OwnerError::operation(
-                    OperationCode::StreamFailure,
-                    format!("closing the process stdin failed: {e}"),
-                )
-            })
+            .await;
+            if let Err(error) = &written {
+                // The chunks still queued are dropped with their staging space: close the
+                // budget so no write waits for space that will never come back.
+                *writer_failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner) = Some(error.clone());
+                writer_budget.close();
+            }
+            written
         }
         .boxed();
         let writer = tokio::spawn(writer);
@@ -165,8 +185,9 @@ impl ProcessIo {
 
         Arc::new(Self {
             limits,
-            stdin: tokio::sync::Mutex::new(Some(stdin_tx)),
+            stdin: Mutex::new(Some(stdin_tx)),
             stdin_budget,
+            stdin_failure,
             stdin_total: AtomicU64::new(0),
             stdin_writer: Mutex::new(Some(writer)),
             stdout: OutputReader::new(stdout_rx),
@@ -205,25 +226,46 @@ impl ProcessIo {
                 ));
             }
         }
-        let sender = self.stdin.lock().await;
-        let Some(sender) = sender.as_ref() else {
-            return Err(OwnerError::state("stdin is already ended"));
-        };
+        let sender = self.stdin_sender()?;
         // A chunk larger than the whole staging waits for all of it, never for more.
         let staging = usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
         let taken = permits(chunk.len().min(staging).min(Semaphore::MAX_PERMITS));
         match self.stdin_budget.acquire_many(taken).await {
             Ok(permit) => permit.forget(),
-            Err(_) => return Err(OwnerError::state("stdin is closed")),
+            Err(_) => {
+                let failure = self
+                    .stdin_failure
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                return Err(failure
+                    .clone()
+                    .unwrap_or_else(|| OwnerError::state("stdin is closed")));
+            }
         }
         sender.send((chunk, taken)).map_err(|_| {
             OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
         })
     }
 
-    /// Ends stdin: resolves once everything queued was written and EOF was delivered.
+    fn stdin_sender(&self) -> Result<mpsc::UnboundedSender<(Bytes, u32)>, OwnerError> {
+        self.stdin
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .ok_or_else(|| OwnerError::state("stdin is already ended"))
+    }
+
+    fn drop_stdin_sender(&self) {
+        self.stdin
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+    }
+
+    /// Ends stdin: resolves once everything queued was written and EOF was delivered (a write
+    /// still waiting for staging space is written first).
     pub async fn end(&self) -> Result<(), OwnerError> {
-        self.stdin.lock().await.take();
+        self.drop_stdin_sender();
         let writer = self
             .stdin_writer
             .lock()
@@ -254,11 +296,16 @@ impl ProcessIo {
             Some(Err(error)) => return Err(error),
             None => return Ok(None),
         };
-        let mut out = Vec::with_capacity(max.max(first.len()));
-        out.extend_from_slice(&first);
-        while out.len() < max {
+        // Staged pieces are gathered first, so the buffer handed out is exactly as large as
+        // the bytes it holds (a small read never pins a `max`-sized allocation).
+        let mut total = first.len();
+        let mut pieces = vec![first];
+        while total < max {
             match reader.staged.try_recv() {
-                Ok(Ok(bytes)) => out.extend_from_slice(&bytes),
+                Ok(Ok(bytes)) => {
+                    total += bytes.len();
+                    pieces.push(bytes);
+                }
                 Ok(Err(error)) => {
                     // Deliver what arrived before the failure; the failure comes next.
                     reader.failed = Some(error);
@@ -266,6 +313,10 @@ impl ProcessIo {
                 }
                 Err(_) => break,
             }
+        }
+        let mut out = Vec::with_capacity(total);
+        for piece in &pieces {
+            out.extend_from_slice(piece);
         }
         self.output_budget.add_permits(out.len());
         Ok(Some(out))
@@ -277,8 +328,71 @@ impl ProcessIo {
 
     /// Closes both directions (stop): pending writes and reads settle.
     pub async fn close(&self) {
-        self.stdin.lock().await.take();
+        self.drop_stdin_sender();
         self.stdin_budget.close();
         self.output_budget.close();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+    use tokio::io::DuplexStream;
+
+    /// A process whose stdin is a 16-byte pipe that nobody reads (until the test says so), with
+    /// `staging` bytes of stdin staging.
+    fn process(staging: u64) -> (Arc<ProcessIo>, DuplexStream) {
+        let (input, guest) = tokio::io::duplex(16);
+        let channels = ProcessChannels {
+            input: Box::pin(input),
+            output: futures::stream::pending().boxed(),
+            exit: futures::future::pending().boxed(),
+        };
+        let limits = StreamLimits {
+            max_buffered_input_bytes: staging,
+            ..StreamLimits::DEFAULT
+        };
+        (ProcessIo::new(channels, limits, Arc::new(|| {})), guest)
+    }
+
+    async fn settles<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(5), future)
+            .await
+            .unwrap_or_else(|_| panic!("{what} did not settle"))
+    }
+
+    #[tokio::test]
+    async fn a_write_waiting_for_staging_space_does_not_keep_close_out() {
+        let (io, _guest) = process(64);
+        settles("the first write", io.write(Bytes::from(vec![1; 64])))
+            .await
+            .ok();
+        let pending = tokio::spawn({
+            let io = Arc::clone(&io);
+            async move { io.write(Bytes::from(vec![2; 32])).await }
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        settles("close", io.close()).await;
+        let refused = settles("the pending write", pending).await;
+        assert!(matches!(refused, Ok(Err(_))));
+    }
+
+    #[tokio::test]
+    async fn chunks_dropped_by_a_failed_writer_do_not_strand_later_writes() {
+        let (io, guest) = process(64);
+        settles("a write", io.write(Bytes::from(vec![1; 40])))
+            .await
+            .ok();
+        settles("a queued write", io.write(Bytes::from(vec![2; 20])))
+            .await
+            .ok();
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // The guest goes away: the writer fails with 20 queued bytes that never return space.
+        drop(guest);
+        let later = settles("a later write", io.write(Bytes::from(vec![3; 60]))).await;
+        let error = later.expect_err("a write after the writer failed is refused");
+        assert!(error.to_string().contains("stdin"), "{error}");
+        assert!(settles("end", io.end()).await.is_err());
     }
 }

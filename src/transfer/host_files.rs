@@ -2,8 +2,7 @@
 //! file, identity and size checked so replacement, truncation and growth are caught, and
 //! exclusive creation with the requested owner bits verified against the umask.
 
-use std::fs::OpenOptions;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
 
 use bytes::Bytes;
@@ -13,8 +12,11 @@ use super::export::ExportSession;
 use super::import::ImportSession;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
-/// `O_NOFOLLOW`: opening a symlink fails instead of following it.
-const O_NOFOLLOW: i32 = 0o400_000;
+/// Opening a symlink fails instead of following it, and opening a FIFO or device swapped in
+/// after the walk returns at once instead of waiting for a peer (it is then refused as not a
+/// regular file). Files are opened and inspected on tokio's blocking pool, never on a runtime
+/// worker.
+const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 
 fn host_error(path: &Path, what: &str) -> OwnerError {
     OwnerError::operation(
@@ -40,18 +42,20 @@ pub async fn import_host_file(
     seen: Seen,
     chunk_bytes: usize,
 ) -> Result<(), OwnerError> {
-    let std_file = OpenOptions::new()
+    let mut file = tokio::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(O_NOFOLLOW)
+        .custom_flags(OPEN_FLAGS)
         .open(host)
+        .await
         .map_err(|e| {
             host_error(
                 host,
                 &format!("cannot be opened without following links: {e}"),
             )
         })?;
-    let opened = std_file
+    let opened = file
         .metadata()
+        .await
         .map_err(|e| host_error(host, &e.to_string()))?;
     if !opened.is_file() {
         return Err(host_error(host, "is not a regular file"));
@@ -72,9 +76,12 @@ pub async fn import_host_file(
     session
         .begin_file(index, path, seen.size, executable)
         .await?;
-    let mut file = tokio::fs::File::from_std(std_file);
     let mut remaining = seen.size;
-    let mut buffer = vec![0u8; chunk_bytes.max(1)];
+    // Never more than the file holds: a large chunk size costs nothing on small files.
+    let capacity = chunk_bytes
+        .max(1)
+        .min(usize::try_from(seen.size).unwrap_or(usize::MAX).max(1));
+    let mut buffer = vec![0u8; capacity];
     while remaining > 0 {
         let want = buffer
             .len()
@@ -109,15 +116,17 @@ pub async fn export_host_file(
     executable: bool,
 ) -> Result<(), OwnerError> {
     let wanted = if executable { 0o700 } else { 0o600 };
-    let std_file = OpenOptions::new()
+    let mut file = tokio::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
-        .custom_flags(O_NOFOLLOW)
+        .custom_flags(OPEN_FLAGS)
         .mode(wanted)
         .open(host)
+        .await
         .map_err(|e| host_error(host, &format!("cannot be created exclusively: {e}")))?;
-    let mode = std_file
+    let mode = file
         .metadata()
+        .await
         .map_err(|e| host_error(host, &e.to_string()))?
         .permissions()
         .mode();
@@ -130,7 +139,6 @@ pub async fn export_host_file(
             ),
         ));
     }
-    let mut file = tokio::fs::File::from_std(std_file);
     while let Some(chunk) = session.read().await? {
         file.write_all(&chunk)
             .await
@@ -140,4 +148,71 @@ pub async fn export_host_file(
         .await
         .map_err(|e| host_error(host, &e.to_string()))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::driver::{ArchiveUpload, TransferSettings};
+    use crate::policy::request::TransferBuffers;
+    use crate::transfer::options::TransferQuotas;
+    use futures::FutureExt;
+    use std::time::Duration;
+
+    fn session() -> (ImportSession, tokio::sync::mpsc::Receiver<Bytes>) {
+        let (sink, archive) = tokio::sync::mpsc::channel(64);
+        let upload = ArchiveUpload {
+            sink,
+            done: async { Ok(()) }.boxed(),
+        };
+        let settings = TransferSettings {
+            uid: 1,
+            gid: 1,
+            spill_directory: None,
+        };
+        let quotas = TransferQuotas {
+            max_files: None,
+            max_file_bytes: None,
+            max_total_bytes: None,
+            max_archive_bytes: None,
+            max_paths: None,
+        };
+        let session = ImportSession::new(upload, &settings, TransferBuffers::DEFAULT, quotas);
+        (session, archive)
+    }
+
+    fn seen(path: &Path) -> Seen {
+        let meta = std::fs::symlink_metadata(path).expect("stat");
+        Seen {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_fifo_swapped_in_after_the_walk_is_refused_at_once() {
+        let dir = std::env::temp_dir().join(format!("native-sandbox-fifo-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let host = dir.join("f");
+        std::fs::write(&host, b"abc").expect("file");
+        let walked = seen(&host);
+        std::fs::remove_file(&host).expect("unlink");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&host)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (mut session, _archive) = session();
+        let result = tokio::time::timeout(
+            Duration::from_secs(5),
+            import_host_file(&mut session, 0, "f".into(), &host, walked, 65_536),
+        )
+        .await;
+        std::fs::remove_dir_all(&dir).ok();
+        let error = result
+            .expect("opening a FIFO without a writer does not block")
+            .expect_err("a FIFO is refused");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+    }
 }

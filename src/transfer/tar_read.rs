@@ -160,7 +160,11 @@ impl TarReader {
                     .map_err(|_| TarError::Malformed("an entry name is not UTF-8".into()))?,
             };
             let kind = header.entry_type();
-            if kind.is_gnu_longname() || kind.is_pax_local_extensions() {
+            if kind.is_gnu_longname()
+                || kind.is_pax_local_extensions()
+                || kind.is_pax_global_extensions()
+            {
+                // Every extended header is buffered whole, so its size is bounded first.
                 if size > EXTENDED_HEADER_MAX {
                     return Err(TarError::Malformed(format!(
                         "an extended header of {size} bytes is too large"
@@ -169,7 +173,9 @@ impl TarReader {
                 let body = self.take(size as usize).await?;
                 let pad = padding(size);
                 self.take(pad).await?;
-                if kind.is_gnu_longname() {
+                if kind.is_pax_global_extensions() {
+                    // Global defaults (mtime, charset) mean nothing to the workspace.
+                } else if kind.is_gnu_longname() {
                     let name = body.split(|&b| b == 0).next().unwrap_or_default();
                     long_name = Some(
                         String::from_utf8(name.to_vec())
@@ -182,11 +188,6 @@ impl TarReader {
                     }
                     pax_size = pax;
                 }
-                continue;
-            }
-            if kind.is_pax_global_extensions() {
-                let pad = padding(size);
-                self.take(size as usize + pad).await?;
                 continue;
             }
             let name = raw_name.trim_end_matches('/').to_owned();
@@ -366,5 +367,41 @@ mod tests {
             reader(corrupt, 512).next_entry().await,
             Err(TarError::Malformed(_))
         ));
+    }
+
+    #[tokio::test]
+    async fn an_oversized_global_header_is_refused_before_it_is_buffered() {
+        let mut global = tar::Header::new_ustar();
+        global.set_entry_type(tar::EntryType::XGlobalHeader);
+        global.set_path("pax_global_header").expect("path");
+        global.set_size(1 << 40);
+        global.set_cksum();
+        // Only the header is there: a reader that buffers the claimed size waits for ever.
+        let archive = global.as_bytes().to_vec();
+        match reader(archive, 512).next_entry().await {
+            Err(TarError::Malformed(message)) => assert!(message.contains("too large")),
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_small_global_header_is_skipped() {
+        let mut global = tar::Header::new_ustar();
+        global.set_entry_type(tar::EntryType::XGlobalHeader);
+        global.set_path("pax_global_header").expect("path");
+        let body = b"20 comment=ignored!\n";
+        global.set_size(body.len() as u64);
+        global.set_cksum();
+        let mut archive = global.as_bytes().to_vec();
+        archive.extend_from_slice(body);
+        archive.resize(archive.len() + padding(body.len() as u64), 0);
+        archive.extend(entry_header("d", true, 0, 0o755, OWNER, 0));
+        archive.extend(end_of_archive());
+        let entry = reader(archive, 100)
+            .next_entry()
+            .await
+            .expect("ok")
+            .expect("entry");
+        assert_eq!(entry.name, "d");
     }
 }

@@ -150,7 +150,16 @@ impl DockerReservation {
             .map_err(|e| engine_error("inspecting the workspace holder", e))?;
         let host = inspect.host_config.clone().unwrap_or_default();
         let user = inspect.config.as_ref().and_then(|c| c.user.clone());
-        let effective = applied(&host, user.as_deref(), &self.settings.user)?;
+        let expected = self
+            .container_body(
+                &self.record().await,
+                Role::Export,
+                &volume,
+                network.as_deref(),
+            )
+            .host_config
+            .unwrap_or_default();
+        let effective = applied(&host, user.as_deref(), &self.settings.user, &expected)?;
         check_exact(&self.request.policy, &effective)?;
 
         let mut ready = self.record().await;
@@ -413,12 +422,23 @@ impl DockerReservation {
         let wait = WaitContainerOptionsBuilder::default()
             .condition("not-running")
             .build();
-        match docker.wait_container(&id, Some(wait)).next().await {
-            Some(Ok(_))
-            | Some(Err(bollard::errors::Error::DockerContainerWaitError { .. }))
-            | None => Ok(()),
-            Some(Err(e)) if is_not_found(&e) => Ok(()),
-            Some(Err(e)) => Err(engine_error("waiting for the process container to stop", e)),
+        // A killed container stops at once; an engine that never says so fails this stop
+        // (retryable) instead of holding it for ever.
+        let limit = std::time::Duration::from_millis(self.request.policy.deadlines.cleanup_ms);
+        let mut waiting = docker.wait_container(&id, Some(wait));
+        match tokio::time::timeout(limit, waiting.next()).await {
+            Err(_) => Err(OwnerError::operation(
+                crate::lifecycle::error::OperationCode::DeadlineExceeded,
+                format!(
+                    "the engine did not report the killed process container stopped within {} ms",
+                    limit.as_millis()
+                ),
+            )),
+            Ok(Some(Ok(_)))
+            | Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { .. })))
+            | Ok(None) => Ok(()),
+            Ok(Some(Err(e))) if is_not_found(&e) => Ok(()),
+            Ok(Some(Err(e))) => Err(engine_error("waiting for the process container to stop", e)),
         }
     }
 

@@ -53,6 +53,7 @@ impl DockerReservation {
             NetworkKind::Isolated => None,
         };
         let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
+        let asked = body.host_config.clone().unwrap_or_default();
         let mut env: Vec<String> = fixed_environment()
             .iter()
             .map(|(k, v)| format!("{k}={v}"))
@@ -67,6 +68,9 @@ impl DockerReservation {
         body.attach_stderr = Some(true);
         body.open_stdin = Some(true);
         body.stdin_once = Some(true);
+        // The last moment a stop can keep the container from existing at all; past it, the
+        // container is recorded before anything else happens, so the stop finds and kills it.
+        cancel.check()?;
         let id = self.create_container(&name, body).await?;
         self.state.lock().await.compute = Some(id.clone());
         self.identify_container(&journal, Role::Compute, &id)
@@ -79,7 +83,7 @@ impl DockerReservation {
             .map_err(|e| engine_error("inspecting the process container", e))?;
         let host = inspect.host_config.clone().unwrap_or_default();
         let user = inspect.config.as_ref().and_then(|c| c.user.clone());
-        let effective = applied(&host, user.as_deref(), &self.settings.user)?;
+        let effective = applied(&host, user.as_deref(), &self.settings.user, &asked)?;
         if effective != expected {
             return Err(OwnerError::Unsupported(
                 "the process container was not given the sandbox's observed policy".into(),

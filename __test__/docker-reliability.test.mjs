@@ -1,0 +1,83 @@
+// Failure paths of the Docker backend that must neither hang nor leak: a process start aborted
+// at any moment, stdin writes pending at stop, cleanup that outlives its observation.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { after, describe, test } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+
+const namespace = uniqueNamespace('rely');
+const backend = dockerBackend(namespace);
+
+after(() => {
+  assert.deepEqual(leftovers(namespace), NOTHING, 'the reliability suite leaves no engine objects behind');
+});
+
+const shell = (sandbox, script) => sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', script], env: {}, cwd: sandbox.workspace });
+
+describe('a process start aborted at any moment is owned work', () => {
+  for (const delay of [0, 2, 5, 10, 20, 40, 80]) {
+    test(`abort after ${delay} ms, then destroy: nothing is left`, async () => {
+      const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+      const controller = new AbortController();
+      const process = shell(sandbox, 'sleep 30');
+      const started = process.start({ signal: controller.signal });
+      await sleep(delay);
+      controller.abort(new Error('changed my mind'));
+      const outcome = await started.then(
+        (streams) => {
+          streams.stdout.resume();
+          streams.stderr.resume();
+          return 'started';
+        },
+        (error) => error,
+      );
+      assert.ok(outcome === 'started' || outcome instanceof Error);
+      await sandbox.destroy();
+      assert.equal(sandbox.state.kind, 'destroyed');
+      assert.deepEqual(leftovers(namespace), NOTHING);
+    });
+  }
+});
+
+describe('stdin writes pending at stop', () => {
+  test('variable-size writes into a process that never reads do not wedge stop or destroy', async () => {
+    const sandbox = await backend.reserve(
+      request((p) => Object.assign(p.streams, { maxBufferedInputBytes: 64 * 1024 })),
+      { kind: 'in_process' },
+    ).start();
+    const streams = await shell(sandbox, 'sleep 30').start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    const errors = [];
+    streams.stdin.on('error', (error) => errors.push(error));
+    // JSON-RPC-like lines of varying size, far more than the guest pipe and the staging hold.
+    for (let i = 0; i < 4000; i++) streams.stdin.write(Buffer.alloc(1 + ((i * 7919) % 9000), 0x61));
+    await sleep(1000);
+    await sandbox.stop();
+    assert.equal(sandbox.state.kind, 'stopped');
+    await sandbox.destroy();
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+});
+
+describe('memory: an owner is freed once its handles are gone', () => {
+  const lifecycles = (kind) => {
+    const child = spawnSync(process.execPath, ['--expose-gc', 'fixtures/owner-lifecycles.mjs', kind, '12', namespace], {
+      cwd: new URL('.', import.meta.url),
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env },
+    });
+    assert.equal(child.status, 0, child.stderr);
+    return JSON.parse(child.stdout.trim().split('\n').at(-1));
+  };
+
+  test('Docker sandboxes that each ran a process leave no owner alive', () => {
+    assert.deepEqual(lifecycles('docker'), { live: 0 });
+  });
+
+  test('sandboxes of a JavaScript driver leave no owner alive', () => {
+    assert.deepEqual(lifecycles('driver'), { live: 0 });
+  });
+});
