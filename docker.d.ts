@@ -6,9 +6,11 @@ import type { SandboxBackend } from './index.js';
 
 export interface DockerSandboxBackendOptions {
   /**
-   * Image reference or ID, pinned to its immutable ID (the records' `imageDigest`). A reference is
-   * resolved by one bounded engine call while the backend is created; an ID (`sha256:<64 hex>`)
-   * needs none, and startup reports a missing image before any container exists.
+   * Image reference or ID, pinned to its immutable ID (the records' `imageDigest`). Creation never
+   * waits on the engine: a reference starts resolving in the background (at most 30 s) and a
+   * sandbox's start waits for it (cancellably); until then a reservation's record carries
+   * `sha256:` and 64 zeros, never persisted. An ID (`sha256:<64 hex>`) needs no resolution. A
+   * missing image fails startup before any container exists.
    */
   readonly image: string;
   /** Ownership scope: labels and names carry it; reconcile and cleanup never touch another namespace. */
@@ -53,8 +55,8 @@ export declare const DOCKER_SANDBOX_GUEST: Readonly<{
 }>;
 
 /**
- * Creates the backend: validates `options` (`SandboxValidationError`), then connects and pins the
- * image (`SandboxOperationError` with code `driver_failure` when the engine or image is missing).
+ * Creates the backend: validates `options` (`SandboxValidationError`) and connects without waiting
+ * on the engine; an unreachable engine or a missing image fails the start that needs it.
  * `support.workspaceDiskQuota` is `false`: a `required` quota throws `SandboxUnsupportedError`
  * from `reserve`, before any engine call.
  */

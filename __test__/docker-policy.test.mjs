@@ -154,7 +154,7 @@ describe('docker admission', () => {
     assert.ok(error.cause instanceof SandboxUnsupportedError);
     assert.match(error.cause.message, /API_TOKEN/);
     assert.deepEqual(leftovers(ns), NOTHING);
-    await reservation.destroy();
+    await error.owner.destroy();
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
@@ -204,9 +204,18 @@ describe('docker admission', () => {
       () => createDockerSandboxBackend({ image: IMAGE, namespace: 'bad ns', spillDirectory: 'relative' }),
       (error) => error instanceof SandboxValidationError && error.issues.map((i) => i.path[0]).join() === 'namespace,spillDirectory',
     );
-    assert.throws(
-      () => createDockerSandboxBackend({ image: 'native-sandbox/does-not-exist:0', namespace: 'x', spillDirectory: spillDirectory() }),
-      (error) => error instanceof SandboxOperationError && error.code === 'driver_failure' && /does-not-exist/.test(error.message),
-    );
+  });
+
+  test('a missing image reference fails startup before any engine object exists', async () => {
+    const ns = uniqueNamespace('missing-image');
+    const missing = createDockerSandboxBackend({ image: 'native-sandbox/does-not-exist:0', namespace: ns, spillDirectory: spillDirectory() });
+    const reservation = missing.reserve(request(), { kind: 'in_process' });
+    const error = await reservation.start().catch((e) => e);
+    assert.ok(error instanceof SandboxStartError, String(error));
+    assert.ok(error.cause instanceof SandboxOperationError && error.cause.code === 'driver_failure', String(error.cause));
+    assert.match(error.cause.message, /does-not-exist/);
+    assert.deepEqual(leftovers(ns), NOTHING);
+    await error.owner.destroy();
+    assert.deepEqual(leftovers(ns), NOTHING);
   });
 });

@@ -1,10 +1,13 @@
 // Failure paths of the Docker backend that must neither hang nor leak: a process start aborted
 // at any moment, stdin writes pending at stop, cleanup that outlives its observation.
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { createServer } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+import { SandboxStartError } from 'native-sandbox';
+import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { dockerBackend, leftovers, NOTHING, request, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('rely');
 const backend = dockerBackend(namespace);
@@ -79,5 +82,51 @@ describe('memory: an owner is freed once its handles are gone', () => {
 
   test('sandboxes of a JavaScript driver leave no owner alive', () => {
     assert.deepEqual(lifecycles('driver'), { live: 0 });
+  });
+});
+
+describe('no public call holds the JS thread on the engine', () => {
+  test('backend creation and reserve return at once against an engine that never answers; start is cancellable', async () => {
+    const sockets = new Set();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = silent.address();
+      const backend = createDockerSandboxBackend({
+        image: 'native-sandbox/busybox:1',
+        namespace: uniqueNamespace('silent'),
+        spillDirectory: spillDirectory(),
+        engine: { url: `tcp://127.0.0.1:${port}` },
+      });
+      const reservation = backend.reserve(request(), { kind: 'in_process' });
+      assert.equal(reservation.recoveryRecord.imageDigest, `sha256:${'0'.repeat(64)}`, 'the reference resolves at start');
+      const error = await reservation.start({ signal: AbortSignal.timeout(300) }).catch((e) => e);
+      assert.ok(error instanceof SandboxStartError, String(error));
+      assert.equal(error.cause.code, 'cancelled');
+      await error.owner.destroy();
+      assert.equal(error.owner.state.kind, 'destroyed');
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+
+  test('a reference is resolved at start and recorded as the image ID', async () => {
+    const backend = createDockerSandboxBackend({ image: 'native-sandbox/busybox:1', namespace, spillDirectory: spillDirectory() });
+    const id = execFileSync('docker', ['image', 'inspect', '--format', '{{.Id}}', 'native-sandbox/busybox:1'], { encoding: 'utf8' }).trim();
+    const records = [];
+    const sandbox = await backend.reserve(request(), { kind: 'persisted', persist: async (record) => void records.push(record) }).start();
+    try {
+      assert.ok(records.length > 0);
+      for (const record of records) assert.equal(record.imageDigest, id, 'every persisted record names the image ID');
+      assert.equal(sandbox.recoveryRecord.imageDigest, id);
+      const later = backend.reserve(request(), { kind: 'in_process' });
+      assert.equal(later.recoveryRecord.imageDigest, id, 'once resolved, reservations carry the ID at once');
+    } finally {
+      await sandbox.destroy();
+    }
   });
 });

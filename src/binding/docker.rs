@@ -13,7 +13,7 @@ use crate::docker::backend::{support, DockerBackend, Reconciled};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
 use crate::docker::options::parse_docker_options;
 use crate::input::{ToValue, Value};
-use crate::lifecycle::driver::{DriverReservation, Persist};
+use crate::lifecycle::driver::Persist;
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
@@ -48,23 +48,26 @@ pub struct NativeDockerBackend {
 
 #[napi]
 impl NativeDockerBackend {
-    /// Connects and pins the image. Blocks (bounded) on the engine once, at creation.
+    /// Connects; never waits on the engine (an image reference resolves in the background).
     #[napi(constructor)]
     pub fn new(options: Captured) -> Result<Self> {
         let options = parse_docker_options(&options.0).map_err(|issues| {
             let detail: Vec<String> = issues.iter().map(ToString::to_string).collect();
             napi::Error::new(Status::InvalidArg, detail.join("; "))
         })?;
-        let backend = block_on(DockerBackend::connect(options))
-            .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
+        let backend = napi::bindgen_prelude::within_runtime_if_available(|| {
+            DockerBackend::new(options)
+        })
+        .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
         Ok(Self {
             backend: Arc::new(backend),
         })
     }
 
+    /// The pinned image ID; `null` while a reference is still being resolved.
     #[napi(js_name = "imageId")]
-    pub fn image_id(&self) -> String {
-        self.backend.image_id().to_owned()
+    pub fn image_id(&self) -> Option<String> {
+        self.backend.image_id()
     }
 
     /// Inert: the returned owner has acquired nothing. `invoke` carries `persist` when
@@ -80,9 +83,12 @@ impl NativeDockerBackend {
         let (id, record, reservation) = self.backend.reserve(&request);
         let persist: Option<Arc<dyn Persist>> =
             persisted.then(|| JsPersist::new(JsPort::new(invoke)) as Arc<dyn Persist>);
-        let driver = reservation as Arc<dyn DriverReservation>;
         Ok(NativeOwner::wrap(SandboxOwner::new(
-            id, driver, request, record, persist,
+            id,
+            reservation,
+            request,
+            record,
+            persist,
         )))
     }
 

@@ -1,7 +1,6 @@
 //! The Docker backend: pins the image, reserves sandboxes, and reconciles records by proof.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt};
@@ -12,25 +11,22 @@ use super::objects::{
     container_fingerprint, labels_match, network_fingerprint, provable_container, remove_all,
     volume_fingerprint,
 };
+use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::options::DockerOptions;
-use super::reservation::{DockerReservation, Settings};
+use super::reservation::{DockerReservation, PendingReservation, Settings};
 use crate::digest::{fresh_id, sha256_of};
-use crate::input::{ToValue, Value};
-use crate::lifecycle::driver::RecoveredDriver;
+use crate::input::ToValue;
+use crate::lifecycle::driver::{DriverReservation, RecoveredDriver};
 use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::policy::request::SandboxRequest;
 use crate::policy::support::SandboxSupport;
 use crate::recovery::record::{Authority, Identity, Phase, Resource, Role, SandboxRecoveryRecord};
 
-/// How long backend creation waits for the engine to resolve the image.
-const RESOLVE_TIMEOUT: Duration = Duration::from_secs(30);
-
 pub struct DockerBackend {
     options: DockerOptions,
     docker: Docker,
-    image_id: String,
-    configuration_digest: String,
+    image: ImageSource,
 }
 
 pub fn support() -> SandboxSupport {
@@ -51,26 +47,11 @@ pub enum Reconciled {
     Absent(SandboxRecoveryRecord),
 }
 
-/// The immutable ID a reference names now, asked once with a bounded wait.
-async fn resolve_image(docker: &Docker, reference: &str) -> Result<String, OwnerError> {
-    let image = tokio::time::timeout(RESOLVE_TIMEOUT, docker.inspect_image(reference))
-        .await
-        .map_err(|_| {
-            OwnerError::driver(format!(
-                "the engine did not resolve image {reference} within {RESOLVE_TIMEOUT:?}"
-            ))
-        })?
-        .map_err(|e| engine_error(&format!("resolving image {reference}"), e))?;
-    image
-        .id
-        .filter(|id| crate::recovery::record::is_sha256_digest(id))
-        .ok_or_else(|| OwnerError::driver(format!("image {reference} has no sha256 image ID")))
-}
-
 impl DockerBackend {
-    /// Connects, and pins the image to its immutable ID: every sandbox of this backend runs
-    /// exactly that image, and its records say so.
-    pub async fn connect(options: DockerOptions) -> Result<Self, OwnerError> {
+    /// Connects without waiting on the engine: an image ID is pinned at once, a reference
+    /// starts resolving in the background (every sandbox of this backend then runs exactly
+    /// the ID it names, and its records say so). Needs a tokio runtime context.
+    pub fn new(options: DockerOptions) -> Result<Self, OwnerError> {
         let spill = std::fs::metadata(&options.spill_directory).map_err(|e| {
             OwnerError::state(format!(
                 "spillDirectory {} is not an existing directory: {e}",
@@ -84,44 +65,25 @@ impl DockerBackend {
             )));
         }
         let docker = connect(&options.engine)?;
-        // An image ID is already immutable: creation then asks the engine nothing, and startup's
-        // admission inspects the image (a missing one fails startup, before any container).
-        let image_id = if crate::recovery::record::is_sha256_digest(&options.image) {
-            options.image.clone()
-        } else {
-            resolve_image(&docker, &options.image).await?
-        };
-        let configuration = Value::object([
-            ("backend", Value::string(BACKEND_ID)),
-            ("revision", Value::string(BACKEND_REVISION)),
-            ("image", Value::string(image_id.as_str())),
-            ("namespace", Value::string(options.namespace.as_str())),
-            ("user", Value::string(options.user.as_str())),
-            (
-                "runtime",
-                options
-                    .runtime
-                    .as_deref()
-                    .map_or(Value::Null, Value::string),
-            ),
-        ]);
+        let image = ImageSource::new(&docker, &options);
         Ok(Self {
-            configuration_digest: sha256_of(&configuration),
             options,
             docker,
-            image_id,
+            image,
         })
     }
 
-    pub fn image_id(&self) -> &str {
-        &self.image_id
+    /// The pinned image ID, once known.
+    pub fn image_id(&self) -> Option<String> {
+        self.image.now().map(|pinned| pinned.image_id)
     }
 
-    /// Inert: assigns identities and names, acquires nothing.
+    /// Inert: assigns identities and names, acquires nothing. While a reference is still
+    /// being resolved, the record carries `UNRESOLVED_IMAGE` until the start completes it.
     pub fn reserve(
         &self,
         request: &SandboxRequest,
-    ) -> (String, SandboxRecoveryRecord, Arc<DockerReservation>) {
+    ) -> (String, SandboxRecoveryRecord, Arc<dyn DriverReservation>) {
         let sandbox_id = fresh_id("sbx");
         let names = Names::new(&self.options.namespace, &sandbox_id);
         let mut resources = vec![
@@ -132,31 +94,44 @@ impl DockerBackend {
         if request.policy.network == NetworkKind::Outbound {
             resources.push(planned(Role::Network, names.network));
         }
+        let now = self.image.now();
+        let pinned = now
+            .clone()
+            .unwrap_or_else(|| Pinned::new(UNRESOLVED_IMAGE.into(), &self.options));
         let record = SandboxRecoveryRecord {
             backend_id: BACKEND_ID.into(),
             backend_revision: BACKEND_REVISION.into(),
             namespace: self.options.namespace.clone(),
             operation_id: fresh_id("op"),
             sandbox_id: sandbox_id.clone(),
-            image_digest: self.image_id.clone(),
+            image_digest: pinned.image_id.clone(),
             policy_digest: sha256_of(&request.to_value()),
-            configuration_digest: self.configuration_digest.clone(),
+            configuration_digest: pinned.configuration_digest.clone(),
             phase: Phase::Reserved,
             authority: Authority::Unverified,
             resources,
         };
-        let reservation = DockerReservation::new(self.settings(), request.clone(), record.clone());
+        let settings = self.settings(&pinned);
+        let reservation: Arc<dyn DriverReservation> = match (&self.image, now) {
+            (ImageSource::Resolving(resolution), None) => PendingReservation::new(
+                resolution.clone(),
+                settings,
+                request.clone(),
+                record.clone(),
+            ),
+            _ => DockerReservation::new(settings, request.clone(), record.clone()),
+        };
         (sandbox_id, record, reservation)
     }
 
-    fn settings(&self) -> Settings {
+    fn settings(&self, pinned: &Pinned) -> Settings {
         Settings {
             docker: self.docker.clone(),
             spill_directory: std::path::PathBuf::from(&self.options.spill_directory),
-            image_id: self.image_id.clone(),
+            image_id: pinned.image_id.clone(),
             user: self.options.user.clone(),
             runtime: self.options.runtime.clone(),
-            configuration_digest: self.configuration_digest.clone(),
+            configuration_digest: pinned.configuration_digest.clone(),
         }
     }
 
@@ -172,8 +147,9 @@ impl DockerBackend {
                 record.namespace, self.options.namespace
             )));
         }
-        if record.configuration_digest != self.configuration_digest
-            || record.image_digest != self.image_id
+        let pinned = self.image.pinned().await?;
+        if record.configuration_digest != pinned.configuration_digest
+            || record.image_digest != pinned.image_id
         {
             return Ok(Reconciled::Conflict(
                 "the record was written under another backend configuration or image".into(),

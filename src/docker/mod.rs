@@ -5,6 +5,7 @@ pub mod backend;
 pub mod engine;
 pub mod exit_status;
 pub mod hardening;
+pub mod image;
 pub mod layout;
 pub mod objects;
 pub mod options;

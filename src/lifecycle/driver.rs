@@ -78,6 +78,18 @@ pub struct TransferSettings {
 /// One reserved sandbox of a driver. Stop and destroy must work in any state, also before or
 /// during start, and also after persistence failed.
 pub trait DriverReservation: Send + Sync + 'static {
+    /// Called once at the start of startup, before the initial record is persisted: a driver
+    /// that learns part of its identity only then (the Docker backend's image ID for an image
+    /// given by reference) returns the completed initial record. It may only fill in the image
+    /// and configuration digests; everything else must stay as reserved.
+    fn prepare(
+        self: Arc<Self>,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<Option<SandboxRecoveryRecord>, OwnerError>> {
+        let _ = cancel;
+        Box::pin(async { Ok(None) })
+    }
+
     fn start(
         self: Arc<Self>,
         context: StartContext,

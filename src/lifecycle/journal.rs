@@ -15,6 +15,8 @@ pub struct Journal {
     /// Serializes checkpoints, so records are persisted in the order the driver made them.
     order: tokio::sync::Mutex<()>,
     fence: Mutex<Option<OwnerError>>,
+    /// Set once the initial record was handed to persistence (it is final from then on).
+    initialized: std::sync::atomic::AtomicBool,
     /// Fired when the journal fences: startup must not reach another effect.
     startup: Cancel,
 }
@@ -30,6 +32,7 @@ impl Journal {
             persist,
             order: tokio::sync::Mutex::new(()),
             fence: Mutex::new(None),
+            initialized: std::sync::atomic::AtomicBool::new(false),
             startup,
         }
     }
@@ -49,9 +52,33 @@ impl Journal {
             .clone()
     }
 
+    /// Completes the initial record before it is first persisted (see
+    /// `DriverReservation::prepare`): only the image and configuration digests may change.
+    pub async fn complete_initial(&self, completed: SandboxRecoveryRecord) -> Result<(), OwnerError> {
+        let _order = self.order.lock().await;
+        if self.initialized.load(std::sync::atomic::Ordering::SeqCst) {
+            return Err(OwnerError::state(
+                "the initial recovery record was already persisted; it cannot be completed any more",
+            ));
+        }
+        let mut comparable = completed.clone();
+        let current = self.current();
+        comparable.image_digest = current.image_digest.clone();
+        comparable.configuration_digest = current.configuration_digest.clone();
+        if comparable != current {
+            return Err(OwnerError::state(
+                "a driver may complete only the image and configuration digests of its initial record",
+            ));
+        }
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = completed;
+        Ok(())
+    }
+
     /// Persists the initial record before anything is acquired.
     pub async fn initialize(&self) -> Result<(), OwnerError> {
         let _order = self.order.lock().await;
+        self.initialized
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         self.guard()?;
         let initial = self.current();
         self.write(initial).await

@@ -235,6 +235,13 @@ impl SandboxOwner {
     async fn run_startup(&self) -> Result<ReadyFacts, OwnerError> {
         let cancel = &self.inner.startup_cancel;
         cancel.check()?;
+        if let Some(completed) = Arc::clone(&self.inner.driver)
+            .prepare(cancel.clone())
+            .await?
+        {
+            self.inner.journal.complete_initial(completed).await?;
+        }
+        cancel.check()?;
         self.inner.journal.initialize().await?;
         cancel.check()?;
         let context = StartContext {

@@ -2,7 +2,10 @@
 //! `process.rs`, archive transfers through the workspace holder in `archive.rs`.
 
 mod archive;
+mod pending;
 mod process;
+
+pub use pending::PendingReservation;
 
 use std::collections::HashMap;
 use std::sync::Arc;

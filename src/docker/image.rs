@@ -1,0 +1,121 @@
+//! The backend's image: an ID is pinned at once; a reference is resolved once, in the
+//! background, to the immutable ID every sandbox of the backend then runs and records.
+
+use std::time::Duration;
+
+use bollard::Docker;
+use futures::future::{BoxFuture, FutureExt, Shared};
+
+use super::engine::engine_error;
+use super::layout::{BACKEND_ID, BACKEND_REVISION};
+use super::options::DockerOptions;
+use crate::digest::sha256_of;
+use crate::input::Value;
+use crate::lifecycle::error::OwnerError;
+use crate::recovery::record::is_sha256_digest;
+
+/// How long the engine may take to resolve a reference.
+const RESOLVE_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The image digest a reservation carries until its start resolves the reference: well-formed,
+/// and visibly no image. It is never persisted (startup completes the record first).
+pub const UNRESOLVED_IMAGE: &str =
+    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// The image ID with the configuration digest derived from it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pinned {
+    pub image_id: String,
+    pub configuration_digest: String,
+}
+
+impl Pinned {
+    pub fn new(image_id: String, options: &DockerOptions) -> Self {
+        let configuration = Value::object([
+            ("backend", Value::string(BACKEND_ID)),
+            ("revision", Value::string(BACKEND_REVISION)),
+            ("image", Value::string(image_id.as_str())),
+            ("namespace", Value::string(options.namespace.as_str())),
+            ("user", Value::string(options.user.as_str())),
+            (
+                "runtime",
+                options
+                    .runtime
+                    .as_deref()
+                    .map_or(Value::Null, Value::string),
+            ),
+        ]);
+        Self {
+            configuration_digest: sha256_of(&configuration),
+            image_id,
+        }
+    }
+}
+
+/// One resolution, shared by every sandbox that waits for it.
+pub type Resolution = Shared<BoxFuture<'static, Result<Pinned, OwnerError>>>;
+
+#[derive(Clone)]
+pub enum ImageSource {
+    Pinned(Pinned),
+    Resolving(Resolution),
+}
+
+impl ImageSource {
+    /// An ID needs no engine call. A reference starts resolving now, as its own task (so it
+    /// needs a tokio runtime context), bounded by `RESOLVE_TIMEOUT`.
+    pub fn new(docker: &Docker, options: &DockerOptions) -> Self {
+        if is_sha256_digest(&options.image) {
+            return Self::Pinned(Pinned::new(options.image.clone(), options));
+        }
+        let docker = docker.clone();
+        let options = options.clone();
+        let task = tokio::spawn(async move {
+            let id = resolve(&docker, &options.image).await?;
+            Ok(Pinned::new(id, &options))
+        });
+        Self::Resolving(
+            async move {
+                task.await.unwrap_or_else(|e| {
+                    Err(OwnerError::driver(format!(
+                        "resolving the image ended abnormally: {e}"
+                    )))
+                })
+            }
+            .boxed()
+            .shared(),
+        )
+    }
+
+    /// The pinned image, if known now.
+    pub fn now(&self) -> Option<Pinned> {
+        match self {
+            Self::Pinned(pinned) => Some(pinned.clone()),
+            Self::Resolving(resolution) => resolution.peek().and_then(|r| r.clone().ok()),
+        }
+    }
+
+    /// The pinned image, waiting for the resolution if needed.
+    pub async fn pinned(&self) -> Result<Pinned, OwnerError> {
+        match self {
+            Self::Pinned(pinned) => Ok(pinned.clone()),
+            Self::Resolving(resolution) => resolution.clone().await,
+        }
+    }
+}
+
+/// The immutable ID a reference names now, asked once with a bounded wait.
+async fn resolve(docker: &Docker, reference: &str) -> Result<String, OwnerError> {
+    let image = tokio::time::timeout(RESOLVE_TIMEOUT, docker.inspect_image(reference))
+        .await
+        .map_err(|_| {
+            OwnerError::driver(format!(
+                "the engine did not resolve image {reference} within {RESOLVE_TIMEOUT:?}"
+            ))
+        })?
+        .map_err(|e| engine_error(&format!("resolving image {reference}"), e))?;
+    image
+        .id
+        .filter(|id| is_sha256_digest(id))
+        .ok_or_else(|| OwnerError::driver(format!("image {reference} has no sha256 image ID")))
+}
