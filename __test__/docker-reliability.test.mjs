@@ -130,3 +130,29 @@ describe('no public call holds the JS thread on the engine', () => {
     }
   });
 });
+
+describe('stdout and stderr share one staging budget', () => {
+  test('unread stderr holds stdout back; reading stderr lets both flow', async () => {
+    const sandbox = await backend.reserve(
+      request((p) => Object.assign(p.streams, { maxBufferedOutputBytes: 64 * 1024, highWaterMark: 16 * 1024 })),
+      { kind: 'in_process' },
+    ).start();
+    try {
+      const streams = await shell(sandbox, 'head -c 16777216 /dev/zero >&2; echo done').start();
+      streams.stdin.end();
+      let stdout = '';
+      streams.stdout.on('data', (chunk) => (stdout += chunk));
+      const ended = new Promise((resolve) => streams.stdout.on('end', resolve));
+      await sleep(1500);
+      assert.equal(stdout, '', 'stdout waits behind the unread stderr');
+      let stderrBytes = 0;
+      streams.stderr.on('data', (chunk) => (stderrBytes += chunk.length));
+      await ended;
+      assert.equal(stdout, 'done\n');
+      assert.equal(stderrBytes, 16 * 1024 * 1024);
+      assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+});

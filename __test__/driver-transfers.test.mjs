@@ -163,4 +163,27 @@ describe('transfers through a JavaScript driver', () => {
     await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
     await sandbox.destroy();
   });
+
+  test('a refused transfer never releases the one in progress', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    await sandbox.importTree([fileFromBytes('a.txt', Buffer.from('a'), { chunkBytes: 1024 })]);
+    await sandbox.stop();
+    let release;
+    const held = new Promise((resolve) => (release = resolve));
+    const first = sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+      await held;
+    });
+    await new Promise((resolve) => setImmediate(resolve));
+    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    // The refusal above released nothing: the first export still holds the sandbox.
+    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    release();
+    assert.equal((await first).files, 1n);
+    assert.equal((await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+    })).files, 1n);
+    await sandbox.destroy();
+  });
 });
