@@ -3,47 +3,13 @@
 // backend does (image resolution, creation, the attached process, archives, removal) crosses it.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readdirSync, readFileSync } from 'node:fs';
-import { execFileSync, fork } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
-import { dirname, join } from 'node:path';
+import { readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { fileFromBytes, SandboxCleanupError, SandboxOperationError, SandboxStartError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { IMAGE, leftovers, NOTHING, request, runShell, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
-
-const fixtures = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'tls');
-const pem = (name) => readFileSync(join(fixtures, name), 'utf8');
-const CA = pem('ca.pem');
-const CLIENT = { ca: CA, cert: pem('client.pem'), key: pem('client-key.pem') };
-const engineSocket = (process.env.DOCKER_HOST ?? 'unix:///var/run/docker.sock').replace(/^unix:\/\//, '');
-
-/** A TLS front in a process of its own, on `port` (0: any free one), presenting `identity`. */
-async function startFront(port = 0, identity = 'server') {
-  const child = fork(join(dirname(fileURLToPath(import.meta.url)), 'tls-front.mjs'), [fixtures, engineSocket, String(port), identity], { stdio: 'inherit' });
-  const replies = [];
-  child.on('message', (message) => replies.shift()?.(message));
-  const nextReply = () => new Promise((resolve) => replies.push(resolve));
-  // A front that cannot listen (a port in use) fails the test instead of hanging it.
-  const exited = new Promise((_, reject) => child.once('exit', (code) => reject(new Error(`the front exited (${code}) before listening`))));
-  exited.catch(() => {});
-  const listening = await Promise.race([nextReply(), exited]);
-  return {
-    port: listening.port,
-    /** What the front has seen so far. */
-    counts() {
-      const reply = nextReply();
-      child.send('counts');
-      return reply;
-    },
-    /** The engine becomes unreachable at once: every connection through the front drops. */
-    kill() {
-      const gone = new Promise((resolve) => child.once('exit', resolve));
-      child.kill('SIGKILL');
-      return gone;
-    },
-    close: () => child.disconnect(),
-  };
-}
+import { CA, CLIENT, engineSocket, fixtures, pem, startFront } from './tls-front-control.mjs';
 
 const front = await startFront();
 const url = `tcp://127.0.0.1:${front.port}`;
@@ -99,18 +65,14 @@ test('an https:// URL by host name is verified against the name in the engine ce
 
 test('an engine whose certificate the given CA did not sign is refused before anything is created', async () => {
   const refusedBefore = (await frontCounts()).refused;
-  const error = (() => {
-    try {
-      tlsBackend('tls-ca', { ...CLIENT, ca: pem('other-ca.pem') });
-    } catch (e) {
-      return e;
-    }
-    return undefined;
-  })();
-  assert.ok(error instanceof SandboxOperationError, String(error));
-  assert.equal(error.code, 'driver_failure');
-  assert.match(error.message, /invalid peer certificate: UnknownIssuer/);
+  const backend = tlsBackend('tls-ca', { ...CLIENT, ca: pem('other-ca.pem') });
+  const error = await backend.reserve(request(), { kind: 'in_process' }).start().catch((e) => e);
+  assert.ok(error instanceof SandboxStartError, String(error));
+  assert.ok(error.cause instanceof SandboxOperationError, String(error.cause));
+  assert.equal(error.cause.code, 'driver_failure');
+  assert.match(error.cause.message, /invalid peer certificate: UnknownIssuer/);
   assert.ok((await frontCounts()).refused > refusedBefore, 'the TLS front saw the refused handshake');
+  await error.owner.destroy();
 });
 
 test('tcp:// without a port means the engine ports, as with the docker CLI: 2375 plain, 2376 over TLS', async () => {
@@ -142,17 +104,13 @@ test('tcp:// without a port means the engine ports, as with the docker CLI: 2375
 test('an engine whose certificate names another host is refused', async () => {
   const elsewhere = await startFront(0, 'elsewhere');
   try {
-    const error = (() => {
-      try {
-        tlsBackend('tls-host', CLIENT, `tcp://127.0.0.1:${elsewhere.port}`);
-      } catch (e) {
-        return e;
-      }
-      return undefined;
-    })();
-    assert.ok(error instanceof SandboxOperationError, String(error));
-    assert.match(error.message, /invalid peer certificate: certificate not valid for name/);
+    const backend = tlsBackend('tls-host', CLIENT, `tcp://127.0.0.1:${elsewhere.port}`);
+    const error = await backend.reserve(request(), { kind: 'in_process' }).start().catch((e) => e);
+    assert.ok(error instanceof SandboxStartError, String(error));
+    assert.ok(error.cause instanceof SandboxOperationError, String(error.cause));
+    assert.match(error.cause.message, /invalid peer certificate: certificate not valid for name/);
     assert.equal((await elsewhere.counts()).authorized, 0);
+    await error.owner.destroy();
   } finally {
     elsewhere.close();
   }

@@ -8,6 +8,7 @@ import { describe, test } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
 import { createSandboxSpillStore } from 'native-sandbox/node';
+import { SpillLedger } from '../js/spill-ledger.js';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
 /** A driver whose workspace is a Map of path → { kind, bytes, executable }. */
@@ -187,3 +188,20 @@ describe('transfers through a JavaScript driver', () => {
     await sandbox.destroy();
   });
 });
+
+describe('the spill ledger of JavaScript drivers', () => {
+  test('merging is tiered: each path is rewritten once per level, not once per spill', async () => {
+    const directory = mkdtempSync(join(tmpdir(), 'native-sandbox-ledger-'));
+    const store = await createSandboxSpillStore(directory);
+    const ledger = new SpillLedger(store, { metadataBatchBytes: 4096, mergeFanIn: 2 });
+    const count = 40_000;
+    for (let i = 0; i < count; i++) await ledger.add(`d${i % 97}/f${String(i).padStart(7, '0')}`, 'file');
+    await ledger.check();
+    const runs = Math.ceil((count * 19) / 4096);
+    const levels = Math.ceil(Math.log2(runs)) + 2;
+    assert.ok(ledger.written <= count * levels, `${ledger.written} records written for ${count} paths`);
+    await store.close();
+    assert.deepEqual(readdirSync(directory), []);
+  });
+});
+

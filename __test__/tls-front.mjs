@@ -1,8 +1,8 @@
 // A front in front of the engine's unix socket, as a remote engine would be reached. With an
 // identity from fixtures/tls (default `server`) it is TLS demanding a client certificate signed by
 // the test CA, as `dockerd --tlsverify` does; with `plain` it is plain TCP, as `dockerd -H tcp://`.
-// It runs in a process of its own because backend creation resolves the image synchronously,
-// which would stall a front on the caller's event loop. Listens on the port given (default: any
+// It runs in a process of its own so a test can make the engine vanish at once (SIGKILL) and come
+// back on the same port, independent of the test's event loop. Listens on the port given (default: any
 // free one) and speaks to its parent over IPC: `{ port }` once listening, `{ authorized,
 // refused, connections }` when asked.
 import { readFileSync } from 'node:fs';

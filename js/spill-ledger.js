@@ -1,8 +1,9 @@
 // The metadata ledger for JavaScript drivers, over their spill-storage port. The native
 // backends use the Rust ledger (src/transfer/ledger.rs); a JavaScript driver's spill store is a
 // JavaScript object with positional reads and writes, so its runs are written here. Same rules:
-// sorted batches of at most `metadataBatchBytes`, runs merged `mergeFanIn` at a time, `/` sorted
-// as NUL so a conflict is always between neighbours.
+// sorted batches of at most `metadataBatchBytes`, runs merged `mergeFanIn` at a time by level
+// (tiered: every record is rewritten once per level, never once per spill), `/` sorted as NUL so a
+// conflict is always between neighbours.
 import { SandboxValidationError } from './errors.js';
 
 const DIRECTORY = 0;
@@ -92,7 +93,10 @@ export class SpillLedger {
     this.fanIn = buffers.mergeFanIn;
     this.batch = [];
     this.size = 0;
-    this.runs = [];
+    /** Runs by merge level: `fanIn` runs of one level merge into one of the next. */
+    this.levels = [];
+    /** Records written to spill files so far (what the merges cost). */
+    this.written = 0;
   }
 
   async add(path, kind) {
@@ -109,13 +113,23 @@ export class SpillLedger {
     const writer = new RunWriter(await this.store.createFile());
     for (const { key, kind } of batch) await writer.add(key, kind);
     await writer.flush();
-    this.runs.push({ file: writer.file, length: writer.position });
-    if (this.runs.length >= this.fanIn) this.runs = [await this.mergeRuns(this.runs.splice(0))];
+    this.written += batch.length;
+    await this.pushRun(0, { file: writer.file, length: writer.position });
+  }
+
+  async pushRun(level, run) {
+    (this.levels[level] ??= []).push(run);
+    if (this.levels[level].length >= this.fanIn) {
+      await this.pushRun(level + 1, await this.mergeRuns(this.levels[level].splice(0)));
+    }
   }
 
   async mergeRuns(runs) {
     const writer = new RunWriter(await this.store.createFile());
-    await merge(runs, (record) => writer.add(record.key, record.kind));
+    await merge(runs, (record) => {
+      this.written += 1;
+      return writer.add(record.key, record.kind);
+    });
     await writer.flush();
     await Promise.all(runs.map((run) => run.file.close()));
     return { file: writer.file, length: writer.position };
@@ -134,13 +148,15 @@ export class SpillLedger {
       }
       previous = record;
     };
-    if (this.runs.length === 0) {
+    if (this.levels.every((level) => level.length === 0)) {
       for (const record of this.batch.sort(compare)) await visit(record);
       return;
     }
     if (this.batch.length > 0) await this.spill();
-    while (this.runs.length > this.fanIn) this.runs.push(await this.mergeRuns(this.runs.splice(0, this.fanIn)));
-    await merge(this.runs, visit);
+    const runs = this.levels.flat();
+    this.levels = [];
+    while (runs.length > this.fanIn) runs.push(await this.mergeRuns(runs.splice(0, this.fanIn)));
+    await merge(runs, visit);
   }
 }
 

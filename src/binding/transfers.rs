@@ -284,7 +284,8 @@ impl NativeOwner {
                 spill.as_deref(),
                 owner.request().policy.transfers,
                 options.quotas,
-            )?;
+            )
+            .await?;
             *self.slots().export.lock().await = Some((ticket, session));
             Ok(Value::Null)
         }

@@ -6,12 +6,12 @@ use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt};
 
 use super::engine::{connect, engine_error, is_not_found};
+use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::layout::{Names, BACKEND_ID, BACKEND_REVISION};
 use super::objects::{
     container_fingerprint, labels_match, network_fingerprint, provable_container, remove_all,
     volume_fingerprint,
 };
-use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::options::DockerOptions;
 use super::reservation::{DockerReservation, PendingReservation, Settings};
 use crate::digest::{fresh_id, sha256_of};

@@ -54,7 +54,10 @@ impl Journal {
 
     /// Completes the initial record before it is first persisted (see
     /// `DriverReservation::prepare`): only the image and configuration digests may change.
-    pub async fn complete_initial(&self, completed: SandboxRecoveryRecord) -> Result<(), OwnerError> {
+    pub async fn complete_initial(
+        &self,
+        completed: SandboxRecoveryRecord,
+    ) -> Result<(), OwnerError> {
         let _order = self.order.lock().await;
         if self.initialized.load(std::sync::atomic::Ordering::SeqCst) {
             return Err(OwnerError::state(

@@ -82,7 +82,7 @@ fn ledger_error(error: LedgerError) -> OwnerError {
 impl ExportSession {
     /// Validates the selection (paths, `maxPaths`, duplicates and conflicts among requested
     /// files) before any engine call.
-    pub fn new(
+    pub async fn new(
         driver: Arc<dyn DriverReservation>,
         selection: Selection,
         spill: Option<&std::path::Path>,
@@ -125,10 +125,11 @@ impl ExportSession {
                     })?;
                     selection_ledger
                         .add(&path, EntryKind::File)
+                        .await
                         .map_err(ledger_error)?;
                     targets.push_back(Target::File { index, path });
                 }
-                selection_ledger.check().map_err(|e| {
+                selection_ledger.check().await.map_err(|e| {
                     selection_error(vec!["paths".into()], IssueCode::Duplicate, e.to_string())
                 })?;
                 targets
@@ -254,6 +255,7 @@ impl ExportSession {
                 self.summary.directories += 1;
                 self.ledger
                     .add(&path, EntryKind::Directory)
+                    .await
                     .map_err(ledger_error)?;
             } else {
                 if let Some(limit) = self.quotas.max_file_bytes {
@@ -270,6 +272,7 @@ impl ExportSession {
                 self.summary.check(&self.quotas, &path)?;
                 self.ledger
                     .add(&path, EntryKind::File)
+                    .await
                     .map_err(ledger_error)?;
                 self.body_open = true;
             }
@@ -305,7 +308,7 @@ impl ExportSession {
             return Err(OwnerError::state("the export was not read to its end"));
         }
         let ledger = std::mem::replace(&mut self.ledger, Ledger::new(None, 1, 2));
-        ledger.check().map_err(ledger_error)?;
+        ledger.check().await.map_err(ledger_error)?;
         self.summary.archive_bytes = self.finished_archive_bytes;
         self.summary.check(&self.quotas, "the export")?;
         Ok(self.summary)

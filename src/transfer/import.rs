@@ -146,6 +146,7 @@ impl ImportSession {
         self.checked_path(index, &path)?;
         self.ledger
             .add(&path, EntryKind::Directory)
+            .await
             .map_err(|e| OwnerError::driver(e.to_string()))?;
         self.ancestors(&path).await?;
         let header = entry_header(&path, true, 0, 0o755, self.owner, self.mtime);
@@ -177,6 +178,7 @@ impl ImportSession {
         self.summary.check(&self.quotas, &path)?;
         self.ledger
             .add(&path, EntryKind::File)
+            .await
             .map_err(|e| OwnerError::driver(e.to_string()))?;
         self.ancestors(&path).await?;
         let mode = if executable { 0o755 } else { 0o644 };
@@ -243,7 +245,7 @@ impl ImportSession {
             return Err(OwnerError::state("the last file's body is not complete"));
         }
         let ledger = std::mem::replace(&mut self.ledger, Ledger::new(None, 1, 2));
-        ledger.check().map_err(|e| match e {
+        ledger.check().await.map_err(|e| match e {
             super::ledger::LedgerError::Spill(message) => OwnerError::driver(message),
             other => entry_error(vec![], IssueCode::Duplicate, other.to_string()),
         })?;

@@ -32,12 +32,22 @@ pub enum LedgerError {
 }
 
 pub struct Ledger {
-    spill_directory: Option<PathBuf>,
     batch_bytes: usize,
-    fan_in: usize,
     batch: Vec<(Vec<u8>, EntryKind)>,
     batch_size: usize,
-    runs: Vec<File>,
+    /// `None` keeps everything in memory.
+    runs: Option<Runs>,
+}
+
+/// Spilled sorted runs, by merge level: `fan_in` runs of one level merge into one run of the
+/// next (tiered merging), so every record is rewritten at most once per level:
+/// `log_fan_in(paths / batch)` times, never once per spill.
+struct Runs {
+    directory: PathBuf,
+    fan_in: usize,
+    levels: Vec<Vec<File>>,
+    /// Records written to spill files so far (what the merge costs).
+    written: u64,
 }
 
 const RECORD_OVERHEAD: usize = 5;
@@ -61,35 +71,93 @@ fn spill_error(e: std::io::Error) -> LedgerError {
     LedgerError::Spill(e.to_string())
 }
 
+/// Runs file work on tokio's blocking pool: spill files are host files, and their creation,
+/// writes and merges must never hold a runtime worker.
+async fn off_runtime<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, LedgerError> + Send + 'static,
+) -> Result<T, LedgerError> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .unwrap_or_else(|e| Err(LedgerError::Spill(format!("the spill task failed: {e}"))))
+}
+
 impl Ledger {
     /// `spill_directory: None` keeps everything in memory (for callers with known-small sets).
     pub fn new(spill_directory: Option<&Path>, batch_bytes: u64, fan_in: u64) -> Self {
         Self {
-            spill_directory: spill_directory.map(Path::to_path_buf),
             batch_bytes: usize::try_from(batch_bytes).unwrap_or(usize::MAX).max(1),
-            fan_in: usize::try_from(fan_in).unwrap_or(2).max(2),
             batch: Vec::new(),
             batch_size: 0,
-            runs: Vec::new(),
+            runs: spill_directory.map(|directory| Runs {
+                directory: directory.to_path_buf(),
+                fan_in: usize::try_from(fan_in).unwrap_or(2).max(2),
+                levels: Vec::new(),
+                written: 0,
+            }),
         }
     }
 
-    pub fn add(&mut self, path: &str, kind: EntryKind) -> Result<(), LedgerError> {
+    pub async fn add(&mut self, path: &str, kind: EntryKind) -> Result<(), LedgerError> {
         let key = key(path);
         self.batch_size += key.len() + RECORD_OVERHEAD;
         self.batch.push((key, kind));
-        if self.batch_size >= self.batch_bytes && self.spill_directory.is_some() {
-            self.spill_batch()?;
+        if self.batch_size >= self.batch_bytes && self.runs.is_some() {
+            self.spill().await?;
         }
         Ok(())
     }
 
-    fn spill_file(&self) -> Result<File, LedgerError> {
-        let directory = self
-            .spill_directory
+    async fn spill(&mut self) -> Result<(), LedgerError> {
+        let batch = std::mem::take(&mut self.batch);
+        self.batch_size = 0;
+        let Some(mut runs) = self.runs.take() else {
+            return Err(LedgerError::Spill("no spill directory".into()));
+        };
+        self.runs = Some(
+            off_runtime(move || {
+                runs.spill_batch(batch)?;
+                Ok(runs)
+            })
+            .await?,
+        );
+        Ok(())
+    }
+
+    /// Records written to spill files so far.
+    pub fn spilled_records(&self) -> u64 {
+        self.runs.as_ref().map_or(0, |runs| runs.written)
+    }
+
+    /// Checks the whole set. Consumes the ledger; spill files close here.
+    pub async fn check(self) -> Result<(), LedgerError> {
+        off_runtime(move || self.check_blocking()).await
+    }
+
+    fn check_blocking(mut self) -> Result<(), LedgerError> {
+        let mut checker = Checker::default();
+        let spilled = self
+            .runs
             .as_ref()
-            .ok_or_else(|| LedgerError::Spill("no spill directory".into()))?;
-        let path = directory.join(format!(".native-sandbox-{}.spill", fresh_id("run")));
+            .is_some_and(|runs| runs.levels.iter().any(|level| !level.is_empty()));
+        let Some(mut runs) = self.runs.take().filter(|_| spilled) else {
+            self.batch.sort_unstable();
+            for (key, kind) in &self.batch {
+                checker.next(key, *kind)?;
+            }
+            return Ok(());
+        };
+        if !self.batch.is_empty() {
+            runs.spill_batch(std::mem::take(&mut self.batch))?;
+        }
+        runs.merge_all(|key, kind| checker.next(key, kind))
+    }
+}
+
+impl Runs {
+    fn spill_file(&self) -> Result<File, LedgerError> {
+        let path = self
+            .directory
+            .join(format!(".native-sandbox-{}.spill", fresh_id("run")));
         let file = OpenOptions::new()
             .read(true)
             .write(true)
@@ -102,9 +170,8 @@ impl Ledger {
         Ok(file)
     }
 
-    fn spill_batch(&mut self) -> Result<(), LedgerError> {
-        let mut batch = std::mem::take(&mut self.batch);
-        self.batch_size = 0;
+    /// Sorts and writes one batch as a level-0 run, then merges every level that is full.
+    fn spill_batch(&mut self, mut batch: Vec<(Vec<u8>, EntryKind)>) -> Result<(), LedgerError> {
         batch.sort_unstable();
         let mut file = self.spill_file()?;
         {
@@ -114,45 +181,53 @@ impl Ledger {
             }
             writer.flush().map_err(spill_error)?;
         }
-        self.runs.push(file);
-        if self.runs.len() >= self.fan_in {
-            let runs = std::mem::take(&mut self.runs);
-            let merged = self.merge_into_run(runs)?;
-            self.runs.push(merged);
+        self.written += batch.len() as u64;
+        self.push(0, file)
+    }
+
+    fn push(&mut self, level: usize, run: File) -> Result<(), LedgerError> {
+        if self.levels.len() <= level {
+            self.levels.resize_with(level + 1, Vec::new);
+        }
+        self.levels[level].push(run);
+        if self.levels[level].len() >= self.fan_in {
+            let group = std::mem::take(&mut self.levels[level]);
+            let merged = self.merge_into_run(group)?;
+            self.push(level + 1, merged)?;
         }
         Ok(())
     }
 
-    fn merge_into_run(&self, runs: Vec<File>) -> Result<File, LedgerError> {
+    fn merge_into_run(&mut self, runs: Vec<File>) -> Result<File, LedgerError> {
         let mut out = self.spill_file()?;
+        let mut written = 0u64;
         {
             let mut writer = BufWriter::new(&mut out);
-            merge(runs, |key, kind| write_record(&mut writer, key, kind))?;
+            merge(runs, |key, kind| {
+                written += 1;
+                write_record(&mut writer, key, kind)
+            })?;
             writer.flush().map_err(spill_error)?;
         }
+        self.written += written;
         Ok(out)
     }
 
-    /// Checks the whole set. Consumes the ledger; spill files close here.
-    pub fn check(mut self) -> Result<(), LedgerError> {
-        let mut checker = Checker::default();
-        if self.runs.is_empty() {
-            self.batch.sort_unstable();
-            for (key, kind) in &self.batch {
-                checker.next(key, *kind)?;
-            }
-            return Ok(());
-        }
-        if !self.batch.is_empty() {
-            self.spill_batch()?;
-        }
-        while self.runs.len() > self.fan_in {
-            let group: Vec<File> = self.runs.drain(..self.fan_in).collect();
+    /// Merges every run, smallest levels first, `fan_in` at a time, into `emit`.
+    fn merge_all(
+        mut self,
+        emit: impl FnMut(&[u8], EntryKind) -> Result<(), LedgerError>,
+    ) -> Result<(), LedgerError> {
+        let mut all: std::collections::VecDeque<File> = std::mem::take(&mut self.levels)
+            .into_iter()
+            .flatten()
+            .collect();
+        while all.len() > self.fan_in {
+            let group: Vec<File> = all.drain(..self.fan_in).collect();
             let merged = self.merge_into_run(group)?;
-            self.runs.push(merged);
+            all.push_back(merged);
         }
-        let runs = std::mem::take(&mut self.runs);
-        merge(runs, |key, kind| checker.next(key, kind))
+        merge(all.into_iter().collect(), emit)
     }
 }
 
@@ -283,18 +358,23 @@ mod tests {
         paths: &[(&str, EntryKind)],
         batch: u64,
         fan_in: u64,
-    ) -> (Result<(), LedgerError>, usize) {
+    ) -> (Result<(), LedgerError>, u64) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
         let dir = spill();
-        let mut ledger = Ledger::new(Some(&dir), batch, fan_in);
-        for (path, kind) in paths {
-            ledger.add(path, *kind).expect("add");
-        }
-        let spilled = ledger.runs.len();
-        let result = ledger.check();
+        let result = runtime.block_on(async {
+            let mut ledger = Ledger::new(Some(&dir), batch, fan_in);
+            for (path, kind) in paths {
+                ledger.add(path, *kind).await.expect("add");
+            }
+            let spilled = ledger.spilled_records();
+            (ledger.check().await, spilled)
+        });
         let left = std::fs::read_dir(&dir).expect("read dir").count();
         std::fs::remove_dir(&dir).expect("spill directory is empty");
         assert_eq!(left, 0, "spill files are unlinked at creation");
-        (result, spilled)
+        result
     }
 
     use EntryKind::{Directory as D, File as F};
@@ -338,5 +418,23 @@ mod tests {
         );
         paths.pop();
         assert_eq!(check(&paths, 256, 2).0, Ok(()));
+    }
+
+    #[test]
+    fn merging_is_tiered_so_each_path_is_rewritten_once_per_level() {
+        let names: Vec<String> = (0..200_000)
+            .map(|i| format!("d{}/f{i:07}", i % 97))
+            .collect();
+        let paths: Vec<(&str, EntryKind)> = names.iter().map(|n| (n.as_str(), F)).collect();
+        // About 4 KiB batches: some 1,200 runs, merged two at a time.
+        let (result, written) = check(&paths, 4_096, 2);
+        assert_eq!(result, Ok(()));
+        let runs = (paths.len() as f64 * 19.0 / 4_096.0).ceil();
+        let levels = runs.log2().ceil() as u64 + 2;
+        assert!(
+            written <= paths.len() as u64 * levels,
+            "{written} records written for {} paths: merging is not tiered",
+            paths.len()
+        );
     }
 }

@@ -69,7 +69,8 @@ impl DriverReservation for PendingReservation {
                 configuration_digest: pinned.configuration_digest,
                 ..self.settings.clone()
             };
-            let reservation = DockerReservation::new(settings, self.request.clone(), record.clone());
+            let reservation =
+                DockerReservation::new(settings, self.request.clone(), record.clone());
             if self.resolved.set(reservation).is_err() {
                 return Err(OwnerError::state("a sandbox is prepared once"));
             }
