@@ -1,0 +1,117 @@
+// Soak benchmark (not a test): whole lifecycles, each with one process, many at a time, to show
+// that throughput holds and memory stays flat. Every lifecycle: reserve, start, run `echo` as the
+// process, read its first stdout byte, wait for exit, stop, destroy.
+// Reports lifecycles per second, p50/p99 of start-to-first-byte (reserve to the first stdout
+// byte), and the host's RSS and V8 heap every 100 lifecycles (after a forced GC), plus the
+// native owners still alive at the end.
+// Usage: node --expose-gc bench/soak.mjs   (NATIVE_SANDBOX_SOAK_LIFECYCLES, _CONCURRENCY)
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
+import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { native } from '../js/native.js';
+
+const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
+const LIFECYCLES = Number(process.env.NATIVE_SANDBOX_SOAK_LIFECYCLES ?? 1000);
+const CONCURRENCY = Number(process.env.NATIVE_SANDBOX_SOAK_CONCURRENCY ?? 16);
+const REPORT_EVERY = 100;
+
+if (typeof globalThis.gc !== 'function') {
+  console.error('soak: run with node --expose-gc, so memory is read after a full collection');
+  process.exit(2);
+}
+
+const spill = mkdtempSync(join(tmpdir(), 'native-sandbox-soak-'));
+const namespace = `soak-${process.pid}`;
+const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spill });
+const request = {
+  policy: {
+    resources: { cpus: 1, memoryBytes: 64 * 1024 ** 2, pids: 32 },
+    temporaryStorage: { homeBytes: 8 * 1024 ** 2, tempBytes: 8 * 1024 ** 2 },
+    network: { kind: 'isolated' },
+    deadlines: { startupMs: 60_000, cleanupMs: 30_000 },
+    transfers: SANDBOX_DEFAULT_TRANSFER_BUFFERS,
+    streams: SANDBOX_DEFAULT_STREAM_LIMITS,
+  },
+};
+
+async function lifecycle() {
+  const t0 = performance.now();
+  const sandbox = await backend.reserve(request, { kind: 'in_process' }).start();
+  try {
+    const child = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo soak'], env: {}, cwd: sandbox.workspace });
+    const { stdin, stdout, stderr, exit } = await child.start();
+    stdin.end();
+    stderr.resume();
+    let firstByte;
+    for await (const chunk of stdout) {
+      firstByte ??= performance.now() - t0;
+      void chunk;
+    }
+    await exit;
+    await sandbox.stop();
+    return firstByte;
+  } finally {
+    await sandbox.destroy();
+  }
+}
+
+const mib = (bytes) => Math.round((bytes / 1024 ** 2) * 10) / 10;
+async function memory() {
+  for (let i = 0; i < 3; i++) {
+    globalThis.gc();
+    await sleep(20);
+  }
+  const usage = process.memoryUsage();
+  return { rssMiB: mib(usage.rss), heapMiB: mib(usage.heapUsed), liveOwners: native.liveOwnerCount() };
+}
+
+const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
+
+const firstBytes = [];
+const samples = [{ lifecycles: 0, ...(await memory()) }];
+console.log(JSON.stringify(samples[0]));
+let started = 0;
+let done = 0;
+let failures = 0;
+const t0 = performance.now();
+let nextReport = REPORT_EVERY;
+async function worker() {
+  while (started < LIFECYCLES) {
+    started += 1;
+    try {
+      firstBytes.push(await lifecycle());
+    } catch (error) {
+      failures += 1;
+      console.error(`lifecycle failed: ${error.message}`);
+    }
+    done += 1;
+    if (done >= nextReport) {
+      nextReport += REPORT_EVERY;
+      const sample = { lifecycles: done, ...(await memory()) };
+      samples.push(sample);
+      console.log(JSON.stringify(sample));
+    }
+  }
+}
+await Promise.all(Array.from({ length: CONCURRENCY }, worker));
+const seconds = (performance.now() - t0) / 1000;
+const sorted = [...firstBytes].sort((a, b) => a - b);
+const afterWarmup = samples.filter((s) => s.lifecycles >= 200);
+const summary = {
+  lifecycles: done,
+  concurrency: CONCURRENCY,
+  failures,
+  seconds: Math.round(seconds * 10) / 10,
+  lifecyclesPerSecond: Math.round((done / seconds) * 100) / 100,
+  firstByteMs: { p50: Math.round(percentile(sorted, 50)), p99: Math.round(percentile(sorted, 99)) },
+  rssMiB: { first: samples[0].rssMiB, warm: afterWarmup[0]?.rssMiB, last: samples.at(-1).rssMiB },
+  rssGrowthAfterWarmupMiB: afterWarmup.length ? mib((samples.at(-1).rssMiB - afterWarmup[0].rssMiB) * 1024 ** 2) : null,
+  heapMiB: { first: samples[0].heapMiB, last: samples.at(-1).heapMiB },
+  liveOwnersAtEnd: native.liveOwnerCount(),
+  spillFilesLeft: readdirSync(spill).length,
+};
+console.log(JSON.stringify(summary, null, 2));
+rmSync(spill, { recursive: true, force: true });
