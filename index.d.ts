@@ -385,10 +385,18 @@ export interface Sandbox extends SandboxCleanupOwner {
 
 export interface SandboxRunOptions extends OperationOptions {
   readonly recovery: SandboxRecoveryPolicy;
+  /**
+   * The callback's budget in milliseconds (any positive safe integer; default 3,600,000, one
+   * hour). A callback that has not settled by then fails the run with `SandboxOperationError`
+   * (`deadline_exceeded`) and the sandbox is destroyed; if destruction fails too, both errors are
+   * in `SandboxRunError`.
+   */
+  readonly budgetMs?: number;
 }
 
 /**
- * Reserves and starts a sandbox, runs `callback` with it, and always attempts `destroy()`.
+ * Reserves and starts a sandbox, runs `callback` with it within `options.budgetMs` (default one
+ * hour), and always attempts `destroy()`.
  * Resolves with the callback's result. When only one of callback (or startup) and cleanup
  * fails, that error is thrown; when both fail, `SandboxRunError` keeps both and the owner.
  * Export any files inside the callback, after `sandbox.stop()` succeeds.

@@ -5,7 +5,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SandboxStartError } from 'native-sandbox';
+import { fileFromBytes, SandboxOperationError, SandboxStartError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { dockerBackend, leftovers, NOTHING, request, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
@@ -151,6 +151,81 @@ describe('stdout and stderr share one staging budget', () => {
       assert.equal(stdout, 'done\n');
       assert.equal(stderrBytes, 16 * 1024 * 1024);
       assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+});
+
+describe('transfers end at their deadline, their signal, a stop or a destroy, whatever they wait on', () => {
+  /** A body that yields nothing and never ends (a stalled caller source). */
+  const stalled = () => ({ [Symbol.asyncIterator]: () => ({ next: () => new Promise(() => {}) }) });
+  const stalledFile = { kind: 'file', path: 'x.bin', byteLength: 1024, executable: false, open: stalled };
+
+  test('an import from a stalled source rejects at its deadline; the sandbox is fenced and stopped', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const error = await sandbox.importTree([stalledFile], { deadlineAt: Date.now() + 1500 }).catch((e) => e);
+      assert.equal(error?.code, 'deadline_exceeded', String(error));
+      for (let i = 0; i < 100 && sandbox.state.kind !== 'stopped'; i++) await sleep(100);
+      assert.equal(sandbox.state.kind, 'stopped', 'an interrupted import stops the sandbox, as the original does');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('an import whose signal aborts while the entries iterable stalls rejects at once', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const controller = new AbortController();
+      const pending = sandbox.importTree(stalled(), { signal: controller.signal });
+      await sleep(200);
+      controller.abort();
+      const error = await pending.catch((e) => e);
+      assert.equal(error?.code, 'cancelled', String(error));
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('stop() aborts an import in progress; the import settles and the state reads stopped', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const pending = sandbox.importTree([fileFromBytes('a.txt', Buffer.from('a')), stalledFile]).catch((e) => e);
+      await sleep(300);
+      await sandbox.stop();
+      assert.equal(sandbox.state.kind, 'stopped');
+      const error = await pending;
+      assert.ok(error instanceof SandboxOperationError, String(error));
+      assert.equal(error.code, 'cancelled');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
+  test('an export whose consumer never returns rejects when its signal aborts; destroy() ends another', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      await sandbox.importTree([fileFromBytes('a.txt', Buffer.from('a'))]);
+      await sandbox.stop();
+      const controller = new AbortController();
+      const pending = sandbox.exportTree({ kind: 'workspace' }, () => new Promise(() => {}), { signal: controller.signal });
+      await sleep(300);
+      controller.abort();
+      const error = await pending.catch((e) => e);
+      assert.equal(error?.code, 'cancelled', String(error));
+      // Nothing is held: the next export is admitted and completes.
+      const files = [];
+      await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+        if (entry.kind === 'file') for await (const chunk of entry.bytes) files.push(String(chunk));
+      });
+      assert.deepEqual(files, ['a']);
+      const held = sandbox.exportTree({ kind: 'workspace' }, () => new Promise(() => {})).catch((e) => e);
+      await sleep(300);
+      await sandbox.destroy();
+      assert.equal(sandbox.state.kind, 'destroyed');
+      const destroyed = await held;
+      assert.equal(destroyed?.code, 'cancelled', String(destroyed));
     } finally {
       await sandbox.destroy();
     }

@@ -15,6 +15,7 @@ import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 function memoryDriver({ deliver } = {}) {
   const spillDirectory = mkdtempSync(join(tmpdir(), 'native-sandbox-driver-spill-'));
   const workspace = new Map();
+  const setup = { workspace, spillDirectory, bodyOf: undefined };
   let count = 0;
   const driver = {
     support: SUPPORT,
@@ -57,7 +58,8 @@ function memoryDriver({ deliver } = {}) {
                 } else {
                   summary.files += 1n;
                   summary.fileBytes += BigInt(item.bytes.length);
-                  await consume({ kind: 'file', path, byteLength: BigInt(item.bytes.length), executable: item.executable, bytes: (async function* () { if (item.bytes.length) yield item.bytes; })() });
+                  const bytes = setup.bodyOf ? setup.bodyOf(item.bytes) : (async function* () { if (item.bytes.length) yield item.bytes; })();
+                  await consume({ kind: 'file', path, byteLength: BigInt(item.bytes.length), executable: item.executable, bytes });
                 }
               }
               return summary;
@@ -72,7 +74,8 @@ function memoryDriver({ deliver } = {}) {
       return { kind: 'conflict', reason: 'not used' };
     },
   };
-  return { driver, workspace, spillDirectory };
+  setup.driver = driver;
+  return setup;
 }
 
 const tiny = () => {
@@ -161,7 +164,39 @@ describe('transfers through a JavaScript driver', () => {
   test('state rules hold for driver transfers too', async () => {
     const setup = memoryDriver();
     const sandbox = await ready(setup);
-    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    assert.throws(() => sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    await sandbox.destroy();
+  });
+
+  test('an exact final chunk needs no EOF pull; a second concurrent read rejects', async () => {
+    let pulledAfterLast = false;
+    const setup = memoryDriver({
+      deliver: () => [
+        ['exact.bin', { kind: 'file', executable: false, bytes: Buffer.from('exact') }],
+      ],
+    });
+    const sandbox = await ready(setup);
+    await sandbox.stop();
+    // The driver's body hangs after its last chunk: only a reader that pulls for EOF would wait.
+    setup.bodyOf = (bytes) => ({
+      async *[Symbol.asyncIterator]() {
+        yield bytes;
+        pulledAfterLast = true;
+        await new Promise(() => {});
+      },
+    });
+    const got = [];
+    const summary = await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      const reader = entry.bytes[Symbol.asyncIterator]();
+      const [first, second] = await Promise.allSettled([reader.next(), reader.next()]);
+      assert.equal(first.status, 'fulfilled');
+      assert.ok(second.reason instanceof SandboxStateError, String(second.reason));
+      got.push(Buffer.from(first.value.value).toString());
+      // No further pull: the declared bytes were all delivered.
+    });
+    assert.deepEqual(got, ['exact']);
+    assert.equal(summary.files, 1n);
+    assert.equal(pulledAfterLast, false);
     await sandbox.destroy();
   });
 
@@ -177,9 +212,9 @@ describe('transfers through a JavaScript driver', () => {
       await held;
     });
     await new Promise((resolve) => setImmediate(resolve));
-    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    assert.throws(() => sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
     // The refusal above released nothing: the first export still holds the sandbox.
-    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
+    assert.throws(() => sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError);
     release();
     assert.equal((await first).files, 1n);
     assert.equal((await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {

@@ -104,6 +104,15 @@ class Round {
   }
 }
 
+/** Calls `fn`, turning a synchronous throw (a refusal at the call) into a rejection. */
+function attempt(fn) {
+  try {
+    return Promise.resolve(fn());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+}
+
 function signalAfter(rng, probability, maxMs) {
   if (!rng.chance(probability)) return undefined;
   const controller = new AbortController();
@@ -143,7 +152,7 @@ async function life(round, rng, backend, spill, index) {
   const pending = [];
 
   if (rng.chance(0.6)) {
-    const imported = round.watch(`${name} import`, sandbox.importTree(files(rng), { signal: signalAfter(rng, 0.3, 300) }), TRANSFER_BOUND_MS);
+    const imported = round.watch(`${name} import`, attempt(() => sandbox.importTree(files(rng), { signal: signalAfter(rng, 0.3, 300) })), TRANSFER_BOUND_MS);
     if (rng.chance(0.5)) await imported;
     else pending.push(imported);
   }
@@ -186,7 +195,7 @@ async function life(round, rng, backend, spill, index) {
       const consume = async (entry) => {
         if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
       };
-      await round.watch(`${name} export`, sandbox.exportTree({ kind: 'workspace' }, consume, { signal: signalAfter(rng, 0.3, 200) }), TRANSFER_BOUND_MS);
+      await round.watch(`${name} export`, attempt(() => sandbox.exportTree({ kind: 'workspace' }, consume, { signal: signalAfter(rng, 0.3, 200) })), TRANSFER_BOUND_MS);
     }
   }
   await Promise.all(pending);

@@ -250,9 +250,9 @@ describe('the owner lifecycle', () => {
   test('a driver without transfer ports is told so; the process port is not available yet', async () => {
     const { backend, request } = setup();
     const sandbox = await backend.reserve(request, IN_PROCESS).start();
-    await assert.rejects(sandbox.importTree([]), /no import port/);
+    assert.throws(() => sandbox.importTree([]), /no import port/);
     await sandbox.stop();
-    await assert.rejects(sandbox.exportTree({ kind: 'workspace' }, () => {}), /no export port/);
+    assert.throws(() => sandbox.exportTree({ kind: 'workspace' }, () => {}), /no export port/);
     assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/' }), SandboxUnsupportedError);
     await sandbox.destroy();
   });
@@ -447,6 +447,39 @@ describe('withSandbox', () => {
     const error = await withSandbox(backend, request, async () => 1, { recovery: IN_PROCESS }).catch((e) => e);
     assert.ok(error instanceof SandboxStartError);
     assert.equal(log.at(-1), 'destroy sbx-1');
+  });
+
+  test('a callback past its budget fails with deadline_exceeded and the sandbox is destroyed', async () => {
+    const { backend, request, log } = setup();
+    let seen;
+    const error = await withSandbox(backend, request, async (sandbox) => {
+      seen = sandbox;
+      await new Promise(() => {});
+    }, { recovery: IN_PROCESS, budgetMs: 300 }).catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'deadline_exceeded');
+    assert.match(error.message, /budget of 300 ms/);
+    assert.equal(seen.state.kind, 'destroyed');
+    assert.equal(log.at(-1), 'destroy sbx-1');
+  });
+
+  test('past its budget with a failing cleanup, both errors are kept', async () => {
+    const { backend, request } = setup({ destroy: ['fail'] });
+    const error = await withSandbox(backend, request, () => new Promise(() => {}), { recovery: IN_PROCESS, budgetMs: 200 }).catch((e) => e);
+    assert.ok(error instanceof SandboxRunError, String(error));
+    assert.equal(error.primaryError.code, 'deadline_exceeded');
+    assert.ok(error.cleanupError instanceof SandboxCleanupError);
+    await error.retryCleanup();
+  });
+
+  test('a budget must be a positive safe integer; the default is one hour', async () => {
+    const { backend, request } = setup();
+    for (const budgetMs of [0, -1, 1.5, Number.NaN, '100', 2 ** 53]) {
+      const error = await withSandbox(backend, request, async () => 1, { recovery: IN_PROCESS, budgetMs }).catch((e) => e);
+      assert.ok(error instanceof SandboxValidationError, `${budgetMs}: ${error}`);
+      assert.deepEqual(error.issues[0].path, ['options', 'budgetMs']);
+    }
+    assert.equal(await withSandbox(backend, request, async () => 7, { recovery: IN_PROCESS }), 7);
   });
 
   test('options need a recovery policy', async () => {

@@ -5,29 +5,8 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxV
 import { settle } from './driver-port.js';
 import { parseSandboxRelativePath, parseTransferOptions } from './parsers.js';
 import { SpillLedger } from './spill-ledger.js';
-import { checkedEntry } from './transfer.js';
-
-function linkedController(parsed) {
-  const controller = new AbortController();
-  const onAbort = () => controller.abort(new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal'));
-  if (parsed.signal?.aborted) onAbort();
-  else parsed.signal?.addEventListener('abort', onAbort, { once: true });
-  let timer;
-  if (parsed.deadlineAt !== undefined) {
-    const fire = () => controller.abort(new SandboxOperationError('deadline_exceeded', 'the transfer deadline elapsed'));
-    const wait = parsed.deadlineAt - Date.now();
-    if (wait <= 0) fire();
-    else timer = setTimeout(fire, Math.min(wait, 2 ** 31 - 1));
-  }
-  return {
-    signal: controller.signal,
-    check: () => controller.signal.throwIfAborted(),
-    close() {
-      parsed.signal?.removeEventListener('abort', onAbort);
-      if (timer) clearTimeout(timer);
-    },
-  };
-}
+import { watchTransfer } from './transfer-watch.js';
+import { checkedEntry, linkTransfer, preEntryRejection } from './transfer.js';
 
 function quotaError(name, limit, what) {
   return new SandboxValidationError([{ code: 'too_large', path: ['quotas', name], message: `${what} exceeds quotas.${name} (${limit})` }]);
@@ -89,6 +68,62 @@ function controlledBody({ open, path, byteLength, chunkBytes, signal, index }) {
   });
 }
 
+/**
+ * The once-only body of one file a driver delivers. It checks the driver's chunks against
+ * `byteLength`; once that many bytes were delivered it ends without pulling the driver again (an
+ * empty file or an exact final chunk needs no EOF-only pull, and the driver's iterator is
+ * returned). A read while another is pending rejects instead of queueing.
+ */
+function exactBody(path, byteLength, source) {
+  let taken = false;
+  let pending = false;
+  let seen = 0n;
+  let iterator;
+  const state = { drained: byteLength === 0n };
+  const iterable = Object.freeze({
+    [Symbol.asyncIterator]() {
+      if (taken) throw new SandboxStateError(`the bytes of ${path} can be read once only`);
+      taken = true;
+      return {
+        async next() {
+          if (pending) throw new SandboxStateError(`concurrent reads of ${path} are not allowed`);
+          if (state.drained) return { done: true, value: undefined };
+          pending = true;
+          try {
+            if (iterator === undefined) {
+              const open = source?.[Symbol.asyncIterator] ?? source?.[Symbol.iterator];
+              if (typeof open !== 'function') throw new SandboxOperationError('stream_failure', `the driver's bytes of ${path} are not iterable`);
+              iterator = open.call(source);
+            }
+            const step = await iterator.next();
+            if (step.done) {
+              if (seen !== byteLength) throw new SandboxOperationError('stream_failure', `${path} delivered fewer bytes than its byteLength`);
+              state.drained = true;
+              return { done: true, value: undefined };
+            }
+            const chunk = step.value;
+            if (!(chunk instanceof Uint8Array)) throw new SandboxOperationError('stream_failure', `${path} delivered something other than a Uint8Array`);
+            seen += BigInt(chunk.byteLength);
+            if (seen > byteLength) throw new SandboxOperationError('stream_failure', `${path} delivered more bytes than its byteLength`);
+            if (seen === byteLength) {
+              state.drained = true;
+              await iterator.return?.();
+            }
+            return { done: false, value: chunk };
+          } finally {
+            pending = false;
+          }
+        },
+        async return() {
+          await iterator?.return?.();
+          return { done: true, value: undefined };
+        },
+      };
+    },
+  });
+  return { iterable, state };
+}
+
 async function withSpill(readyPort, signal, fn) {
   if (typeof readyPort.openSpill !== 'function') throw new SandboxStateError('the driver has no spill-storage port (openSpill)');
   const store = await readyPort.openSpill({ signal });
@@ -99,23 +134,32 @@ async function withSpill(readyPort, signal, fn) {
   }
 }
 
-/** `sandbox.importTree` for a JavaScript driver. */
-export async function importViaDriver({ owner, context, readyPort, request }, entries, options) {
-  if (typeof readyPort?.importTree !== 'function') throw new SandboxStateError('the driver has no import port (importTree)');
+/**
+ * `sandbox.importTree` for a JavaScript driver: options and state are checked and the import
+ * admitted synchronously; only what happens after admission rejects.
+ */
+export function importViaDriver(port, entries, options) {
+  if (typeof port.readyPort?.importTree !== 'function') throw new SandboxStateError('the driver has no import port (importTree)');
   const parsed = parseTransferOptions(options);
-  const watch = linkedController(parsed);
-  let entered = false;
+  const ticket = settle(port.owner.admitTransfer('import'), port.context, errorFromDescriptor);
+  const early = preEntryRejection(parsed);
+  if (early) {
+    port.owner.endTransfer(ticket, false);
+    return Promise.reject(early);
+  }
+  return runImport(port, entries, parsed, ticket);
+}
+
+async function runImport({ owner, context, readyPort, request, stop }, entries, parsed, ticket) {
+  const watch = watchTransfer(parsed);
+  linkTransfer(owner, context, watch, ticket);
   let failed = true;
-  let ticket;
   try {
-    watch.check();
-    ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
     const result = await withSpill(readyPort, watch.signal, async (store) => {
       const ledger = new SpillLedger(store, buffers);
       async function* validated() {
-        entered = true;
         let index = 0;
         for await (const raw of entries) {
           watch.check();
@@ -139,7 +183,8 @@ export async function importViaDriver({ owner, context, readyPort, request }, en
           index += 1;
         }
       }
-      const summary = await readyPort.importTree(validated(), { signal: watch.signal, quotas: parsed.quotas, buffers });
+      // Raced: the caller's deadline or signal rejects at once, whatever the driver waits on.
+      const summary = await watch.race(readyPort.importTree(validated(), { signal: watch.signal, quotas: parsed.quotas, buffers }));
       await ledger.check();
       return counters.settle(summary);
     });
@@ -147,8 +192,11 @@ export async function importViaDriver({ owner, context, readyPort, request }, en
     return result;
   } finally {
     watch.close();
-    // Only this call's own admission is released, and only once.
-    if (ticket !== undefined) owner.endTransfer(ticket, failed && entered);
+    // Only this call's own admission is released, and only once; once admitted, any failure
+    // fences the sandbox (the original's rule: an import is never replayed).
+    owner.endTransfer(ticket, failed);
+    // Interrupted by its caller: the sandbox is stopped, as the original does.
+    if (failed && watch.byCaller) stop?.().catch(() => {});
   }
 }
 
@@ -174,20 +222,31 @@ function rootsOf(selection) {
   }
 }
 
-/** `sandbox.exportTree` for a JavaScript driver. */
-export async function exportViaDriver({ owner, context, readyPort, request }, selection, consume, options) {
-  if (typeof readyPort?.exportTree !== 'function') throw new SandboxStateError('the driver has no export port (exportTree)');
+/**
+ * `sandbox.exportTree` for a JavaScript driver: options, `consume`, the selection and the state
+ * are checked synchronously; only what happens after admission rejects.
+ */
+export function exportViaDriver(port, selection, consume, options) {
+  if (typeof port.readyPort?.exportTree !== 'function') throw new SandboxStateError('the driver has no export port (exportTree)');
   if (typeof consume !== 'function') throw new SandboxValidationError([{ code: 'invalid_type', path: ['consume'], message: 'expected a function' }]);
   const parsed = parseTransferOptions(options);
   const { kind, roots } = rootsOf(selection);
   if (parsed.quotas.maxPaths !== undefined && BigInt(roots.length) > parsed.quotas.maxPaths) {
     throw quotaError('maxPaths', parsed.quotas.maxPaths, `the selection's ${roots.length} path(s)`);
   }
-  const watch = linkedController(parsed);
-  let ticket;
+  const ticket = settle(port.owner.admitTransfer('export'), port.context, errorFromDescriptor);
+  const early = preEntryRejection(parsed);
+  if (early) {
+    port.owner.endTransfer(ticket, false);
+    return Promise.reject(early);
+  }
+  return runExport(port, { kind, roots }, consume, parsed, ticket);
+}
+
+async function runExport({ owner, context, readyPort, request }, { kind, roots }, consume, parsed, ticket) {
+  const watch = watchTransfer(parsed);
+  linkTransfer(owner, context, watch, ticket);
   try {
-    watch.check();
-    ticket = settle(owner.admitTransfer('export'), context, errorFromDescriptor);
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
     const wanted = new Set(kind === 'files' ? roots : []);
@@ -202,7 +261,7 @@ export async function exportViaDriver({ owner, context, readyPort, request }, se
       const inside = (path) =>
         kind === 'workspace' || (kind === 'subtree' && (path === roots[0] || path.startsWith(`${roots[0]}/`))) || (kind === 'files' && wanted.has(path));
       const frozenSelection = Object.freeze(kind === 'files' ? { kind, paths: Object.freeze([...roots]) } : kind === 'subtree' ? { kind, path: roots[0] } : { kind });
-      const summary = await readyPort.exportTree(
+      const summary = await watch.race(readyPort.exportTree(
         frozenSelection,
         async (entry) => {
           watch.check();
@@ -213,39 +272,23 @@ export async function exportViaDriver({ owner, context, readyPort, request }, se
             if (kind === 'files') throw new SandboxOperationError('stream_failure', `${path} is not a regular file`);
             if (kind === 'subtree' && path === roots[0]) rootSeen += 1;
             counters.directory();
-            return consume(Object.freeze({ kind: 'directory', path }));
+            return watch.race(consume(Object.freeze({ kind: 'directory', path })));
           }
           if (entry.kind !== 'file') throw new SandboxOperationError('stream_failure', `the driver delivered ${path} of an unknown kind`);
           const byteLength = BigInt(entry.byteLength);
           counters.file(path, byteLength);
-          let drained = byteLength === 0n;
-          let seen = 0n;
-          let taken = false;
-          const source = entry.bytes;
-          const bytes = Object.freeze({
-            async *[Symbol.asyncIterator]() {
-              if (taken) throw new SandboxStateError(`the bytes of ${path} can be read once only`);
-              taken = true;
-              for await (const chunk of source) {
-                seen += BigInt(chunk.byteLength);
-                if (seen > byteLength) throw new SandboxOperationError('stream_failure', `${path} delivered more bytes than its byteLength`);
-                yield chunk;
-              }
-              if (seen !== byteLength) throw new SandboxOperationError('stream_failure', `${path} delivered fewer bytes than its byteLength`);
-              drained = true;
-            },
-          });
-          await consume(Object.freeze({ kind: 'file', path, byteLength, executable: entry.executable === true, bytes }));
-          if (!drained) throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${path}`);
+          const body = exactBody(path, byteLength, entry.bytes);
+          await watch.race(consume(Object.freeze({ kind: 'file', path, byteLength, executable: entry.executable === true, bytes: body.iterable })));
+          if (!body.state.drained) throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${path}`);
         },
         { signal: watch.signal, quotas: parsed.quotas, buffers },
-      );
+      ));
       await ledger.check();
       if (kind === 'subtree' && rootSeen !== 1) throw new SandboxOperationError('stream_failure', `the driver delivered the root ${roots[0]} ${rootSeen} times instead of once`);
       return counters.settle(summary);
     });
   } finally {
     watch.close();
-    if (ticket !== undefined) owner.endTransfer(ticket, false);
+    owner.endTransfer(ticket, false);
   }
 }

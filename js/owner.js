@@ -123,15 +123,16 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
     get recoveryRecord() {
       return lifecycle.recoveryRecord;
     },
-    importTree: async (entries, options) => {
-      if (!processPort) return importViaDriver(driverPort, entries, options);
-      return importTree({ owner, context }, entries, options);
+    // Synchronous admission: a wrong state or bad options throw at the call, as in the original.
+    importTree: (entries, options) => {
+      if (!processPort) return importViaDriver({ ...driverPort, stop: lifecycle.stop }, entries, options);
+      return importTree({ owner, context, stop: lifecycle.stop }, entries, options);
     },
     reserveProcess(spec) {
       if (!processPort) return reserveDriverProcess({ ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop }, spec);
       return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
     },
-    exportTree: async (selection, consume, options) => {
+    exportTree: (selection, consume, options) => {
       if (!processPort) return exportViaDriver(driverPort, selection, consume, options);
       return exportTree({ owner, context }, selection, consume, options);
     },

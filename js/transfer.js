@@ -3,30 +3,7 @@
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { parseTransferOptions } from './parsers.js';
-
-function observer(options) {
-  const controller = new AbortController();
-  const { signal, deadlineAt } = options;
-  const onAbort = () => controller.abort(new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal'));
-  if (signal) signal.addEventListener('abort', onAbort, { once: true });
-  let timer;
-  if (deadlineAt !== undefined) {
-    const wait = deadlineAt - Date.now();
-    const fire = () => controller.abort(new SandboxOperationError('deadline_exceeded', 'the transfer deadline elapsed'));
-    if (wait <= 0) fire();
-    else timer = setTimeout(fire, Math.min(wait, 2 ** 31 - 1));
-  }
-  return {
-    signal: controller.signal,
-    check() {
-      if (controller.signal.aborted) throw controller.signal.reason;
-    },
-    close() {
-      if (signal) signal.removeEventListener('abort', onAbort);
-      if (timer) clearTimeout(timer);
-    },
-  };
-}
+import { watchTransfer } from './transfer-watch.js';
 
 function entryIssue(index, field, code, message) {
   return new SandboxValidationError([{ code, path: [index, field], message }]);
@@ -58,57 +35,125 @@ function asBuffer(chunk, index) {
   return Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
 }
 
-/** `sandbox.importTree(entries, options)` over a native owner. */
-export async function importTree({ owner, context }, entries, options) {
+/**
+ * The caller's signal or deadline already ended before entry: the admitted transfer is released
+ * unentered and the call rejects, as the original does.
+ */
+export function preEntryRejection(parsed) {
+  if (parsed.signal?.aborted) return new SandboxOperationError('cancelled', 'the transfer was cancelled before entry');
+  if (parsed.deadlineAt !== undefined && Number(parsed.deadlineAt) <= Date.now()) {
+    return new SandboxOperationError('deadline_exceeded', 'the transfer deadline elapsed before entry');
+  }
+  return undefined;
+}
+
+/**
+ * `sandbox.importTree(entries, options)` over a native owner. Options and state are checked and
+ * the import admitted synchronously (so a wrong state throws, and concurrent calls are admitted
+ * in call order); only what happens after admission rejects.
+ */
+export function importTree({ owner, context, stop }, entries, options) {
   const parsed = parseTransferOptions(options);
-  const watch = observer(parsed);
-  const step = async (promise) => {
-    const outcome = await promise;
-    watch.check();
-    return settle(outcome, context, errorFromDescriptor);
+  const ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
+  const early = preEntryRejection(parsed);
+  if (early) {
+    owner.endTransfer(ticket, false);
+    return Promise.reject(early);
+  }
+  return runImport({ owner, context, stop }, entries, parsed, ticket);
+}
+
+/**
+ * Ties a transfer's watch to its native admission: the owner's interruption (stop, destroy)
+ * ends the watch, and the caller's signal or deadline cancels every pending native step.
+ */
+export function linkTransfer(owner, context, watch, ticket) {
+  owner.transferEnded(ticket).then(
+    (descriptor) => {
+      if (descriptor) watch.interrupt(errorFromDescriptor(descriptor, context));
+    },
+    () => {},
+  );
+  const onAbort = () => {
+    const reason = watch.signal.reason;
+    if (watch.byCaller) owner.cancelTransfer(ticket, reason?.code === 'deadline_exceeded', String(reason?.message ?? 'the transfer was interrupted'));
   };
-  try {
-    watch.check();
-    // Admitted synchronously, so concurrent calls are admitted in the order they were made.
-    settle(owner.admitTransfer('import'), context, errorFromDescriptor);
-    settle(await owner.importBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
-    let index = 0;
-    try {
-      for await (const raw of entries) {
-        watch.check();
-        const entry = checkedEntry(raw, index);
-        if (entry.kind === 'directory') {
-          await step(owner.importDirectory(index, entry.path));
-        } else {
-          await step(owner.importFileBegin(index, entry.path, BigInt(entry.byteLength), entry.executable));
-          const body = entry.open({ signal: watch.signal });
-          if (body === null || (typeof body[Symbol.asyncIterator] !== 'function' && typeof body[Symbol.iterator] !== 'function')) {
-            throw entryIssue(index, 'open', 'invalid_type', 'open() must return a (sync or async) iterable of Uint8Array');
-          }
-          for await (const chunk of body) {
-            watch.check();
-            await step(owner.importChunk(asBuffer(chunk, index)));
-          }
-          await step(owner.importFileEnd());
-        }
-        index += 1;
+  if (watch.signal.aborted) onAbort();
+  else watch.signal.addEventListener('abort', onAbort, { once: true });
+}
+
+/** Iterates a sync or async iterable; every pull ends when the transfer is interrupted. */
+function watchedIterator(watch, iterable, notIterable) {
+  const open = iterable?.[Symbol.asyncIterator] ?? iterable?.[Symbol.iterator];
+  if (typeof open !== 'function') throw notIterable();
+  const iterator = open.call(iterable);
+  return {
+    next: () => watch.race(Promise.resolve(iterator.next())),
+    close() {
+      try {
+        Promise.resolve(iterator.return?.()).catch(() => {});
+      } catch {
+        // A source whose return() throws is closed as far as we are concerned.
       }
-      watch.check();
-      return Object.freeze(settle(await owner.importFinish(), context, errorFromDescriptor));
-    } catch (error) {
-      await owner.importAbort();
-      throw error;
+    },
+  };
+}
+
+async function runImport({ owner, context, stop }, entries, parsed, ticket) {
+  const watch = watchTransfer(parsed);
+  linkTransfer(owner, context, watch, ticket);
+  const step = async (promise) => settle(await watch.race(promise), context, errorFromDescriptor);
+  let source;
+  let body;
+  try {
+    settle(await watch.race(owner.importBegin({ quotas: parsed.quotas })), context, errorFromDescriptor);
+    source = watchedIterator(watch, entries, () => new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected a (sync or async) iterable of tree entries' }]));
+    for (let index = 0; ; index += 1) {
+      const next = await source.next();
+      if (next.done) break;
+      const entry = checkedEntry(next.value, index);
+      if (entry.kind === 'directory') {
+        await step(owner.importDirectory(index, entry.path));
+        continue;
+      }
+      await step(owner.importFileBegin(index, entry.path, BigInt(entry.byteLength), entry.executable));
+      body = watchedIterator(watch, entry.open({ signal: watch.signal }), () =>
+        entryIssue(index, 'open', 'invalid_type', 'open() must return a (sync or async) iterable of Uint8Array'),
+      );
+      for (;;) {
+        const chunk = await body.next();
+        if (chunk.done) break;
+        await step(owner.importChunk(asBuffer(chunk.value, index)));
+      }
+      body = undefined;
+      await step(owner.importFileEnd());
     }
+    source = undefined;
+    watch.check();
+    return Object.freeze(settle(await watch.race(owner.importFinish()), context, errorFromDescriptor));
+  } catch (error) {
+    body?.close();
+    source?.close();
+    // Released and fenced: an admitted import that failed is never replayed.
+    await owner.importAbort();
+    // Interrupted by its caller: the sandbox is stopped, as the original does.
+    if (watch.byCaller) stop?.().catch(() => {});
+    throw error;
   } finally {
     watch.close();
   }
 }
 
-/** The once-only byte iterable of one exported file. */
-function fileBytes(owner, context, path) {
+/**
+ * The once-only byte iterable of one exported file. Once `byteLength` bytes were delivered it
+ * ends without asking the engine again (an empty file or an exact final chunk needs no EOF-only
+ * pull); a read while another is pending rejects.
+ */
+function fileBytes(owner, context, watch, path, byteLength) {
   let taken = false;
   let pending = false;
-  const state = { drained: false };
+  let delivered = 0n;
+  const state = { drained: byteLength === 0n };
   const iterable = {
     [Symbol.asyncIterator]() {
       if (taken) throw new SandboxStateError(`the bytes of ${path} can be read once only`);
@@ -119,12 +164,14 @@ function fileBytes(owner, context, path) {
           if (state.drained) return { done: true, value: undefined };
           pending = true;
           try {
-            const chunk = await owner.exportRead();
+            const chunk = await watch.race(owner.exportRead());
             if (chunk === null) {
               state.drained = true;
               return { done: true, value: undefined };
             }
             if (!Buffer.isBuffer(chunk)) throw errorFromDescriptor(chunk.error, context);
+            delivered += BigInt(chunk.length);
+            if (delivered >= byteLength) state.drained = true;
             return { done: false, value: chunk };
           } finally {
             pending = false;
@@ -139,28 +186,42 @@ function fileBytes(owner, context, path) {
   return { iterable: Object.freeze(iterable), state };
 }
 
-/** `sandbox.exportTree(selection, consume, options)` over a native owner. */
-export async function exportTree({ owner, context }, selection, consume, options) {
+/**
+ * `sandbox.exportTree(selection, consume, options)` over a native owner: options, `consume`, the
+ * selection and the state are checked synchronously; only what happens after admission rejects.
+ */
+export function exportTree({ owner, context }, selection, consume, options) {
   const parsed = parseTransferOptions(options);
   if (typeof consume !== 'function') throw new SandboxValidationError([{ code: 'invalid_type', path: ['consume'], message: 'expected a function' }]);
-  const watch = observer(parsed);
+  const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
+  const early = preEntryRejection(parsed);
+  if (early) {
+    owner.endTransfer(ticket, false);
+    return Promise.reject(early);
+  }
+  return runExport({ owner, context }, consume, parsed, ticket);
+}
+
+async function runExport({ owner, context }, consume, parsed, ticket) {
+  const watch = watchTransfer(parsed);
+  linkTransfer(owner, context, watch, ticket);
+  const step = async (promise) => settle(await watch.race(promise), context, errorFromDescriptor);
   try {
-    watch.check();
-    settle(owner.admitExport(selection), context, errorFromDescriptor);
-    settle(await owner.exportBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
     try {
+      // A failed open released the admission itself; the abort below then finds nothing.
+      await step(owner.exportBegin({ quotas: parsed.quotas }));
       for (;;) {
-        const meta = settle(await owner.exportNext(), context, errorFromDescriptor);
-        watch.check();
+        const meta = await step(owner.exportNext());
         if (meta === null) break;
         if (meta.kind === 'directory') {
-          await consume(Object.freeze({ kind: 'directory', path: meta.path }));
+          await watch.race(consume(Object.freeze({ kind: 'directory', path: meta.path })));
         } else {
-          const body = fileBytes(owner, context, meta.path);
-          await consume(Object.freeze({ kind: 'file', path: meta.path, byteLength: meta.byteLength, executable: meta.executable, bytes: body.iterable }));
+          const body = fileBytes(owner, context, watch, meta.path, meta.byteLength);
+          await watch.race(consume(Object.freeze({ kind: 'file', path: meta.path, byteLength: meta.byteLength, executable: meta.executable, bytes: body.iterable })));
           if (!body.state.drained) {
-            // An empty file needs no pull; anything else must be read to its end.
-            const rest = await owner.exportRead();
+            // An empty file or an exact final chunk is drained already; anything else must
+            // have been read to its end.
+            const rest = await watch.race(owner.exportRead());
             if (rest !== null) {
               throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${meta.path}`);
             }
@@ -168,7 +229,7 @@ export async function exportTree({ owner, context }, selection, consume, options
         }
         watch.check();
       }
-      return Object.freeze(settle(await owner.exportFinish(), context, errorFromDescriptor));
+      return Object.freeze(await step(owner.exportFinish()));
     } catch (error) {
       await owner.exportAbort();
       throw error;

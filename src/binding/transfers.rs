@@ -7,11 +7,11 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tokio::sync::Mutex;
 
-use super::errors::{failed, outcome};
+use super::errors::{describe, failed, outcome};
 use super::js_value::{Captured, JsData};
 use super::owner::NativeOwner;
 use crate::input::{ToValue, Value};
-use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::lifecycle::owner::TransferTicket;
 use crate::transfer::export::{ExportSession, Selection};
 use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
@@ -45,6 +45,12 @@ impl TransferSlots {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// A ticket number from JavaScript: a positive integer, or nothing this owner issued.
+fn ticket_of(ticket: f64) -> Option<TransferTicket> {
+    (ticket.fract() == 0.0 && (1.0..=9_007_199_254_740_991.0).contains(&ticket))
+        .then_some(TransferTicket(ticket as u64))
 }
 
 fn ticket_value(ticket: TransferTicket) -> Value {
@@ -81,15 +87,45 @@ impl NativeOwner {
         JsData(outcome(admitted.map(ticket_value)))
     }
 
+    /// Resolves when the transfer `ticket` ends: with the error that cancelled it (a stop, a
+    /// destroy, its caller), or `null` once it was released.
+    #[napi(js_name = "transferEnded")]
+    pub async fn transfer_ended(&self, ticket: f64) -> JsData {
+        let owner = self.owner();
+        let Some(ticket) = ticket_of(ticket) else {
+            return JsData(Value::Null);
+        };
+        let Some(cancel) = owner.transfer_cancel(ticket) else {
+            return JsData(Value::Null);
+        };
+        tokio::select! {
+            biased;
+            reason = cancel.cancelled() => JsData(describe(&reason)),
+            () = owner.transfer_released(ticket) => JsData(Value::Null),
+        }
+    }
+
+    /// Interrupts the transfer `ticket` (its caller's signal or deadline): every pending and
+    /// later step fails with `code` (`cancelled` or `deadline_exceeded`) and `message`.
+    #[napi(js_name = "cancelTransfer")]
+    pub fn cancel_transfer(&self, ticket: f64, deadline: bool, message: String) {
+        let Some(ticket) = ticket_of(ticket) else {
+            return;
+        };
+        if let Some(cancel) = self.owner().transfer_cancel(ticket) {
+            cancel.cancel(if deadline {
+                OwnerError::operation(OperationCode::DeadlineExceeded, message)
+            } else {
+                OwnerError::cancelled(message)
+            });
+        }
+    }
+
     /// Releases the transfer `ticket` admitted, once; a failed import fences execution.
     #[napi(js_name = "endTransfer")]
     pub fn end_transfer(&self, ticket: f64, fence_import: bool) -> bool {
         // Any value that is not a ticket this owner issued releases nothing.
-        ticket.fract() == 0.0
-            && ticket >= 1.0
-            && self
-                .owner()
-                .end_transfer(TransferTicket(ticket as u64), fence_import)
+        ticket_of(ticket).is_some_and(|ticket| self.owner().end_transfer(ticket, fence_import))
     }
 
     /// Admits a native export synchronously, so concurrent calls are admitted in call order; the
@@ -102,6 +138,46 @@ impl NativeOwner {
             Ok(ticket)
         });
         JsData(outcome(admitted.map(ticket_value)))
+    }
+
+    /// Runs one transfer step under the current transfer's cancellation: stop, destroy or an
+    /// interrupted caller end whatever it waits on (the engine, the slot of a pending step).
+    async fn step<T>(
+        &self,
+        work: impl std::future::Future<Output = std::result::Result<T, OwnerError>>,
+    ) -> std::result::Result<T, OwnerError> {
+        match self.owner().current_transfer_cancel() {
+            Some(cancel) => tokio::select! {
+                biased;
+                reason = cancel.cancelled() => Err(reason),
+                result = work => result,
+            },
+            None => work.await,
+        }
+    }
+
+    /// A cancellation that raced an open (its caller may already have aborted an empty slot):
+    /// what the open stored is abandoned and released here, so nothing holds the sandbox.
+    async fn abandon_if_cancelled(&self, ticket: TransferTicket, import: bool) {
+        let cancelled = self
+            .owner()
+            .transfer_cancel(ticket)
+            .is_some_and(|cancel| cancel.is_cancelled());
+        if !cancelled {
+            return;
+        }
+        if import {
+            let taken = self.slots().import.lock().await.take();
+            if let Some((held, session)) = taken {
+                session.abort().await;
+                self.owner().end_transfer(held, true);
+            }
+        } else {
+            let taken = self.slots().export.lock().await.take();
+            if let Some((held, _)) = taken {
+                self.owner().end_transfer(held, false);
+            }
+        }
     }
 
     /// The ticket of the admission `importBegin`/`exportBegin` opens: the last one, while it
@@ -121,7 +197,7 @@ impl NativeOwner {
                 "importBegin needs an admitted import",
             )));
         };
-        let result = async {
+        let opened = async {
             let options = parse_transfer_options(&options.0).map_err(OwnerError::Validation)?;
             let driver = owner.driver();
             let settings = driver.transfer_settings();
@@ -134,21 +210,29 @@ impl NativeOwner {
             );
             *self.slots().import.lock().await = Some((ticket, session));
             Ok(Value::Null)
-        }
-        .await;
+        };
+        let result = self.step(opened).await;
         if result.is_err() {
-            owner.end_transfer(ticket, false);
+            owner.end_transfer(ticket, true);
         }
+        self.abandon_if_cancelled(ticket, true).await;
         done(result)
     }
 
     #[napi(js_name = "importDirectory")]
     pub async fn import_directory(&self, index: u32, path: String) -> JsData {
-        let mut slot = self.slots().import.lock().await;
-        done(match slot.as_mut() {
-            Some((_, session)) => session.directory(index, path).await.map(|()| Value::Null),
-            None => Err(OwnerError::state("no import is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().import.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => {
+                        session.directory(index, path).await.map(|()| Value::Null)
+                    }
+                    None => Err(OwnerError::state("no import is open")),
+                }
+            })
+            .await,
+        )
     }
 
     #[napi(js_name = "importFileBegin")]
@@ -160,36 +244,51 @@ impl NativeOwner {
         executable: bool,
     ) -> JsData {
         let (negative, length, lossless) = byte_length.get_u64();
-        let mut slot = self.slots().import.lock().await;
-        done(match slot.as_mut() {
-            Some(_) if negative || !lossless => Err(OwnerError::state(
-                "byteLength must be a nonnegative 64-bit amount",
-            )),
-            Some((_, session)) => session
-                .begin_file(index, path, length, executable)
-                .await
-                .map(|()| Value::Null),
-            None => Err(OwnerError::state("no import is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().import.lock().await;
+                match slot.as_mut() {
+                    Some(_) if negative || !lossless => Err(OwnerError::state(
+                        "byteLength must be a nonnegative 64-bit amount",
+                    )),
+                    Some((_, session)) => session
+                        .begin_file(index, path, length, executable)
+                        .await
+                        .map(|()| Value::Null),
+                    None => Err(OwnerError::state("no import is open")),
+                }
+            })
+            .await,
+        )
     }
 
     #[napi(js_name = "importChunk")]
     pub async fn import_chunk(&self, chunk: Buffer) -> JsData {
         let bytes = Bytes::copy_from_slice(&chunk);
-        let mut slot = self.slots().import.lock().await;
-        done(match slot.as_mut() {
-            Some((_, session)) => session.chunk(bytes).await.map(|()| Value::Null),
-            None => Err(OwnerError::state("no import is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().import.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => session.chunk(bytes).await.map(|()| Value::Null),
+                    None => Err(OwnerError::state("no import is open")),
+                }
+            })
+            .await,
+        )
     }
 
     #[napi(js_name = "importFileEnd")]
     pub async fn import_file_end(&self) -> JsData {
-        let mut slot = self.slots().import.lock().await;
-        done(match slot.as_mut() {
-            Some((_, session)) => session.end_file().await.map(|()| Value::Null),
-            None => Err(OwnerError::state("no import is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().import.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => session.end_file().await.map(|()| Value::Null),
+                    None => Err(OwnerError::state("no import is open")),
+                }
+            })
+            .await,
+        )
     }
 
     /// Validates the tree, ends the archive, waits for extraction; releases the transfer.
@@ -199,20 +298,20 @@ impl NativeOwner {
         let Some((ticket, session)) = session else {
             return done(Err(OwnerError::state("no import is open")));
         };
-        let result = session.finish().await;
+        let result = self.step(session.finish()).await;
         self.owner().end_transfer(ticket, result.is_err());
         done(result.map(|summary| summary.to_value()))
     }
 
-    /// Abandons the import; bytes that reached the guest fence execution.
+    /// Abandons the import; an admitted import that fails fences execution (never replayed).
     #[napi(js_name = "importAbort")]
     pub async fn import_abort(&self) -> JsData {
         // Only a session still open is abandoned and released: one that `importFinish` took
         // was released there, and the slot may since belong to a later transfer.
         if let Some((ticket, session)) = self.slots().import.lock().await.take() {
-            let sent = session.sent;
             session.abort().await;
-            self.owner().end_transfer(ticket, sent);
+            // Admitted and abandoned: whatever it reached, execution is fenced for good.
+            self.owner().end_transfer(ticket, true);
         }
         done(Ok(Value::Null))
     }
@@ -234,34 +333,44 @@ impl NativeOwner {
             size: seen.size.get_u64().1,
         };
         let chunk = chunk_bytes.max(1) as usize;
-        let mut slot = self.slots().import.lock().await;
-        done(match slot.as_mut() {
-            Some((_, session)) => import_host_file(
-                session,
-                index,
-                path,
-                std::path::Path::new(&host),
-                seen,
-                chunk,
-            )
-            .await
-            .map(|()| Value::Null),
-            None => Err(OwnerError::state("no import is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().import.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => import_host_file(
+                        session,
+                        index,
+                        path,
+                        std::path::Path::new(&host),
+                        seen,
+                        chunk,
+                    )
+                    .await
+                    .map(|()| Value::Null),
+                    None => Err(OwnerError::state("no import is open")),
+                }
+            })
+            .await,
+        )
     }
 
     /// Writes the current export file's body to `host`, created exclusively.
     #[napi(js_name = "exportWriteFile")]
     pub async fn export_write_file(&self, host: String, executable: bool) -> JsData {
-        let mut slot = self.slots().export.lock().await;
-        done(match slot.as_mut() {
-            Some((_, session)) => {
-                export_host_file(session, std::path::Path::new(&host), executable)
-                    .await
-                    .map(|()| Value::Null)
-            }
-            None => Err(OwnerError::state("no export is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().export.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => {
+                        export_host_file(session, std::path::Path::new(&host), executable)
+                            .await
+                            .map(|()| Value::Null)
+                    }
+                    None => Err(OwnerError::state("no export is open")),
+                }
+            })
+            .await,
+        )
     }
 
     /// Opens the export admitted by `admitExport`, with its selection. Any failure here releases
@@ -288,46 +397,56 @@ impl NativeOwner {
             .await?;
             *self.slots().export.lock().await = Some((ticket, session));
             Ok(Value::Null)
-        }
-        .await;
+        };
+        let result = self.step(result).await;
         if result.is_err() {
             owner.end_transfer(ticket, false);
         }
+        self.abandon_if_cancelled(ticket, false).await;
         done(result)
     }
 
     /// The next entry's metadata, or `null` at the end.
     #[napi(js_name = "exportNext")]
     pub async fn export_next(&self) -> JsData {
-        let mut slot = self.slots().export.lock().await;
-        done(match slot.as_mut() {
-            Some((_, session)) => session.next_entry().await.map(|entry| match entry {
-                None => Value::Null,
-                Some(entry) => Value::object([
-                    (
-                        "kind",
-                        Value::string(if entry.directory { "directory" } else { "file" }),
-                    ),
-                    ("path", Value::string(entry.path)),
-                    (
-                        "byteLength",
-                        Value::BigInt(Some(i128::from(entry.byte_length))),
-                    ),
-                    ("executable", Value::Bool(entry.executable)),
-                ]),
-            }),
-            None => Err(OwnerError::state("no export is open")),
-        })
+        done(
+            self.step(async {
+                let mut slot = self.slots().export.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => session.next_entry().await.map(|entry| match entry {
+                        None => Value::Null,
+                        Some(entry) => Value::object([
+                            (
+                                "kind",
+                                Value::string(if entry.directory { "directory" } else { "file" }),
+                            ),
+                            ("path", Value::string(entry.path)),
+                            (
+                                "byteLength",
+                                Value::BigInt(Some(i128::from(entry.byte_length))),
+                            ),
+                            ("executable", Value::Bool(entry.executable)),
+                        ]),
+                    }),
+                    None => Err(OwnerError::state("no export is open")),
+                }
+            })
+            .await,
+        )
     }
 
     /// The next chunk of the current file: a Buffer, `null` at its end, or an error.
     #[napi(js_name = "exportRead")]
     pub async fn export_read(&self) -> Either3<Buffer, Null, JsData> {
-        let mut slot = self.slots().export.lock().await;
-        let result = match slot.as_mut() {
-            Some((_, session)) => session.read().await,
-            None => Err(OwnerError::state("no export is open")),
-        };
+        let result = self
+            .step(async {
+                let mut slot = self.slots().export.lock().await;
+                match slot.as_mut() {
+                    Some((_, session)) => session.read().await,
+                    None => Err(OwnerError::state("no export is open")),
+                }
+            })
+            .await;
         match result {
             Ok(Some(bytes)) => Either3::A(Buffer::from(bytes.to_vec())),
             Ok(None) => Either3::B(Null),
@@ -341,7 +460,7 @@ impl NativeOwner {
         let Some((ticket, session)) = session else {
             return done(Err(OwnerError::state("no export is open")));
         };
-        let result = session.finish().await;
+        let result = self.step(session.finish()).await;
         self.owner().end_transfer(ticket, false);
         done(result.map(|summary| summary.to_value()))
     }

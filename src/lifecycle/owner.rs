@@ -21,6 +21,15 @@ use crate::recovery::record::{Phase, SandboxRecoveryRecord};
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransferTicket(pub u64);
 
+/// An admitted transfer: its kind, its ticket, and the cancellation that stop, destroy or its
+/// own caller fire to interrupt whatever it waits on.
+#[derive(Clone)]
+struct Admitted {
+    operation: Operation,
+    ticket: TransferTicket,
+    cancel: Cancel,
+}
+
 /// Cheap to clone: every clone is the same owner.
 #[derive(Clone)]
 pub struct SandboxOwner {
@@ -43,6 +52,8 @@ struct Inner {
     journal: Arc<Journal>,
     startup_cancel: Cancel,
     core: Mutex<Core>,
+    /// Woken whenever a transfer is released (cleanup waits for a cancelled one).
+    transfer_released: tokio::sync::Notify,
 }
 
 impl Drop for Inner {
@@ -66,7 +77,7 @@ struct Core {
     /// The one process recipe, once reserved (imports close for good at that moment).
     process: Option<ProcessSlot>,
     /// The one admitted transfer, with the ticket that alone can release it.
-    transfer: Option<(Operation, TransferTicket)>,
+    transfer: Option<Admitted>,
     /// The last ticket handed out.
     tickets: u64,
 }
@@ -116,6 +127,7 @@ impl SandboxOwner {
                     transfer: None,
                     tickets: 0,
                 }),
+                transfer_released: tokio::sync::Notify::new(),
             }),
         }
     }
@@ -301,12 +313,19 @@ impl SandboxOwner {
             return Some(actual.clone());
         }
         let stopped = self.begin_stop(&mut core);
+        let transfer = Self::cancel_transfer_locked(
+            &core,
+            None,
+            "the sandbox is being destroyed: the transfer was abandoned",
+        );
         core.destroy_attempt += 1;
         let attempt = core.destroy_attempt;
         let owner = self.clone();
+        let limit = self.cleanup_limit();
         let actual = enter(async move {
             let result = async {
                 stopped.await?;
+                owner.await_transfer_release(transfer, limit).await?;
                 owner.cleanup_checkpoint(Phase::Destroying).await;
                 Arc::clone(&owner.inner.driver).destroy().await?;
                 owner.cleanup_checkpoint(Phase::Destroyed).await;
@@ -407,6 +426,11 @@ impl SandboxOwner {
         if let Some(execution) = core.execution.take() {
             execution.cancel(OwnerError::cancelled("sandbox compute is stopping"));
         }
+        let import = Self::cancel_transfer_locked(
+            core,
+            Some(Operation::Import),
+            "sandbox compute is stopping: the import was abandoned",
+        );
         let startup = core.startup.clone();
         let process_start = core.process.as_ref().and_then(|p| p.start.clone());
         let io = core.process.as_ref().and_then(|p| p.io.clone());
@@ -432,6 +456,7 @@ impl SandboxOwner {
                         );
                     }
                 }
+                owner.await_transfer_release(import, limit).await?;
                 owner.cleanup_checkpoint(Phase::Stopping).await;
                 // The driver's own stop is its work: it is awaited, not abandoned (an observer
                 // gives up on it, and a retry enters a new one).
@@ -501,13 +526,51 @@ impl SandboxOwner {
     fn admit(core: &mut Core, operation: Operation) -> TransferTicket {
         core.tickets += 1;
         let ticket = TransferTicket(core.tickets);
-        core.transfer = Some((operation, ticket));
+        core.transfer = Some(Admitted {
+            operation,
+            ticket,
+            cancel: Cancel::new(),
+        });
         ticket
     }
 
     /// Whether `ticket` still holds the transfer slot (admitted and not yet ended).
     pub fn holds_transfer(&self, ticket: TransferTicket) -> bool {
-        self.core().transfer.is_some_and(|(_, held)| held == ticket)
+        self.core()
+            .transfer
+            .as_ref()
+            .is_some_and(|admitted| admitted.ticket == ticket)
+    }
+
+    /// The cancellation of the transfer admitted now, if any (every native transfer step runs
+    /// under it, so stop, destroy or an interrupted caller end whatever the step waits on).
+    pub fn current_transfer_cancel(&self) -> Option<Cancel> {
+        self.core()
+            .transfer
+            .as_ref()
+            .map(|admitted| admitted.cancel.clone())
+    }
+
+    /// The cancellation of the transfer `ticket`, while it holds the slot.
+    pub fn transfer_cancel(&self, ticket: TransferTicket) -> Option<Cancel> {
+        self.core()
+            .transfer
+            .as_ref()
+            .filter(|admitted| admitted.ticket == ticket)
+            .map(|admitted| admitted.cancel.clone())
+    }
+
+    /// Waits until `ticket` no longer holds the transfer slot.
+    pub async fn transfer_released(&self, ticket: TransferTicket) {
+        loop {
+            let released = self.inner.transfer_released.notified();
+            tokio::pin!(released);
+            released.as_mut().enable();
+            if !self.holds_transfer(ticket) {
+                return;
+            }
+            released.await;
+        }
     }
 
     /// Releases the transfer `ticket` admitted, once: a ticket already released (or never
@@ -517,18 +580,54 @@ impl SandboxOwner {
     pub fn end_transfer(&self, ticket: TransferTicket, fence_import: bool) -> bool {
         let operation = {
             let mut core = self.core();
-            match core.transfer {
-                Some((operation, held)) if held == ticket => {
+            match &core.transfer {
+                Some(admitted) if admitted.ticket == ticket => {
+                    let operation = admitted.operation;
                     core.transfer = None;
                     Some(operation)
                 }
                 _ => None,
             }
         };
+        if operation.is_some() {
+            self.inner.transfer_released.notify_waiters();
+        }
         if fence_import && operation == Some(Operation::Import) {
             self.fence(Operation::Import);
         }
         operation.is_some()
+    }
+
+    /// Cancels the admitted transfer of kind `only` (any kind when `None`) with `reason`, and
+    /// returns its ticket so cleanup can wait for its release.
+    fn cancel_transfer_locked(
+        core: &Core,
+        only: Option<Operation>,
+        reason: &str,
+    ) -> Option<TransferTicket> {
+        let admitted = core.transfer.as_ref()?;
+        if only.is_some_and(|operation| operation != admitted.operation) {
+            return None;
+        }
+        admitted.cancel.cancel(OwnerError::cancelled(reason));
+        Some(admitted.ticket)
+    }
+
+    /// Waits, within `limit`, until a cancelled transfer released its slot: no state reads
+    /// `stopped` (or `destroyed`) while its bytes can still move.
+    async fn await_transfer_release(
+        &self,
+        ticket: Option<TransferTicket>,
+        limit: Duration,
+    ) -> Result<(), OwnerError> {
+        let Some(ticket) = ticket else {
+            return Ok(());
+        };
+        bounded(limit, "the cancelled transfer", async {
+            self.transfer_released(ticket).await;
+            Ok(())
+        })
+        .await
     }
 
     /// Reserves the one process (synchronously): closes imports for good.

@@ -39,8 +39,6 @@ pub struct ImportSession {
     chain: Vec<String>,
     file: Option<OpenFile>,
     summary: Summary,
-    /// Whether any byte went to the engine: a failure after that is never replayed.
-    pub sent: bool,
 }
 
 fn at(index: u32, field: &str) -> Vec<Seg> {
@@ -74,7 +72,6 @@ impl ImportSession {
             chain: Vec::new(),
             file: None,
             summary: Summary::default(),
-            sent: false,
         }
     }
 
@@ -85,7 +82,6 @@ impl ImportSession {
             .sink
             .as_ref()
             .ok_or_else(|| OwnerError::state("the import is already finished"))?;
-        self.sent = true;
         if sink.send(bytes).await.is_ok() {
             return Ok(());
         }
