@@ -409,6 +409,24 @@ export declare function withSandbox<T>(
 ): Promise<T>;
 
 /**
+ * Throws `SandboxUnsupportedError` when `support` cannot enforce `request` (a network kind or
+ * execution kind it does not offer, a required disk quota it cannot apply); what every backend's
+ * `reserve` checks before its driver is asked anything. Both inputs are parsed first.
+ */
+export declare function assertSandboxRequestSupported(request: SandboxRequestInput, support: SandboxSupport): void;
+
+/**
+ * Throws `SandboxUnsupportedError` when the observed `effective` policy is looser than `request`
+ * (more CPU, memory, PIDs or temporary storage, outbound where isolated was asked, or a missing
+ * required quota); the check every owner applies after startup. Both inputs are parsed first.
+ */
+export declare function assertSandboxEffectivePolicy(request: SandboxRequestInput, effective: SandboxEffectivePolicy): void;
+
+/** The original's names for a tree entry and a selection as callers write them. */
+export type SandboxInputTreeEntry = SandboxTreeEntry;
+export type SandboxInputTreeSelection = SandboxTreeSelection;
+
+/**
  * A file entry over bytes the caller already holds: borrows `bytes` (keep them unchanged until
  * the transfer settles) and yields views of at most `chunkBytes` (default 64 KiB) without copying.
  * `open()` may be called once.

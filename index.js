@@ -23,4 +23,5 @@ export {
 } from './js/parsers.js';
 export { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './js/constants.js';
 export { withSandbox } from './js/with-sandbox.js';
+export { assertSandboxEffectivePolicy, assertSandboxRequestSupported } from './js/policy-checks.js';
 export { fileFromBytes } from './js/bytes.js';

@@ -15,6 +15,8 @@ const ROOT_EXPORTS = [
   'SandboxStateError',
   'SandboxUnsupportedError',
   'SandboxValidationError',
+  'assertSandboxEffectivePolicy',
+  'assertSandboxRequestSupported',
   'parseSandboxEffectivePolicy',
   'parseSandboxGuestPath',
   'parseSandboxId',

@@ -71,7 +71,16 @@ describe('error classes', () => {
     await stop.retryCleanup();
     await new SandboxCleanupError('destroy failed', { cause, owner: o, operation: 'destroy' }).retryCleanup();
     assert.deepEqual(o.calls, ['stop', 'destroy']);
-    assert.throws(() => new SandboxCleanupError('x', { cause, owner: o, operation: 'start' }), TypeError);
+    // The constructor accepts what the original's accepts: the operation is recorded as given.
+    assert.equal(new SandboxCleanupError('x', { cause, owner: o, operation: 'start' }).operation, 'start');
+  });
+
+  test('SandboxValidationError keeps every field of an issue, as the original does', () => {
+    const issue = { code: 'custom', path: ['a', 0], message: 'bad', expected: 'string', received: 42 };
+    const error = new SandboxValidationError([issue]);
+    assert.deepEqual(error.issues, [{ ...issue, path: ['a', 0] }]);
+    assert.ok(Object.isFrozen(error.issues[0]) && Object.isFrozen(error.issues[0].path));
+    assert.notEqual(error.issues[0].path, issue.path, 'the path is a copy');
   });
 
   test('SandboxStartError keeps the cleanup owner', () => {

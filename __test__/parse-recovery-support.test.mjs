@@ -1,13 +1,17 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
+  assertSandboxEffectivePolicy,
+  assertSandboxRequestSupported,
+  SandboxUnsupportedError,
+  SandboxValidationError,
   parseSandboxEffectivePolicy,
   parseSandboxRecoveryPolicy,
   parseSandboxRecoveryRecord,
   parseSandboxSupport,
   parseTransferOptions,
 } from '../index.js';
-import { assertDeepFrozen, assertIssues } from './helpers.mjs';
+import { assertDeepFrozen, assertIssues, request } from './helpers.mjs';
 
 const D = (c) => `sha256:${c.repeat(64)}`;
 const record = (edit = () => {}) => {
@@ -191,4 +195,37 @@ describe('parseTransferOptions', () => {
     ['retired timeoutMs', { timeoutMs: 5 }, [['unknown_field', ['timeoutMs']]]],
   ];
   for (const [name, input, expected] of cases) test(name, () => assertIssues(parseTransferOptions, input, expected));
+});
+
+describe('the original policy assertions', () => {
+  const support = { backendId: 'x', backendRevision: '1', network: ['isolated'], execution: ['until_stopped', 'deadline'], workspaceDiskQuota: false };
+  const effectiveOf = (policy) => ({
+    resources: policy.resources,
+    temporaryStorage: policy.temporaryStorage,
+    network: policy.network,
+    workspaceDiskQuota: { kind: 'not_requested' },
+  });
+
+  test('assertSandboxRequestSupported refuses what the support cannot enforce', () => {
+    assert.doesNotThrow(() => assertSandboxRequestSupported(request(), support));
+    assert.throws(() => assertSandboxRequestSupported(request((p) => (p.network = { kind: 'outbound' })), support), SandboxUnsupportedError);
+    assert.throws(() => assertSandboxRequestSupported({ policy: 1 }, support), SandboxValidationError);
+  });
+
+  test('assertSandboxEffectivePolicy refuses a looser observed policy and accepts the exact one', () => {
+    const asked = request();
+    assert.doesNotThrow(() => assertSandboxEffectivePolicy(asked, effectiveOf(asked.policy)));
+    const looser = effectiveOf(asked.policy);
+    looser.resources = { ...looser.resources, memoryBytes: looser.resources.memoryBytes * 2 };
+    const error = (() => {
+      try {
+        assertSandboxEffectivePolicy(asked, looser);
+      } catch (e) {
+        return e;
+      }
+      return undefined;
+    })();
+    assert.ok(error instanceof SandboxUnsupportedError, String(error));
+    assert.match(error.message, /memoryBytes/);
+  });
 });

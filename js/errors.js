@@ -22,13 +22,8 @@ const SHOWN_ISSUES = 5;
 
 export class SandboxValidationError extends Error {
   constructor(issues) {
-    const list = Array.from(issues ?? [], (issue) =>
-      Object.freeze({
-        code: String(issue.code),
-        path: Object.freeze(Array.from(issue.path ?? [])),
-        message: String(issue.message),
-      }),
-    );
+    // As the original: every field of each issue is kept as given, with a frozen copy of its path.
+    const list = Array.from(issues ?? [], (issue) => Object.freeze({ ...issue, path: Object.freeze(Array.from(issue.path ?? [])) }));
     const shown = list.slice(0, SHOWN_ISSUES).map((issue) => `${renderIssuePath(issue.path)}: ${issue.message} (${issue.code})`);
     const more = list.length > SHOWN_ISSUES ? `; and ${list.length - SHOWN_ISSUES} more` : '';
     super(list.length === 0 ? 'Invalid sandbox input' : `Invalid sandbox input: ${shown.join('; ')}${more}`);
@@ -54,9 +49,6 @@ export class SandboxStateError extends Error {
 export class SandboxCleanupError extends Error {
   constructor(message, options) {
     super(message, { cause: options?.cause });
-    if (options?.operation !== 'stop' && options?.operation !== 'destroy') {
-      throw new TypeError("SandboxCleanupError: operation must be 'stop' or 'destroy'");
-    }
     this.name = 'SandboxCleanupError';
     this.owner = options.owner;
     this.operation = options.operation;

@@ -80,6 +80,17 @@ pub fn check_supported_js(request: Captured, support: Captured) -> Result<JsData
     )))
 }
 
+/// Refuses an observed policy looser than the request (the owner's post-start admission).
+#[napi(js_name = "checkEffective")]
+pub fn check_effective_js(request: Captured, effective: Captured) -> Result<JsData> {
+    let request = request_of(&request.0)?;
+    let effective = crate::policy::effective::parse_sandbox_effective_policy(&effective.0)
+        .map_err(|i| invalid("effective policy", i))?;
+    Ok(JsData(outcome(
+        crate::lifecycle::admission::check_effective(&request, &effective).map(|()| Value::Null),
+    )))
+}
+
 /// The driver's initial record must describe exactly this reservation, before any effect.
 #[napi(js_name = "checkInitialRecord")]
 pub fn check_initial_record(record: Captured, id: String, support: Captured) -> Result<JsData> {
