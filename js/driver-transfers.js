@@ -1,12 +1,11 @@
 // importTree and exportTree through a JavaScript driver's ready port. The Rust owner admits the
 // transfer; this layer hands the driver validated entries with once-only controlled bodies,
 // checks what the driver delivers, keeps the accounting, and runs the spill-backed ledger.
-import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
-import { settle } from './driver-port.js';
+import { SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { parseSandboxRelativePath, parseTransferOptions } from './parsers.js';
 import { SpillLedger } from './spill-ledger.js';
 import { watchTransfer } from './transfer-watch.js';
-import { checkedEntry, linkTransfer, preEntryRejection } from './transfer.js';
+import { checkedEntry, enterTransfer, linkTransfer } from './transfer.js';
 
 function quotaError(name, limit, what) {
   return new SandboxValidationError([{ code: 'too_large', path: ['quotas', name], message: `${what} exceeds quotas.${name} (${limit})` }]);
@@ -141,13 +140,7 @@ async function withSpill(readyPort, signal, fn) {
 export function importViaDriver(port, entries, options) {
   if (typeof port.readyPort?.importTree !== 'function') throw new SandboxStateError('the driver has no import port (importTree)');
   const parsed = parseTransferOptions(options);
-  const ticket = settle(port.owner.admitTransfer('import'), port.context, errorFromDescriptor);
-  const early = preEntryRejection(parsed);
-  if (early) {
-    port.owner.endTransfer(ticket, false);
-    return Promise.reject(early);
-  }
-  return runImport(port, entries, parsed, ticket);
+  return enterTransfer(port, () => port.owner.admitTransfer('import'), parsed, (ticket) => runImport(port, entries, parsed, ticket));
 }
 
 async function runImport({ owner, context, readyPort, request, stop }, entries, parsed, ticket) {
@@ -234,13 +227,7 @@ export function exportViaDriver(port, selection, consume, options) {
   if (parsed.quotas.maxPaths !== undefined && BigInt(roots.length) > parsed.quotas.maxPaths) {
     throw quotaError('maxPaths', parsed.quotas.maxPaths, `the selection's ${roots.length} path(s)`);
   }
-  const ticket = settle(port.owner.admitTransfer('export'), port.context, errorFromDescriptor);
-  const early = preEntryRejection(parsed);
-  if (early) {
-    port.owner.endTransfer(ticket, false);
-    return Promise.reject(early);
-  }
-  return runExport(port, { kind, roots }, consume, parsed, ticket);
+  return enterTransfer(port, () => port.owner.admitTransfer('export'), parsed, (ticket) => runExport(port, { kind, roots }, consume, parsed, ticket));
 }
 
 async function runExport({ owner, context, readyPort, request }, { kind, roots }, consume, parsed, ticket) {

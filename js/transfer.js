@@ -39,7 +39,7 @@ function asBuffer(chunk, index) {
  * The caller's signal or deadline already ended before entry: the admitted transfer is released
  * unentered and the call rejects, as the original does.
  */
-export function preEntryRejection(parsed) {
+function preEntryRejection(parsed) {
   if (parsed.signal?.aborted) return new SandboxOperationError('cancelled', 'the transfer was cancelled before entry');
   if (parsed.deadlineAt !== undefined && Number(parsed.deadlineAt) <= Date.now()) {
     return new SandboxOperationError('deadline_exceeded', 'the transfer deadline elapsed before entry');
@@ -54,13 +54,24 @@ export function preEntryRejection(parsed) {
  */
 export function importTree({ owner, context, stop }, entries, options) {
   const parsed = parseTransferOptions(options);
-  const ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
+  return enterTransfer({ owner, context }, () => owner.admitTransfer('import'), parsed, (ticket) =>
+    runImport({ owner, context, stop }, entries, parsed, ticket),
+  );
+}
+
+/**
+ * Admits a transfer at the call (`admit` returns the native outcome; a refusal throws), then
+ * either rejects without entering (a signal already aborted, a deadline already past: the
+ * admission is released unentered) or runs it with its ticket.
+ */
+export function enterTransfer({ owner, context }, admit, parsed, run) {
+  const ticket = settle(admit(), context, errorFromDescriptor);
   const early = preEntryRejection(parsed);
   if (early) {
     owner.endTransfer(ticket, false);
     return Promise.reject(early);
   }
-  return runImport({ owner, context, stop }, entries, parsed, ticket);
+  return run(ticket);
 }
 
 /**
@@ -193,13 +204,9 @@ function fileBytes(owner, context, watch, path, byteLength) {
 export function exportTree({ owner, context }, selection, consume, options) {
   const parsed = parseTransferOptions(options);
   if (typeof consume !== 'function') throw new SandboxValidationError([{ code: 'invalid_type', path: ['consume'], message: 'expected a function' }]);
-  const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
-  const early = preEntryRejection(parsed);
-  if (early) {
-    owner.endTransfer(ticket, false);
-    return Promise.reject(early);
-  }
-  return runExport({ owner, context }, consume, parsed, ticket);
+  return enterTransfer({ owner, context }, () => owner.admitExport(selection), parsed, (ticket) =>
+    runExport({ owner, context }, consume, parsed, ticket),
+  );
 }
 
 async function runExport({ owner, context }, consume, parsed, ticket) {

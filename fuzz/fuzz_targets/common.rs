@@ -231,18 +231,3 @@ impl<'a> Decoder<'a> {
         }
     }
 }
-
-/// JSON bytes as the `Value` the binding would capture (numbers as f64, as JavaScript has them).
-#[allow(dead_code)] // Only the targets that read JSON use it.
-pub fn from_json(json: serde_json::Value) -> Value {
-    match json {
-        serde_json::Value::Null => Value::Null,
-        serde_json::Value::Bool(b) => Value::Bool(b),
-        serde_json::Value::Number(n) => Value::Number(n.as_f64().unwrap_or(f64::NAN)),
-        serde_json::Value::String(s) => Value::String(s),
-        serde_json::Value::Array(items) => Value::Array(items.into_iter().map(from_json).collect()),
-        serde_json::Value::Object(fields) => {
-            Value::Object(fields.into_iter().map(|(k, v)| (k, from_json(v))).collect())
-        }
-    }
-}

@@ -11,7 +11,7 @@ use native_sandbox::recovery::record::parse_sandbox_recovery_record;
 
 fuzz_target!(|data: &[u8]| {
     let value = match serde_json::from_slice::<serde_json::Value>(data) {
-        Ok(json) => common::from_json(json),
+        Ok(json) => native_sandbox::input::value::from_json(json),
         Err(_) => common::Decoder::new(data).value(0),
     };
     if let Ok(record) = parse_sandbox_recovery_record(&value) {

@@ -95,8 +95,8 @@ impl<T: ToValue> ToValue for Vec<T> {
     }
 }
 
-/// Test support: builds a [`Value`] from JSON, so core tests read like the JS ones.
-#[cfg(test)]
+/// Builds a [`Value`] from JSON as the binding would capture it (numbers as f64, as JavaScript
+/// has them): core tests read like the JS ones, and the fuzz targets feed JSON text through it.
 pub fn from_json(json: serde_json::Value) -> Value {
     match json {
         serde_json::Value::Null => Value::Null,
