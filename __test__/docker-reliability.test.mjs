@@ -231,3 +231,34 @@ describe('transfers end at their deadline, their signal, a stop or a destroy, wh
     }
   });
 });
+
+describe('reconcile honours its signal against an engine that never answers', () => {
+  test('the signal ends the reconciliation at once', async () => {
+    const sockets = new Set();
+    const silent = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => {});
+    });
+    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+    try {
+      const { port } = silent.address();
+      const id = execFileSync('docker', ['image', 'inspect', '--format', '{{.Id}}', 'native-sandbox/busybox:1'], { encoding: 'utf8' }).trim();
+      const quiet = createDockerSandboxBackend({ image: id, namespace, spillDirectory: spillDirectory(), engine: { url: `tcp://127.0.0.1:${port}` } });
+      // A record this backend could own (same image and configuration), written by a live one.
+      const live = createDockerSandboxBackend({ image: id, namespace, spillDirectory: spillDirectory() });
+      const sandbox = await live.reserve(request(), { kind: 'in_process' }).start();
+      try {
+        const record = sandbox.recoveryRecord;
+        // Without the signal reaching the native work this would wait on the engine.
+        const error = await quiet.reconcile(record, { signal: AbortSignal.timeout(300) }).catch((e) => e);
+        assert.ok(error instanceof SandboxOperationError, String(error));
+        assert.equal(error.code, 'cancelled');
+      } finally {
+        await sandbox.destroy();
+      }
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      silent.close();
+    }
+  });
+});

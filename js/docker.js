@@ -3,12 +3,14 @@ import { errorFromDescriptor, SandboxOperationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
-import { parseOperationOptions } from './options.js';
+import { onAbort, parseOperationOptions } from './options.js';
 import { persistPort, recoveredFace, reservationFace } from './owner.js';
 import { admitReservation } from './backend.js';
 import { parseSandboxRecoveryRecord } from './parsers.js';
 
 const layout = native.dockerGuestLayout();
+/** Ids of reconciliations in flight, so a signal can end exactly its own. */
+let nextReconciliation = 0;
 
 /** The fixed guest layout of every Docker sandbox. */
 export const DOCKER_SANDBOX_GUEST = deepFreeze({
@@ -45,7 +47,18 @@ export function createDockerSandboxBackend(options) {
         return Object.freeze({ kind: 'conflict', reason: 'the recovery record belongs to another backend identity or revision' });
       }
       if (signal?.aborted) throw new SandboxOperationError('cancelled', 'sandbox reconciliation was cancelled before entry');
-      const result = settle(await backend.reconcile(parsed), noOwner, errorFromDescriptor);
+      // The signal ends the native work too (its engine calls are dropped), and the native side
+      // bounds it by SANDBOX_LIMITS.startupMs, as the original observes reconciliation.
+      const id = nextReconciliation;
+      nextReconciliation = (nextReconciliation + 1) % 2 ** 32;
+      const detach = onAbort(signal, () => backend.cancelReconcile(id));
+      let outcome;
+      try {
+        outcome = await backend.reconcile(parsed, id);
+      } finally {
+        detach();
+      }
+      const result = settle(outcome, noOwner, errorFromDescriptor);
       if (result.kind === 'matched' || result.kind === 'uncertain') {
         const recovered = backend.recovered(parsed);
         const context = { owner: undefined, errors: undefined };

@@ -13,10 +13,13 @@ use crate::docker::backend::{support, DockerBackend, Reconciled};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
 use crate::docker::options::parse_docker_options;
 use crate::input::{ToValue, Value};
+use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::Persist;
 use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::observe::bounded;
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
+use crate::limits::STARTUP_MS_MAX;
 
 #[napi(js_name = "parseDockerOptions")]
 pub fn parse_docker_options_js(options: Captured) -> JsData {
@@ -44,6 +47,8 @@ pub fn docker_support() -> JsData {
 #[napi]
 pub struct NativeDockerBackend {
     backend: Arc<DockerBackend>,
+    /// The reconciliations in flight, by the id their caller chose, so its signal can end one.
+    reconciling: std::sync::Mutex<std::collections::HashMap<u32, Cancel>>,
 }
 
 #[napi]
@@ -60,6 +65,7 @@ impl NativeDockerBackend {
                 .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
         Ok(Self {
             backend: Arc::new(backend),
+            reconciling: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -91,17 +97,39 @@ impl NativeDockerBackend {
         )))
     }
 
+    fn reconciling(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, Cancel>> {
+        self.reconciling
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Ends the reconciliation `id` (its caller's signal aborted): it rejects with `cancelled`,
+    /// and the engine calls it had in flight are dropped.
+    #[napi(js_name = "cancelReconcile")]
+    pub fn cancel_reconcile(&self, id: u32) {
+        if let Some(cancel) = self.reconciling().get(&id) {
+            cancel.cancel(OwnerError::cancelled(
+                "sandbox reconciliation was cancelled",
+            ));
+        }
+    }
+
     /// Resolves `{ kind }` (matched, uncertain), `{ kind: 'conflict', reason }` or
-    /// `{ kind: 'absent', record }`.
+    /// `{ kind: 'absent', record }`. Observed within `SANDBOX_LIMITS.startupMs` (the original's
+    /// bound) and until `cancelReconcile(id)`; past either, the work is dropped with its engine
+    /// calls.
     #[napi]
-    pub async fn reconcile(&self, record: Captured) -> JsData {
+    pub async fn reconcile(&self, record: Captured, id: u32) -> JsData {
+        let cancel = Cancel::new();
+        self.reconciling().insert(id, cancel.clone());
+        let limit = std::time::Duration::from_millis(STARTUP_MS_MAX);
         let result = match record_of(&record.0) {
             Err(error) => Err(OwnerError::driver(error.reason.clone())),
-            Ok(record) => self
-                .backend
-                .reconcile(&record)
-                .await
-                .map(|found| match found {
+            Ok(record) => tokio::select! {
+                reason = cancel.cancelled() => Err(reason),
+                found = bounded(limit, "sandbox reconciliation", self.backend.reconcile(&record)) => found,
+            }
+            .map(|found| match found {
                     Reconciled::Matched(_) => Value::object([("kind", Value::string("matched"))]),
                     Reconciled::Uncertain(_) => {
                         Value::object([("kind", Value::string("uncertain"))])
@@ -110,12 +138,13 @@ impl NativeDockerBackend {
                         ("kind", Value::string("conflict")),
                         ("reason", Value::string(reason)),
                     ]),
-                    Reconciled::Absent(record) => Value::object([
-                        ("kind", Value::string("absent")),
-                        ("record", record.to_value()),
-                    ]),
-                }),
+                Reconciled::Absent(record) => Value::object([
+                    ("kind", Value::string("absent")),
+                    ("record", record.to_value()),
+                ]),
+            }),
         };
+        self.reconciling().remove(&id);
         JsData(match result {
             Ok(value) => ok(value),
             Err(error) => Value::object([("ok", Value::Bool(false)), ("error", describe(&error))]),
