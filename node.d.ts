@@ -17,8 +17,9 @@ export interface SandboxDirectoryImportOptions extends SandboxTransferOptions {
 
 /**
  * Imports the regular files and directories under `directory` (absolute; keep it quiescent).
- * Each file is read through its own descriptor in Rust; symlinks and special files reject, and
- * replacement, truncation and growth during the read are detected.
+ * Each file is read through its own descriptor (in Rust for the Docker backend's sandboxes, through
+ * `sandbox.importTree` for any other); symlinks and special files reject, and replacement,
+ * truncation and growth during the read are detected.
  */
 export declare function importSandboxDirectory(
   sandbox: Sandbox,

@@ -1,13 +1,13 @@
 // Transfers through createSandboxBackend: a JavaScript driver's ready port gets validated
 // entries and once-only bodies; what it delivers is checked; the ledger spills to its port.
 import assert from 'node:assert/strict';
-import { mkdtempSync, readdirSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
-import { createSandboxSpillStore } from 'native-sandbox/node';
+import { createSandboxSpillStore, exportSandboxDirectory, importSandboxDirectory } from 'native-sandbox/node';
 import { SpillLedger } from '../js/spill-ledger.js';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
@@ -237,6 +237,47 @@ describe('the spill ledger of JavaScript drivers', () => {
     assert.ok(ledger.written <= count * levels, `${ledger.written} records written for ${count} paths`);
     await store.close();
     assert.deepEqual(readdirSync(directory), []);
+  });
+});
+
+describe('the /node directory helpers with any sandbox', () => {
+  test('a JavaScript driver sandbox imports a host directory and exports into a new one, byte for byte', async () => {
+    const source = mkdtempSync(join(tmpdir(), 'native-sandbox-any-src-'));
+    mkdirSync(join(source, 'src/deep'), { recursive: true });
+    writeFileSync(join(source, 'src/deep/a.txt'), 'alpha');
+    writeFileSync(join(source, 'run.sh'), '#!/bin/sh\n', { mode: 0o755 });
+    writeFileSync(join(source, 'empty'), '');
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const summary = await importSandboxDirectory(sandbox, source, { chunkBytes: 1024 });
+    assert.equal(summary.files, 3n);
+    assert.equal(setup.workspace.get('src/deep/a.txt').bytes.toString(), 'alpha');
+    assert.equal(setup.workspace.get('run.sh').executable, true);
+    await sandbox.stop();
+    const destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-any-dst-')), 'out');
+    const exported = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, destination);
+    assert.equal(exported.directory, join(destination, 'files'));
+    assert.equal(readFileSync(join(exported.directory, 'src/deep/a.txt'), 'utf8'), 'alpha');
+    assert.equal(readFileSync(join(exported.directory, 'empty'), 'utf8'), '');
+    assert.equal(statSync(join(exported.directory, 'run.sh')).mode & 0o700, 0o700);
+    assert.deepEqual(readdirSync(destination), ['files'], 'only the published tree remains');
+    await sandbox.destroy();
+  });
+
+  test('a symbolic link fails the import of any sandbox; a failed export leaves no destination', async () => {
+    const source = mkdtempSync(join(tmpdir(), 'native-sandbox-any-link-'));
+    symlinkSync('/etc/passwd', join(source, 'passwd'));
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const error = await importSandboxDirectory(sandbox, source).catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.match(error.message, /symbolic links are not imported/);
+    await sandbox.stop();
+    const destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-any-fail-')), 'out');
+    const failed = await exportSandboxDirectory(sandbox, { kind: 'subtree', path: 'missing' }, destination).catch((e) => e);
+    assert.ok(failed instanceof Error);
+    assert.throws(() => statSync(destination), /ENOENT/);
+    await sandbox.destroy();
   });
 });
 

@@ -1,9 +1,10 @@
 // native-sandbox/node: host directories in and out of a sandbox. File bytes are read and written
 // in Rust, one descriptor per file; this layer walks directories and owns the destination.
 import { randomBytes } from 'node:crypto';
+import { constants } from 'node:fs';
 import { lstat, mkdir, open, opendir, realpath, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
-import { errorFromDescriptor, SandboxOperationError, SandboxUnsupportedError, SandboxValidationError } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { nativeTransfersOf } from './owner.js';
 import { parseTransferOptions } from './parsers.js';
@@ -23,10 +24,11 @@ function issue(path, code, message) {
   return new SandboxValidationError([{ code, path, message }]);
 }
 
-function nativeOf(sandbox, helper) {
-  const native = nativeTransfersOf(sandbox);
-  if (!native) throw new SandboxUnsupportedError(`${helper} needs a sandbox of a native-sandbox backend with native transfers (the Docker backend)`);
-  return native;
+function sandboxOf(sandbox, helper) {
+  if (sandbox === null || typeof sandbox !== 'object' || typeof sandbox.importTree !== 'function' || typeof sandbox.exportTree !== 'function') {
+    throw issue(['sandbox'], 'invalid_type', `${helper} needs a started Sandbox (with importTree and exportTree)`);
+  }
+  return sandbox;
 }
 
 function splitOptions(options) {
@@ -67,7 +69,7 @@ async function* walk(root, relative = '') {
 
 /** Imports the regular files and directories under `directory` (absolute, quiescent). */
 export async function importSandboxDirectory(sandbox, directory, options) {
-  const { owner, context } = nativeOf(sandbox, 'importSandboxDirectory');
+  sandboxOf(sandbox, 'importSandboxDirectory');
   if (typeof directory !== 'string' || !isAbsolute(directory)) throw issue(['directory'], 'invalid_path', 'must be an absolute host path');
   const { chunkBytes, transfer } = splitOptions(options);
   const parsed = parseTransferOptions(transfer);
@@ -77,6 +79,9 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   });
   if (!root.isDirectory()) throw issue(['directory'], 'invalid_path', `${directory} is not a directory (symbolic links are not followed)`);
   check();
+  const native = nativeTransfersOf(sandbox);
+  if (!native) return sandbox.importTree(hostEntries(directory, chunkBytes), transfer);
+  const { owner, context } = native;
   settle(owner.admitTransfer('import'), context, errorFromDescriptor);
   settle(await owner.importBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
   try {
@@ -100,12 +105,60 @@ export async function importSandboxDirectory(sandbox, directory, options) {
 }
 
 /**
+ * The walk as tree entries for any sandbox's `importTree`: each file is read through its own
+ * descriptor, opened without following links (and without waiting on a FIFO swapped in), and
+ * checked against what the walk saw (device, inode, size), so replacement, truncation and
+ * growth fail the import instead of sending other bytes.
+ */
+async function* hostEntries(directory, chunkBytes) {
+  for await (const entry of walk(directory)) {
+    if (entry.kind === 'directory') {
+      yield Object.freeze({ kind: 'directory', path: entry.path });
+    } else {
+      yield Object.freeze({
+        kind: 'file',
+        path: entry.path,
+        byteLength: entry.stat.size,
+        executable: (Number(entry.stat.mode) & 0o100) !== 0,
+        open: () => hostFileBytes(entry.host, entry.stat, chunkBytes),
+      });
+    }
+  }
+}
+
+async function* hostFileBytes(host, seen, chunkBytes) {
+  const failed = (what) => new SandboxOperationError('stream_failure', `${host}: ${what}`);
+  const file = await open(host, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((cause) => {
+    throw failed(`cannot be opened without following links: ${cause.message}`);
+  });
+  try {
+    const opened = await file.stat({ bigint: true });
+    if (!opened.isFile()) throw failed('is not a regular file');
+    if (opened.dev !== seen.dev || opened.ino !== seen.ino) throw failed('was replaced while the directory was being read');
+    if (opened.size !== seen.size) throw failed('changed size while the directory was being read');
+    let remaining = seen.size;
+    while (remaining > 0n) {
+      const want = Number(remaining < BigInt(chunkBytes) ? remaining : BigInt(chunkBytes));
+      const chunk = Buffer.allocUnsafe(want);
+      const { bytesRead } = await file.read(chunk, 0, want, null);
+      if (bytesRead === 0) throw failed('was truncated while it was being read');
+      remaining -= BigInt(bytesRead);
+      yield chunk.subarray(0, bytesRead);
+    }
+    const { bytesRead } = await file.read(Buffer.alloc(1), 0, 1, null);
+    if (bytesRead !== 0) throw failed('grew while it was being read');
+  } finally {
+    await file.close();
+  }
+}
+
+/**
  * Exports `selection` into `destination`, which must not exist: it is created exclusively,
  * filled through a private staging directory, and its `files` child is published only after
  * the whole export validated. Resolves `{ directory, summary }`.
  */
 export async function exportSandboxDirectory(sandbox, selection, destination, options) {
-  const { owner, context } = nativeOf(sandbox, 'exportSandboxDirectory');
+  sandboxOf(sandbox, 'exportSandboxDirectory');
   if (typeof destination !== 'string' || !isAbsolute(destination)) throw issue(['destination'], 'invalid_path', 'must be an absolute host path');
   const parsed = parseTransferOptions(options);
   const check = watch(parsed);
@@ -117,33 +170,22 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
   }
   const staging = join(destination, `.staging-${randomBytes(6).toString('hex')}`);
   const published = join(destination, 'files');
-  let entered = false;
+  const native = nativeTransfersOf(sandbox);
+  let abandon;
   try {
     await mkdir(staging, { mode: 0o700 });
-    settle(owner.admitExport(selection), context, errorFromDescriptor);
-    // A failed exportBegin releases the admission itself.
-    settle(await owner.exportBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
-    entered = true;
-    for (;;) {
-      check();
-      const meta = settle(await owner.exportNext(), context, errorFromDescriptor);
-      if (meta === null) break;
-      const host = join(staging, meta.path);
-      if (meta.kind === 'directory') {
-        await mkdir(host, { recursive: true, mode: 0o700 });
-      } else {
-        const parent = meta.path.includes('/') ? join(staging, meta.path.slice(0, meta.path.lastIndexOf('/'))) : staging;
-        await mkdir(parent, { recursive: true, mode: 0o700 });
-        settle(await owner.exportWriteFile(host, meta.executable), context, errorFromDescriptor);
-      }
+    let summary;
+    if (native) {
+      abandon = () => native.owner.exportAbort();
+      summary = await exportNatively(native, selection, staging, parsed, check);
+    } else {
+      summary = await sandbox.exportTree(selection, (entry) => writeEntry(staging, entry), options);
     }
-    check();
-    const summary = settle(await owner.exportFinish(), context, errorFromDescriptor);
-    entered = false;
+    abandon = undefined;
     await rename(staging, published);
     return Object.freeze({ directory: published, summary: Object.freeze(summary) });
   } catch (error) {
-    if (entered) await owner.exportAbort();
+    if (abandon) await abandon();
     const cleanup = () => rm(destination, { recursive: true, force: true });
     try {
       await cleanup();
@@ -151,6 +193,63 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
       throw new SandboxDirectoryCleanupError(`the export failed and ${destination} could not be removed`, { cause, retryCleanup: cleanup });
     }
     throw error;
+  }
+}
+
+/** The export of a native sandbox: every file written in Rust, one native call per file. */
+async function exportNatively({ owner, context }, selection, staging, parsed, check) {
+  settle(owner.admitExport(selection), context, errorFromDescriptor);
+  // A failed exportBegin releases the admission itself.
+  settle(await owner.exportBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
+  for (;;) {
+    check();
+    const meta = settle(await owner.exportNext(), context, errorFromDescriptor);
+    if (meta === null) break;
+    const host = join(staging, meta.path);
+    if (meta.kind === 'directory') {
+      await mkdir(host, { recursive: true, mode: 0o700 });
+    } else {
+      await mkdir(parentOf(staging, meta.path), { recursive: true, mode: 0o700 });
+      settle(await owner.exportWriteFile(host, meta.executable), context, errorFromDescriptor);
+    }
+  }
+  check();
+  return settle(await owner.exportFinish(), context, errorFromDescriptor);
+}
+
+function parentOf(staging, path) {
+  return path.includes('/') ? join(staging, path.slice(0, path.lastIndexOf('/'))) : staging;
+}
+
+/**
+ * One exported entry written into the staging directory of any sandbox's export: directories
+ * made private, files created exclusively without following links, with owner read/write (and
+ * execute when asked), refused when the process umask removed a requested bit.
+ */
+async function writeEntry(staging, entry) {
+  const host = join(staging, entry.path);
+  if (entry.kind === 'directory') {
+    await mkdir(host, { recursive: true, mode: 0o700 });
+    return;
+  }
+  await mkdir(parentOf(staging, entry.path), { recursive: true, mode: 0o700 });
+  const wanted = entry.executable ? 0o700 : 0o600;
+  const file = await open(host, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, wanted).catch((cause) => {
+    throw new SandboxOperationError('stream_failure', `${host}: cannot be created exclusively: ${cause.message}`);
+  });
+  try {
+    const { mode } = await file.stat();
+    if ((mode & wanted) !== wanted) {
+      throw new SandboxOperationError('stream_failure', `${host}: was created with mode ${(mode & 0o777).toString(8)}: the process umask removed a requested permission bit`);
+    }
+    for await (const chunk of entry.bytes) {
+      for (let offset = 0; offset < chunk.byteLength; ) {
+        const { bytesWritten } = await file.write(chunk, offset, chunk.byteLength - offset);
+        offset += bytesWritten;
+      }
+    }
+  } finally {
+    await file.close();
   }
 }
 
