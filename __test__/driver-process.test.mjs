@@ -3,12 +3,13 @@
 // apply to the driver's raw streams.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
+import { PassThrough } from 'node:stream';
 import { describe, test } from 'node:test';
 import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
-function localDriver({ withProcess = true } = {}) {
+function localDriver({ withProcess = true, startProcess } = {}) {
   const children = [];
   let count = 0;
   const driver = {
@@ -27,7 +28,8 @@ function localDriver({ withProcess = true } = {}) {
           if (withProcess) {
             ready.reserveProcess = (spec) => ({
               id: 'child-1',
-              async start() {
+              async start(options) {
+                if (startProcess) return startProcess(options);
                 // A process group of its own, so stop can end the complete workload.
                 const child = spawn(spec.executable, spec.args, { env: spec.env, cwd: spec.cwd, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
                 children.push(child);
@@ -135,3 +137,52 @@ describe('the process port of a JavaScript driver', () => {
     await sandbox.destroy();
   });
 });
+
+describe('the JavaScript driver process port, as the original owner runs it', () => {
+  const hanging = (seen) => ({ signal }) =>
+    new Promise((_, reject) => {
+      seen.signal = signal;
+      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
+    });
+
+  test('startup is observed within startupMs: the driver signal aborts, the sandbox is fenced and stopped', async () => {
+    const seen = {};
+    const setup = localDriver({ startProcess: hanging(seen) });
+    const sandbox = await started(setup, (p) => (p.deadlines = { startupMs: 400, cleanupMs: 1000 }));
+    const child = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' });
+    const error = await child.start().catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'deadline_exceeded');
+    assert.equal(seen.signal.aborted, true, 'the driver saw its owner signal abort');
+    for (let i = 0; i < 50 && sandbox.state.kind !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(sandbox.state.kind, 'stopped');
+    await sandbox.destroy();
+  });
+
+  test('stop() aborts the owner signal of a process start in progress', async () => {
+    const seen = {};
+    const setup = localDriver({ startProcess: hanging(seen) });
+    const sandbox = await started(setup);
+    const pending = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start().catch((e) => e);
+    await new Promise((r) => setTimeout(r, 50));
+    await sandbox.stop();
+    assert.equal(seen.signal.aborted, true);
+    const error = await pending;
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    await sandbox.destroy();
+  });
+
+  test("stop() closes the driver's streams and waits for them", async () => {
+    const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }) });
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    await sandbox.stop();
+    assert.deepEqual([raw.stdin.closed, raw.stdout.closed, raw.stderr.closed], [true, true, true]);
+    await sandbox.destroy();
+  });
+});
+

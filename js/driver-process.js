@@ -2,13 +2,21 @@
 // execution deadline; the driver's raw streams are wrapped here with the policy's stream limits
 // (the Docker backend applies the same limits in Rust, src/process/io.rs).
 import { Readable, Writable } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxUnsupportedError } from './errors.js';
 import { settle } from './driver-port.js';
 import { parseOperationOptions } from './options.js';
 import { parseSandboxProcessId } from './parsers.js';
 
-/** `sandbox.reserveProcess(spec)` for a JavaScript driver with a `reserveProcess` port. */
-export function reserveDriverProcess({ owner, context, readyPort, limits, stopSandbox }, input) {
+/**
+ * `sandbox.reserveProcess(spec)` for a JavaScript driver with a `reserveProcess` port. As the
+ * original owner does: the driver's start gets an owner signal that aborts on stop (and so on the
+ * execution deadline, which stops the sandbox), its startup is observed within
+ * `deadlines.startupMs` and the caller's signal (a start that fails or is interrupted fences the
+ * sandbox and stops it), readiness is checked again once it started, and a stop closes the
+ * driver's streams and waits for them (`processSlot.process`, which the owner's stop calls).
+ */
+export function reserveDriverProcess({ owner, context, readyPort, limits, stopSandbox, startupMs, processSlot }, input) {
   if (typeof readyPort?.reserveProcess !== 'function') {
     throw new SandboxUnsupportedError('reserveProcess: the driver has no process port (reserveProcess)');
   }
@@ -25,16 +33,65 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
     entered = true;
     if (signal?.aborted) throw new SandboxOperationError('cancelled', 'process startup was cancelled before entry');
     settle(owner.enterExternalProcess(), context, errorFromDescriptor);
+    const controller = new AbortController();
+    const slot = { controller, close: async () => {} };
+    processSlot.process = slot;
+    const actual = Promise.resolve().then(() => reserved.start({ signal: controller.signal }));
     let raw;
     try {
-      raw = await reserved.start(signal === undefined ? {} : { signal });
+      raw = await observeStartup(actual, startupMs, signal, controller.signal);
     } catch (error) {
+      controller.abort(error);
+      owner.fenceProcess();
       stopSandbox().catch(() => {});
+      // Whatever the driver still starts is closed as soon as it arrives.
+      actual.then((late) => closeRaw(late), () => {});
       throw error;
     }
-    return limitedStreams(raw, limits, stopSandbox);
+    const streams = limitedStreams(raw, limits, stopSandbox);
+    slot.close = () => closeRaw(raw);
+    if (controller.signal.aborted || owner.state().kind !== 'ready') {
+      await slot.close();
+      throw new SandboxOperationError('cancelled', 'the sandbox stopped while its process was starting');
+    }
+    return streams;
   }
   return Object.freeze({ id, stopScope: 'sandbox', start, stop: stopSandbox });
+}
+
+/** Waits for the driver's start within `startupMs`, the caller's signal and the owner's. */
+function observeStartup(actual, startupMs, callerSignal, ownerSignal) {
+  let timer;
+  const cleanups = [];
+  const interrupted = new Promise((_, reject) => {
+    timer = setTimeout(() => reject(new SandboxOperationError('deadline_exceeded', `process startup was not observed to settle within ${startupMs} ms`)), startupMs);
+    for (const [signal, reason] of [
+      [callerSignal, () => new SandboxOperationError('cancelled', 'process startup was cancelled through its signal')],
+      [ownerSignal, () => ownerSignal.reason],
+    ]) {
+      if (!signal) continue;
+      const onAbort = () => reject(reason());
+      signal.addEventListener('abort', onAbort, { once: true });
+      cleanups.push(() => signal.removeEventListener('abort', onAbort));
+    }
+  });
+  return Promise.race([actual, interrupted]).finally(() => {
+    clearTimeout(timer);
+    for (const cleanup of cleanups) cleanup();
+  });
+}
+
+/** Destroys a driver's raw streams and waits until each has closed. */
+async function closeRaw(raw) {
+  const streams = [raw?.stdin, raw?.stdout, raw?.stderr].filter((stream) => stream && typeof stream.destroy === 'function');
+  await Promise.all(
+    streams.map((stream) => {
+      if (stream.closed || stream.destroyed) return undefined;
+      const closed = finished(stream).catch(() => {});
+      stream.destroy();
+      return closed;
+    }),
+  );
 }
 
 function limitedStreams(raw, limits, stopSandbox) {

@@ -1,7 +1,7 @@
 // The JavaScript faces of a Rust-owned sandbox: the reservation, the started sandbox, and the
 // cleanup-only owner of a reconciled one. All state lives in the native owner; these objects
 // only translate calls, signals and errors.
-import { errorFromDescriptor, SandboxStateError } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from './errors.js';
 import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
@@ -18,7 +18,8 @@ import { reserveDriverProcess } from './driver-process.js';
 export function ownDriverReservation({ request, id, record, recovery, reserved }) {
   const startController = new AbortController();
   const context = { owner: undefined, errors: undefined };
-  const ports = { ready: undefined };
+  // The ready port, and the process the owner's stop must close (see driver-process.js).
+  const ports = { ready: undefined, process: undefined };
   // The native owner holds this port's function: nothing the port reaches may hold the owner
   // or its faces (`context.owner` does), or the pair is a cycle through native code that the
   // garbage collector cannot see. The port gets its own context and a weak owner reference.
@@ -41,7 +42,13 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
     abortStart(reason) {
       startController.abort(errorFromDescriptor(reason, portContext));
     },
-    stop: () => reserved.stop(),
+    async stop() {
+      // As the original's beginStop: the process start's signal aborts first, the driver stops
+      // the workload, then the process streams are closed and awaited.
+      ports.process?.controller.abort(new SandboxOperationError('cancelled', 'sandbox compute is stopping'));
+      await reserved.stop();
+      await ports.process?.close();
+    },
     destroy: () => reserved.destroy(),
     persist: (next) => recovery.persist(deepFreeze(next)),
   });
@@ -81,7 +88,7 @@ export function reservationFace({ owner, context, request, processPort, ports })
     const detach = onAbort(signal, () => owner.cancelStart());
     try {
       const ready = settle(await owner.start(), context, errorFromDescriptor);
-      return startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort: ports?.ready });
+      return startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort: ports?.ready, ports });
     } finally {
       detach();
     }
@@ -111,7 +118,7 @@ export function nativeTransfersOf(sandbox) {
   return nativeSandboxes.get(sandbox);
 }
 
-function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort }) {
+function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort, ports }) {
   const driverPort = { owner, context, readyPort, request };
   const sandbox = Object.freeze({
     id,
@@ -129,7 +136,12 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
       return importTree({ owner, context, stop: lifecycle.stop }, entries, options);
     },
     reserveProcess(spec) {
-      if (!processPort) return reserveDriverProcess({ ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop }, spec);
+      if (!processPort) {
+        return reserveDriverProcess(
+          { ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, startupMs: request.policy.deadlines.startupMs, processSlot: ports },
+          spec,
+        );
+      }
       return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
     },
     exportTree: (selection, consume, options) => {

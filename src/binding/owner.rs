@@ -22,7 +22,7 @@ use crate::lifecycle::error::{CleanupOperation, OwnerError};
 use crate::lifecycle::observe::{enter, observe, Observed};
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
-use crate::lifecycle::state::State;
+use crate::lifecycle::state::{Operation, State};
 use crate::limits::STARTUP_MS_MAX;
 use crate::policy::request::{parse_sandbox_request, SandboxRequest};
 use crate::policy::support::{parse_sandbox_support, SandboxSupport};
@@ -263,6 +263,13 @@ impl NativeOwner {
 
     /// Process start entry for a JavaScript driver's process: admission and the execution
     /// deadline are the owner's; the driver starts the process itself.
+    /// Fences the sandbox after a JavaScript driver's process start failed or was interrupted:
+    /// the start is never replayed (the original's rule).
+    #[napi(js_name = "fenceProcess")]
+    pub fn fence_process(&self) {
+        self.owner().fence(Operation::Process);
+    }
+
     #[napi(js_name = "enterExternalProcess")]
     pub fn enter_external_process(&self) -> JsData {
         let owner = self.owner.clone();
