@@ -1,8 +1,9 @@
-// Packs the package and its linux-x64-gnu platform package, installs both into an empty project
-// and imports every entry point from there, as a user would.
+// Packs the package, its linux-x64-gnu platform package and the Docker companion package, installs
+// them into empty projects and uses them from there, as a user would: every entry point, and the
+// original packages' names swapped in with no edit.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
@@ -10,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
 let project;
+let aliased;
 
 function run(command, args, cwd) {
   return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
@@ -27,6 +29,7 @@ before(() => {
 
 after(() => {
   if (project) rmSync(project, { recursive: true, force: true });
+  if (aliased) rmSync(aliased, { recursive: true, force: true });
 });
 
 test('the main tarball ships the JS layer and no addon; the platform tarball ships the addon', () => {
@@ -50,7 +53,7 @@ test('an installed consumer imports every entry point, loading the platform pack
     console.log(JSON.stringify({ root: Object.keys(root).length, subpaths, parsed, addon }));
   `;
   const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
-  assert.equal(out.root, 23);
+  assert.equal(out.root, 25);
   assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend'] });
   assert.equal(out.parsed, '/sandbox/workspace');
   assert.equal(out.addon.length, 1);
@@ -61,3 +64,40 @@ test('an installed consumer gets typed validation errors from the native parsers
   const out = run(process.execPath, ['--input-type=module', '-e', "const m = await import('native-sandbox'); try { m.parseSandboxRequest({}) } catch (e) { console.log(e.name, e.issues[0].code, e.issues[0].path.join('.')) }"], project);
   assert.equal(out.trim(), 'SandboxValidationError required policy');
 });
+
+test('the original packages swap in with no edit: both copies behave as one', () => {
+  // What `"@agen-ai/sandbox": "npm:native-sandbox@…"` and `"@agen-ai/sandbox-docker":
+  // "npm:native-sandbox-docker@…"` install: native-sandbox under the original's name, and again
+  // as the companion's own dependency. Offline, from the tarballs, with the same layout.
+  aliased = mkdtempSync(join(tmpdir(), 'native-sandbox-alias-'));
+  for (const tarball of readdirSync(project).filter((f) => f.endsWith('.tgz'))) copyFileSync(join(project, tarball), join(aliased, tarball));
+  run('npm', ['pack', '--silent', '--pack-destination', aliased], join(root, 'packages', 'docker'));
+  writeFileSync(
+    join(aliased, 'package.json'),
+    JSON.stringify({
+      name: 'original-consumer',
+      private: true,
+      type: 'module',
+      dependencies: {
+        '@agen-ai/sandbox': 'file:./native-sandbox-0.1.0.tgz',
+        '@agen-ai/sandbox-docker': 'file:./native-sandbox-docker-0.1.0.tgz',
+        'native-sandbox': 'file:./native-sandbox-0.1.0.tgz',
+        'native-sandbox-linux-x64-gnu': 'file:./native-sandbox-linux-x64-gnu-0.1.0.tgz',
+      },
+    }),
+  );
+  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts'], aliased);
+  const companion = run('tar', ['-tzf', join(aliased, 'native-sandbox-docker-0.1.0.tgz')], aliased).split('\n').filter(Boolean).sort();
+  assert.deepEqual(companion, ['package/LICENSE', 'package/README.md', 'package/index.d.ts', 'package/index.js', 'package/package.json']);
+  copyFileSync(join(root, '__test__', 'fixtures', 'alias-consumer', 'flow.mjs'), join(aliased, 'flow.mjs'));
+  const namespace = `${process.env.NATIVE_SANDBOX_TEST_RUN ?? `r${process.pid}`}-alias-${process.pid}`;
+  const out = JSON.parse(run(process.execPath, ['flow.mjs', namespace], aliased).trim().split('\n').at(-1));
+  assert.deepEqual(out, {
+    validationAcrossCopies: true,
+    stateAcrossCopies: true,
+    exit: { kind: 'exited', code: 0 },
+    exported: 'HELLO FROM THE HOST\n',
+    addons: 1,
+  });
+});
+

@@ -1,12 +1,5 @@
 // The error classes of the contract. Every class is a real Error subclass with its own name.
-
-export class SandboxOperationError extends Error {
-  constructor(code, message, options) {
-    super(message, options);
-    this.name = 'SandboxOperationError';
-    this.code = code;
-  }
-}
+import { shared } from './shared.js';
 
 /** Renders an issue path as `policy.resources.cpus` or `args[3]`. */
 export function renderIssuePath(path) {
@@ -18,70 +11,104 @@ export function renderIssuePath(path) {
   return out === '' ? '(input)' : out;
 }
 
-const SHOWN_ISSUES = 5;
-
-export class SandboxValidationError extends Error {
-  constructor(issues) {
-    // As the original: every field of each issue is kept as given, with a frozen copy of its path.
-    const list = Array.from(issues ?? [], (issue) => Object.freeze({ ...issue, path: Object.freeze(Array.from(issue.path ?? [])) }));
-    const shown = list.slice(0, SHOWN_ISSUES).map((issue) => `${renderIssuePath(issue.path)}: ${issue.message} (${issue.code})`);
-    const more = list.length > SHOWN_ISSUES ? `; and ${list.length - SHOWN_ISSUES} more` : '';
-    super(list.length === 0 ? 'Invalid sandbox input' : `Invalid sandbox input: ${shown.join('; ')}${more}`);
-    this.name = 'SandboxValidationError';
-    this.issues = Object.freeze(list);
+/**
+ * The classes, defined once per process (shared.js): every installed copy of the package exports
+ * these very objects, so an error from one copy is `instanceof` the other's class.
+ */
+function defineErrorClasses() {
+  class SandboxOperationError extends Error {
+    constructor(code, message, options) {
+      super(message, options);
+      this.name = 'SandboxOperationError';
+      this.code = code;
+    }
   }
+
+  const SHOWN_ISSUES = 5;
+
+  class SandboxValidationError extends Error {
+    constructor(issues) {
+      // As the original: every field of each issue is kept as given, with a frozen copy of its path.
+      const list = Array.from(issues ?? [], (issue) => Object.freeze({ ...issue, path: Object.freeze(Array.from(issue.path ?? [])) }));
+      const shown = list.slice(0, SHOWN_ISSUES).map((issue) => `${renderIssuePath(issue.path)}: ${issue.message} (${issue.code})`);
+      const more = list.length > SHOWN_ISSUES ? `; and ${list.length - SHOWN_ISSUES} more` : '';
+      super(list.length === 0 ? 'Invalid sandbox input' : `Invalid sandbox input: ${shown.join('; ')}${more}`);
+      this.name = 'SandboxValidationError';
+      this.issues = Object.freeze(list);
+    }
+  }
+
+  class SandboxUnsupportedError extends Error {
+    constructor(message) {
+      super(message);
+      this.name = 'SandboxUnsupportedError';
+    }
+  }
+
+  class SandboxStateError extends Error {
+    constructor(message) {
+      super(message);
+      this.name = 'SandboxStateError';
+    }
+  }
+
+  class SandboxCleanupError extends Error {
+    constructor(message, options) {
+      super(message, { cause: options?.cause });
+      this.name = 'SandboxCleanupError';
+      this.owner = options.owner;
+      this.operation = options.operation;
+    }
+
+    /** Retries the exact cleanup that failed, on the same owner. */
+    retryCleanup() {
+      return this.owner[this.operation]();
+    }
+  }
+
+  class SandboxStartError extends Error {
+    constructor(message, options) {
+      super(message, { cause: options?.cause });
+      this.name = 'SandboxStartError';
+      this.owner = options?.owner;
+    }
+  }
+
+  class SandboxRunError extends Error {
+    constructor(options) {
+      super('Sandbox operation and cleanup both failed', { cause: options?.primaryError });
+      this.name = 'SandboxRunError';
+      this.primaryError = options?.primaryError;
+      this.cleanupError = options?.cleanupError;
+      this.owner = options?.owner;
+    }
+
+    /** Retries destruction on the same owner; the original errors stay as they were. */
+    retryCleanup() {
+      return this.owner.destroy();
+    }
+  }
+
+  return {
+    SandboxOperationError,
+    SandboxValidationError,
+    SandboxUnsupportedError,
+    SandboxStateError,
+    SandboxCleanupError,
+    SandboxStartError,
+    SandboxRunError,
+  };
 }
 
-export class SandboxUnsupportedError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'SandboxUnsupportedError';
-  }
-}
-
-export class SandboxStateError extends Error {
-  constructor(message) {
-    super(message);
-    this.name = 'SandboxStateError';
-  }
-}
-
-export class SandboxCleanupError extends Error {
-  constructor(message, options) {
-    super(message, { cause: options?.cause });
-    this.name = 'SandboxCleanupError';
-    this.owner = options.owner;
-    this.operation = options.operation;
-  }
-
-  /** Retries the exact cleanup that failed, on the same owner. */
-  retryCleanup() {
-    return this.owner[this.operation]();
-  }
-}
-
-export class SandboxStartError extends Error {
-  constructor(message, options) {
-    super(message, { cause: options?.cause });
-    this.name = 'SandboxStartError';
-    this.owner = options?.owner;
-  }
-}
-
-export class SandboxRunError extends Error {
-  constructor(options) {
-    super('Sandbox operation and cleanup both failed', { cause: options?.primaryError });
-    this.name = 'SandboxRunError';
-    this.primaryError = options?.primaryError;
-    this.cleanupError = options?.cleanupError;
-    this.owner = options?.owner;
-  }
-
-  /** Retries destruction on the same owner; the original errors stay as they were. */
-  retryCleanup() {
-    return this.owner.destroy();
-  }
-}
+export const {
+  SandboxOperationError,
+  SandboxValidationError,
+  SandboxUnsupportedError,
+  SandboxStateError,
+  SandboxCleanupError,
+  SandboxStartError,
+  SandboxRunError,
+} = shared('errors', defineErrorClasses);
 
 /**
  * Turns a native error descriptor into the contract's error class. `context.owner` is the cleanup

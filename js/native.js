@@ -1,7 +1,9 @@
-// The native addon, loaded once through the package loader (never from target/).
+// The native addon, loaded once per process through the package loader (never from target/),
+// whichever installed copy of the package asks first (see shared.js).
 import { createRequire } from 'node:module';
+import { shared } from './shared.js';
 
 const require = createRequire(import.meta.url);
 
 /** @type {Record<string, Function>} */
-export const native = require('../binding.cjs');
+export const native = shared('native', () => require('../binding.cjs'));

@@ -7,18 +7,24 @@ import { isAbsolute, join } from 'node:path';
 import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { nativeTransfersOf } from './owner.js';
+import { shared } from './shared.js';
 import { parseTransferOptions } from './parsers.js';
 import { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './constants.js';
 
 /** A failed local cleanup; keep it and call `retryCleanup()` until it succeeds. */
-export class SandboxDirectoryCleanupError extends Error {
-  constructor(message, options) {
-    super(message, { cause: options?.cause });
-    this.name = 'SandboxDirectoryCleanupError';
-    this.publishedDirectory = options?.publishedDirectory;
-    this.retryCleanup = options?.retryCleanup;
-  }
-}
+/** Defined once per process, like the contract's other classes (see shared.js). */
+export const SandboxDirectoryCleanupError = shared(
+  'SandboxDirectoryCleanupError',
+  () =>
+    class SandboxDirectoryCleanupError extends Error {
+      constructor(message, options) {
+        super(message, { cause: options?.cause });
+        this.name = 'SandboxDirectoryCleanupError';
+        this.publishedDirectory = options?.publishedDirectory;
+        this.retryCleanup = options?.retryCleanup;
+      }
+    },
+);
 
 function issue(path, code, message) {
   return new SandboxValidationError([{ code, path, message }]);

@@ -5,6 +5,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from '.
 import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
+import { shared } from './shared.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
 import { exportTree, importTree } from './transfer.js';
@@ -110,8 +111,11 @@ export function reservationFace({ owner, context, request, processPort, ports })
   return reservation;
 }
 
-/** Sandboxes whose transfers run natively, for the `/node` directory helpers. */
-const nativeSandboxes = new WeakMap();
+/**
+ * Sandboxes whose transfers run natively, for the `/node` directory helpers: one map per process
+ * (shared.js), so the helpers of either installed copy know a sandbox made through the other.
+ */
+const nativeSandboxes = shared('nativeSandboxes', () => new WeakMap());
 
 /** The native owner behind `sandbox`, when it is one of ours with native transfers. */
 export function nativeTransfersOf(sandbox) {
