@@ -422,6 +422,28 @@ export declare function assertSandboxRequestSupported(request: SandboxRequestInp
  */
 export declare function assertSandboxEffectivePolicy(request: SandboxRequestInput, effective: SandboxEffectivePolicy): void;
 
+/**
+ * The controlled, once-only body of one file in a transfer, as the original exports it: opens
+ * `open()`'s source lazily (once), yields chunks of at most `chunkBytes`, delivers exactly
+ * `byteLength` bytes and, with `requireEof`, reads the source to its real end. A failure is
+ * reported to `interrupt` and rethrown by every later read; concurrent reads reject.
+ */
+export declare class TransferBody implements AsyncIterable<Uint8Array> {
+  constructor(
+    byteLength: number,
+    chunkBytes: number,
+    requireEof: boolean,
+    signal: AbortSignal,
+    open: (() => Iterable<Uint8Array> | AsyncIterable<Uint8Array>) | undefined,
+    interrupt: (error: unknown) => void,
+  );
+  get complete(): boolean;
+  [Symbol.asyncIterator](): AsyncIterator<Uint8Array>;
+  assertComplete(): void;
+  rejectReuse(): never;
+  close(retry?: boolean): Promise<void>;
+}
+
 /** The original's names for a tree entry and a selection as callers write them. */
 export type SandboxInputTreeEntry = SandboxTreeEntry;
 export type SandboxInputTreeSelection = SandboxTreeSelection;

@@ -25,3 +25,4 @@ export { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBO
 export { withSandbox } from './js/with-sandbox.js';
 export { assertSandboxEffectivePolicy, assertSandboxRequestSupported } from './js/policy-checks.js';
 export { fileFromBytes } from './js/bytes.js';
+export { TransferBody } from './js/transfer-body.js';

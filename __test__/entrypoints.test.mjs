@@ -15,6 +15,7 @@ const ROOT_EXPORTS = [
   'SandboxStateError',
   'SandboxUnsupportedError',
   'SandboxValidationError',
+  'TransferBody',
   'assertSandboxEffectivePolicy',
   'assertSandboxRequestSupported',
   'parseSandboxEffectivePolicy',

@@ -8,6 +8,7 @@ import {
   SandboxStateError,
   SandboxUnsupportedError,
   SandboxValidationError,
+  TransferBody,
 } from '../index.js';
 
 function owner() {
@@ -105,5 +106,66 @@ describe('error classes', () => {
     await error.retryCleanup();
     assert.deepEqual(o.calls, ['destroy']);
     assert.equal(error.primaryError, primaryError, 'a later cleanup never erases the original failure');
+  });
+});
+
+describe('TransferBody', () => {
+  const body = (chunks, { byteLength = 4, chunkBytes = 2, requireEof = false, signal = new AbortController().signal, interrupted = [] } = {}) =>
+    new TransferBody(byteLength, chunkBytes, requireEof, signal, () => chunks, (error) => interrupted.push(error));
+
+  test('delivers exactly byteLength bytes, once, without an EOF pull unless required', async () => {
+    let pulledAfterLast = false;
+    const source = (function* () {
+      yield Buffer.from('ab');
+      yield Buffer.from('cd');
+      pulledAfterLast = true;
+    })();
+    const exact = body(source);
+    const got = [];
+    for await (const chunk of exact) got.push(Buffer.from(chunk).toString());
+    assert.deepEqual(got, ['ab', 'cd']);
+    assert.equal(exact.complete, true);
+    assert.equal(pulledAfterLast, false);
+    exact.assertComplete();
+    assert.throws(() => exact[Symbol.asyncIterator](), SandboxStateError);
+    const eof = body([Buffer.from('ab'), Buffer.from('cd')], { requireEof: true });
+    const reader = eof[Symbol.asyncIterator]();
+    await reader.next();
+    await reader.next();
+    assert.equal(eof.complete, false, 'the end of the source was not seen yet');
+    assert.deepEqual(await reader.next(), { done: true, value: undefined });
+    assert.equal(eof.complete, true);
+  });
+
+  test('short, long and oversized bodies fail and report to interrupt; concurrent reads reject', async () => {
+    const interrupted = [];
+    const short = body([Buffer.from('ab')], { interrupted });
+    const error = await (async () => {
+      for await (const chunk of short) void chunk;
+    })().catch((e) => e);
+    assert.ok(error instanceof SandboxValidationError);
+    assert.equal(interrupted[0], error);
+    assert.throws(() => short.assertComplete(), SandboxValidationError);
+    const drain = async (b) => {
+      for await (const chunk of b) void chunk;
+    };
+    const oversized = await drain(body([Buffer.from('abc')], { chunkBytes: 2 })).catch((e) => e);
+    assert.deepEqual([oversized.issues[0].code, oversized.issues[0].path], ['too_large', ['open']]);
+    const long = await drain(body([Buffer.from('ab'), Buffer.from('cd'), Buffer.from('e')], { byteLength: 4, requireEof: true })).catch((e) => e);
+    assert.deepEqual([long.issues[0].code, long.issues[0].path], ['too_large', ['byteLength']]);
+    const slow = body({ [Symbol.asyncIterator]: () => ({ next: () => new Promise((r) => setTimeout(() => r({ done: false, value: Buffer.from('ab') }), 20)) }) });
+    const reader = slow[Symbol.asyncIterator]();
+    const [first, second] = await Promise.allSettled([reader.next(), reader.next()]);
+    assert.equal(first.status, 'fulfilled');
+    assert.ok(second.reason instanceof SandboxStateError);
+  });
+
+  test('an aborted signal ends the next read', async () => {
+    const controller = new AbortController();
+    const aborted = body([Buffer.from('ab'), Buffer.from('cd')], { signal: controller.signal });
+    const reader = aborted[Symbol.asyncIterator]();
+    await reader.next();
+    controller.abort(new SandboxOperationError('cancelled', 'stop'));
+    await assert.rejects(reader.next(), { code: 'cancelled' });
   });
 });
