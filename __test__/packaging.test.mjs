@@ -3,13 +3,15 @@
 // original packages' names swapped in with no edit.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const root = fileURLToPath(new URL('..', import.meta.url));
+const { version } = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8'));
+const tarball = (name) => `${name}-${version}.tgz`;
 let project;
 let aliased;
 
@@ -22,7 +24,7 @@ before(() => {
   run('npm', ['pack', '--silent', '--pack-destination', project], root);
   run('npm', ['pack', '--silent', '--pack-destination', project], join(root, 'npm', 'linux-x64-gnu'));
   const tarballs = readdirSync(project).filter((f) => f.endsWith('.tgz')).sort();
-  assert.deepEqual(tarballs, ['native-sandbox-0.1.0.tgz', 'native-sandbox-linux-x64-gnu-0.1.0.tgz']);
+  assert.deepEqual(tarballs, [tarball('native-sandbox'), tarball('native-sandbox-linux-x64-gnu')]);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
   run('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', ...tarballs.map((t) => `./${t}`)], project);
 });
@@ -33,11 +35,11 @@ after(() => {
 });
 
 test('the main tarball ships the JS layer and no addon; the platform tarball ships the addon', () => {
-  const main = run('tar', ['-tzf', join(project, 'native-sandbox-0.1.0.tgz')], project).split('\n');
+  const main = run('tar', ['-tzf', join(project, tarball('native-sandbox'))], project).split('\n');
   assert.ok(main.includes('package/index.js') && main.includes('package/binding.cjs') && main.includes('package/js/parsers.js'));
   assert.ok(main.includes('package/index.d.ts') && main.includes('package/LICENSE') && main.includes('package/README.md'));
   assert.equal(main.some((f) => f.endsWith('.node') || f.startsWith('package/src/') || f.startsWith('package/target/')), false);
-  const platform = run('tar', ['-tzf', join(project, 'native-sandbox-linux-x64-gnu-0.1.0.tgz')], project).split('\n');
+  const platform = run('tar', ['-tzf', join(project, tarball('native-sandbox-linux-x64-gnu'))], project).split('\n');
   assert.ok(platform.includes('package/native-sandbox.linux-x64-gnu.node'));
 });
 
@@ -66,6 +68,8 @@ test('an installed consumer gets typed validation errors from the native parsers
 });
 
 test('the original packages swap in with no edit: both copies behave as one', () => {
+  // The companion and the root are versioned together.
+  assert.equal(JSON.parse(readFileSync(join(root, 'packages', 'docker', 'package.json'), 'utf8')).dependencies['native-sandbox'], version);
   // What `"@agen-ai/sandbox": "npm:native-sandbox@…"` and `"@agen-ai/sandbox-docker":
   // "npm:native-sandbox-docker@…"` install: native-sandbox under the original's name, and again
   // as the companion's own dependency. Offline, from the tarballs, with the same layout.
@@ -79,15 +83,15 @@ test('the original packages swap in with no edit: both copies behave as one', ()
       private: true,
       type: 'module',
       dependencies: {
-        '@agen-ai/sandbox': 'file:./native-sandbox-0.1.0.tgz',
-        '@agen-ai/sandbox-docker': 'file:./native-sandbox-docker-0.1.0.tgz',
-        'native-sandbox': 'file:./native-sandbox-0.1.0.tgz',
-        'native-sandbox-linux-x64-gnu': 'file:./native-sandbox-linux-x64-gnu-0.1.0.tgz',
+        '@agen-ai/sandbox': `file:./${tarball('native-sandbox')}`,
+        '@agen-ai/sandbox-docker': `file:./${tarball('native-sandbox-docker')}`,
+        'native-sandbox': `file:./${tarball('native-sandbox')}`,
+        'native-sandbox-linux-x64-gnu': `file:./${tarball('native-sandbox-linux-x64-gnu')}`,
       },
     }),
   );
   run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts'], aliased);
-  const companion = run('tar', ['-tzf', join(aliased, 'native-sandbox-docker-0.1.0.tgz')], aliased).split('\n').filter(Boolean).sort();
+  const companion = run('tar', ['-tzf', join(aliased, tarball('native-sandbox-docker'))], aliased).split('\n').filter(Boolean).sort();
   assert.deepEqual(companion, ['package/LICENSE', 'package/README.md', 'package/index.d.ts', 'package/index.js', 'package/package.json']);
   copyFileSync(join(root, '__test__', 'fixtures', 'alias-consumer', 'flow.mjs'), join(aliased, 'flow.mjs'));
   const namespace = `${process.env.NATIVE_SANDBOX_TEST_RUN ?? `r${process.pid}`}-alias-${process.pid}`;
