@@ -195,7 +195,8 @@ export interface SandboxProcessSpec {
 
 export type SandboxProcessExit =
   | { readonly kind: 'exited'; readonly code: number }
-  | { readonly kind: 'signaled'; readonly signal: string }
+  /** `reason: 'out_of_memory'` when the kernel killed the leader for its memory limit (SIGKILL). */
+  | { readonly kind: 'signaled'; readonly signal: string; readonly reason?: 'out_of_memory' }
   | { readonly kind: 'unavailable'; readonly reason: 'sandbox_stopped' };
 
 /** Binary Node streams of the one process; ending `stdin` delivers EOF to the guest. */

@@ -209,3 +209,16 @@ describe('docker process: stream limits', () => {
     }
   });
 });
+
+describe('docker process: out of memory', () => {
+  test('a leader killed by the memory limit exits as SIGKILL with reason out_of_memory', async () => {
+    // busybox tail keeps its one endless line (no newline in /dev/zero) in memory until the
+    // kernel kills it at the 32 MiB limit.
+    const result = await runOnce(backend, 'exec tail < /dev/zero', { edit: (p) => (p.resources.memoryBytes = 32 * MiB) });
+    assert.deepEqual(result.exit, { kind: 'signaled', signal: 'SIGKILL', reason: 'out_of_memory' });
+  });
+
+  test('an ordinary SIGKILL carries no reason', async () => {
+    assert.deepEqual((await runOnce(backend, 'kill -KILL $$')).exit, { kind: 'signaled', signal: 'SIGKILL' });
+  });
+});

@@ -163,6 +163,11 @@ fn exit_value(exit: &ProcessExit) -> Value {
             ("kind", Value::string("signaled")),
             ("signal", Value::string(signal.as_str())),
         ]),
+        ProcessExit::OutOfMemory => Value::object([
+            ("kind", Value::string("signaled")),
+            ("signal", Value::string("SIGKILL")),
+            ("reason", Value::string("out_of_memory")),
+        ]),
         ProcessExit::Unavailable => Value::object([
             ("kind", Value::string("unavailable")),
             ("reason", Value::string("sandbox_stopped")),

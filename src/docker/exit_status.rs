@@ -4,6 +4,19 @@
 
 use crate::lifecycle::driver::ProcessExit;
 
+/// The leader's fate from the container's exit code and whether the engine saw the kernel kill
+/// for memory (`OOMKilled`): a leader that reads as SIGKILL in a container whose memory limit
+/// killed it is `OutOfMemory`; any other fate stays as its code says (an OOM kill of another
+/// process does not change how the leader ended).
+pub fn leader_fate(code: i64, oom_killed: bool) -> ProcessExit {
+    match leader_exit(code) {
+        ProcessExit::Signaled(signal) if oom_killed && signal == "SIGKILL" => {
+            ProcessExit::OutOfMemory
+        }
+        fate => fate,
+    }
+}
+
 /// The leader's fate from the container's exit code.
 pub fn leader_exit(code: i64) -> ProcessExit {
     if (129..=128 + 64).contains(&code) {
@@ -59,6 +72,21 @@ pub fn signal_name(n: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sigkill_by_the_memory_limit_is_out_of_memory_and_nothing_else_is() {
+        assert_eq!(leader_fate(137, true), ProcessExit::OutOfMemory);
+        assert_eq!(
+            leader_fate(137, false),
+            ProcessExit::Signaled("SIGKILL".into())
+        );
+        // Another process of the sandbox was killed for memory; the leader ended on its own.
+        assert_eq!(leader_fate(0, true), ProcessExit::Exited(0));
+        assert_eq!(
+            leader_fate(143, true),
+            ProcessExit::Signaled("SIGTERM".into())
+        );
+    }
 
     #[test]
     fn codes_and_signals() {

@@ -44,6 +44,8 @@ pub enum OutputStream {
 pub enum ProcessExit {
     Exited(i64),
     Signaled(String),
+    /// Killed by the kernel for memory (the cgroup's limit): `SIGKILL` with reason `out_of_memory`.
+    OutOfMemory,
     /// Compute was removed by a stop; the leader's own fate is unknown and never invented.
     Unavailable,
 }

@@ -9,7 +9,7 @@ use futures::StreamExt;
 
 use super::DockerReservation;
 use crate::docker::engine::{engine_error, is_not_found};
-use crate::docker::exit_status::leader_exit;
+use crate::docker::exit_status::leader_fate;
 use crate::docker::hardening::applied;
 use crate::docker::layout::fixed_environment;
 use crate::lifecycle::cancel::Cancel;
@@ -167,7 +167,19 @@ impl DockerReservation {
             if self.state.lock().await.stopped_by_owner {
                 return ProcessExit::Unavailable;
             }
-            code.map_or(ProcessExit::Unavailable, leader_exit)
+            let Some(code) = code else {
+                return ProcessExit::Unavailable;
+            };
+            // Whether the kernel killed for memory is the container's state; an engine that
+            // cannot be asked leaves the exit as its code says.
+            let oom_killed = docker
+                .inspect_container(&id, None)
+                .await
+                .ok()
+                .and_then(|inspect| inspect.state)
+                .and_then(|state| state.oom_killed)
+                .unwrap_or(false);
+            leader_fate(code, oom_killed)
         }
         .boxed()
     }
