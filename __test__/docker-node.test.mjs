@@ -166,3 +166,19 @@ test('aborting an export to a directory mid-way leaves no destination and no sta
     assert.equal(summary.files, 1500n, 'the transfer slot was released');
   });
 });
+
+test('destroy() ends an exportSandboxDirectory in progress: it rejects and publishes nothing', async () => {
+  const backend = dockerBackend(uniqueNamespace('node-destroy'));
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  const body = Buffer.alloc(1024, 1);
+  await sandbox.importTree(Array.from({ length: 5000 }, (_, i) => ({ kind: 'file', path: `many/f${i}`, byteLength: body.length, executable: false, open: () => [body] })));
+  await sandbox.stop();
+  const destination = join(mkdtempSync(join(scratch, 'destroyed-')), 'out');
+  const pending = exportSandboxDirectory(sandbox, { kind: 'workspace' }, destination).catch((e) => e);
+  await new Promise((resolve) => setTimeout(resolve, 150));
+  await sandbox.destroy();
+  const error = await pending;
+  assert.ok(error instanceof SandboxOperationError, String(error));
+  assert.equal(error.code, 'cancelled');
+  assert.equal(existsSync(destination), false, 'nothing is published and the destination is removed');
+});

@@ -9,6 +9,8 @@ import { settle } from './driver-port.js';
 import { nativeTransfersOf } from './owner.js';
 import { shared } from './shared.js';
 import { parseTransferOptions } from './parsers.js';
+import { linkTransfer } from './transfer.js';
+import { watchTransfer } from './transfer-watch.js';
 import { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './constants.js';
 
 /** A failed local cleanup; keep it and call `retryCleanup()` until it succeeds. */
@@ -88,25 +90,33 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   const native = nativeTransfersOf(sandbox);
   if (!native) return sandbox.importTree(hostEntries(directory, chunkBytes), transfer);
   const { owner, context } = native;
-  settle(owner.admitTransfer('import'), context, errorFromDescriptor);
-  settle(await owner.importBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
+  const ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
+  // As importTree: the deadline, the signal, a stop or a destroy end whatever the import waits on.
+  const transferWatch = watchTransfer(parsed);
+  linkTransfer(owner, context, transferWatch, ticket);
+  const step = async (promise) => settle(await transferWatch.race(promise), context, errorFromDescriptor);
   try {
+    await step(owner.importBegin({ quotas: parsed.quotas }));
     let index = 0;
     for await (const entry of walk(directory)) {
-      check();
+      transferWatch.check();
       if (entry.kind === 'directory') {
-        settle(await owner.importDirectory(index, entry.path), context, errorFromDescriptor);
+        await step(owner.importDirectory(index, entry.path));
       } else {
         const { dev, ino, size } = entry.stat;
-        settle(await owner.importHostFile(index, entry.path, entry.host, { dev, ino, size }, chunkBytes), context, errorFromDescriptor);
+        await step(owner.importHostFile(index, entry.path, entry.host, { dev, ino, size }, chunkBytes));
       }
       index += 1;
     }
-    check();
-    return Object.freeze(settle(await owner.importFinish(), context, errorFromDescriptor));
+    transferWatch.check();
+    return Object.freeze(await step(owner.importFinish()));
   } catch (error) {
     await owner.importAbort();
+    // Interrupted by its caller: the sandbox is stopped, as for importTree.
+    if (transferWatch.byCaller) sandbox.stop().catch(() => {});
     throw error;
+  } finally {
+    transferWatch.close();
   }
 }
 
@@ -183,7 +193,7 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
     let summary;
     if (native) {
       abandon = () => native.owner.exportAbort();
-      summary = await exportNatively(native, selection, staging, parsed, check);
+      summary = await exportNatively(native, selection, staging, parsed);
     } else {
       summary = await sandbox.exportTree(selection, (entry) => writeEntry(staging, entry), options);
     }
@@ -202,25 +212,34 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
   }
 }
 
-/** The export of a native sandbox: every file written in Rust, one native call per file. */
-async function exportNatively({ owner, context }, selection, staging, parsed, check) {
-  settle(owner.admitExport(selection), context, errorFromDescriptor);
-  // A failed exportBegin releases the admission itself.
-  settle(await owner.exportBegin({ quotas: parsed.quotas }), context, errorFromDescriptor);
-  for (;;) {
-    check();
-    const meta = settle(await owner.exportNext(), context, errorFromDescriptor);
-    if (meta === null) break;
-    const host = join(staging, meta.path);
-    if (meta.kind === 'directory') {
-      await mkdir(host, { recursive: true, mode: 0o700 });
-    } else {
-      await mkdir(parentOf(staging, meta.path), { recursive: true, mode: 0o700 });
-      settle(await owner.exportWriteFile(host, meta.executable), context, errorFromDescriptor);
+/**
+ * The export of a native sandbox: every file written in Rust, one native call per file. As
+ * exportTree, the deadline, the signal or a destroy end whatever it waits on.
+ */
+async function exportNatively({ owner, context }, selection, staging, parsed) {
+  const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
+  const transferWatch = watchTransfer(parsed);
+  linkTransfer(owner, context, transferWatch, ticket);
+  const step = async (promise) => settle(await transferWatch.race(promise), context, errorFromDescriptor);
+  try {
+    // A failed exportBegin releases the admission itself.
+    await step(owner.exportBegin({ quotas: parsed.quotas }));
+    for (;;) {
+      const meta = await step(owner.exportNext());
+      if (meta === null) break;
+      const host = join(staging, meta.path);
+      if (meta.kind === 'directory') {
+        await mkdir(host, { recursive: true, mode: 0o700 });
+      } else {
+        await mkdir(parentOf(staging, meta.path), { recursive: true, mode: 0o700 });
+        await step(owner.exportWriteFile(host, meta.executable));
+      }
     }
+    transferWatch.check();
+    return await step(owner.exportFinish());
+  } finally {
+    transferWatch.close();
   }
-  check();
-  return settle(await owner.exportFinish(), context, errorFromDescriptor);
 }
 
 function parentOf(staging, path) {
