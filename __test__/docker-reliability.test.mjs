@@ -5,8 +5,12 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileFromBytes, SandboxOperationError, SandboxStartError } from 'native-sandbox';
+import { fileFromBytes, SandboxOperationError, SandboxStartError, SandboxStateError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { exportSandboxDirectory } from 'native-sandbox/node';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { dockerBackend, leftovers, NOTHING, request, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('rely');
@@ -259,6 +263,65 @@ describe('reconcile honours its signal against an engine that never answers', ()
     } finally {
       for (const socket of sockets) socket.destroy();
       silent.close();
+    }
+  });
+});
+
+describe('a consumer that outlives its export reads nothing of the next one', () => {
+  test('reads after the export ended reject, and the next export is byte for byte', async () => {
+    const sandbox = await backend.reserve(
+      request((p) => (p.transfers.chunkBytes = 4096)),
+      { kind: 'in_process' },
+    ).start();
+    try {
+      const bytes = Buffer.alloc(10_000, 3);
+      await sandbox.importTree([fileFromBytes('big.bin', bytes, { chunkBytes: 4096 })]);
+      await sandbox.stop();
+      let stale;
+      const first = await sandbox
+        .exportTree({ kind: 'files', paths: ['big.bin'] }, async (entry) => {
+          stale = entry.bytes[Symbol.asyncIterator]();
+          await stale.next();
+          // Returns with bytes unread: the export fails.
+        })
+        .catch((e) => e);
+      assert.equal(first?.code, 'stream_failure', String(first));
+      const chunks = [];
+      const second = sandbox.exportTree({ kind: 'files', paths: ['big.bin'] }, async (entry) => {
+        const late = await stale.next().catch((e) => e);
+        assert.ok(late instanceof SandboxStateError, `the stale reader is refused: ${late}`);
+        for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+      });
+      assert.equal((await second).files, 1n);
+      assert.ok(Buffer.concat(chunks).equals(bytes), 'the second export is whole');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+});
+
+describe('a refused directory export never touches the export in progress', () => {
+  test('exportSandboxDirectory refused by state or selection leaves a running exportTree whole', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      await sandbox.importTree([fileFromBytes('a.txt', Buffer.from('alpha'))]);
+      await sandbox.stop();
+      let release;
+      const held = new Promise((resolve) => (release = resolve));
+      const got = [];
+      const running = sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+        if (entry.kind === 'file') for await (const chunk of entry.bytes) got.push(String(chunk));
+        await held;
+      });
+      await sleep(200);
+      const destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-refused-')), 'out');
+      const refused = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, destination).catch((e) => e);
+      assert.ok(refused instanceof SandboxStateError, String(refused));
+      release();
+      assert.equal((await running).files, 1n, 'the export in progress completed');
+      assert.deepEqual(got, ['alpha']);
+    } finally {
+      await sandbox.destroy();
     }
   });
 });

@@ -211,3 +211,40 @@ describe('input capture is bounded in total, not only per level', () => {
     assert.match(error.issues[0].message, /captureValues/);
   });
 });
+
+describe('input capture stays bounded on hostile shapes', () => {
+  test('a million references to one long string are answered without reading it a million times', () => {
+    const long = 'x'.repeat(SANDBOX_LIMITS.captureStringBytesOne + 1);
+    const input = request();
+    input.policy.network = new Array(SANDBOX_LIMITS.captureValues - 100).fill(long);
+    let thrown;
+    try {
+      parseSandboxRequest(input);
+    } catch (error) {
+      thrown = error;
+    }
+    assert.ok(thrown instanceof SandboxValidationError);
+    assert.equal(thrown.issues[0].path[1], 'network');
+  });
+
+  test('an object with very many keys, shared many times, is enumerated at most twice', () => {
+    const wide = {};
+    for (let i = 0; i < 200_000; i++) wide[`k${i}`] = 0;
+    const input = request();
+    input.policy.resources = Array.from({ length: 4000 }, () => wide);
+    let thrown;
+    try {
+      parseSandboxRequest(input);
+    } catch (error) {
+      thrown = error;
+    }
+    assert.ok(thrown instanceof SandboxValidationError);
+    assert.ok(thrown.issues.some((issue) => /captureValues/.test(issue.message)), thrown.message);
+  });
+
+  test('a key holding NUL is read as it is and reported as an unknown field', () => {
+    const input = request();
+    input.policy['odd\u0000key'] = 1;
+    assertIssues(parseSandboxRequest, input, [['unknown_field', ['policy', 'odd\u0000key']]]);
+  });
+});

@@ -48,8 +48,17 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       actual.then((late) => closeRaw(late), () => {});
       throw error;
     }
-    const streams = limitedStreams(raw, limits, stopSandbox);
     slot.close = () => closeRaw(raw);
+    let streams;
+    try {
+      streams = limitedStreams(raw, limits, stopSandbox);
+    } catch (error) {
+      // A driver that started something other than the process port's streams: closed, fenced.
+      await slot.close();
+      owner.fenceProcess();
+      stopSandbox().catch(() => {});
+      throw error;
+    }
     if (controller.signal.aborted || owner.state().kind !== 'ready') {
       await slot.close();
       throw new SandboxOperationError('cancelled', 'the sandbox stopped while its process was starting');

@@ -111,7 +111,7 @@ export async function importSandboxDirectory(sandbox, directory, options) {
     transferWatch.check();
     return Object.freeze(await step(owner.importFinish()));
   } catch (error) {
-    await owner.importAbort();
+    await owner.importAbort(ticket);
     // Interrupted by its caller: the sandbox is stopped, as for importTree.
     if (transferWatch.byCaller) sandbox.stop().catch(() => {});
     throw error;
@@ -187,21 +187,14 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
   const staging = join(destination, `.staging-${randomBytes(6).toString('hex')}`);
   const published = join(destination, 'files');
   const native = nativeTransfersOf(sandbox);
-  let abandon;
   try {
     await mkdir(staging, { mode: 0o700 });
-    let summary;
-    if (native) {
-      abandon = () => native.owner.exportAbort();
-      summary = await exportNatively(native, selection, staging, parsed);
-    } else {
-      summary = await sandbox.exportTree(selection, (entry) => writeEntry(staging, entry), options);
-    }
-    abandon = undefined;
+    const summary = native
+      ? await exportNatively(native, selection, staging, parsed)
+      : await sandbox.exportTree(selection, (entry) => writeEntry(staging, entry), options);
     await rename(staging, published);
     return Object.freeze({ directory: published, summary: Object.freeze(summary) });
   } catch (error) {
-    if (abandon) await abandon();
     const cleanup = () => rm(destination, { recursive: true, force: true });
     try {
       await cleanup();
@@ -237,6 +230,10 @@ async function exportNatively({ owner, context }, selection, staging, parsed) {
     }
     transferWatch.check();
     return await step(owner.exportFinish());
+  } catch (error) {
+    // Only this export's own admission is abandoned, never another transfer's.
+    await owner.exportAbort(ticket);
+    throw error;
   } finally {
     transferWatch.close();
   }

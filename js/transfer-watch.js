@@ -3,13 +3,14 @@
 // (`cancelled` or `deadline_exceeded`). `race` makes any wait (the caller's source, the consumer,
 // the engine) end at that moment. A deadline of any distance is exact: a Node timer holds at
 // most 2^31-1 ms, so a far one is re-armed until it is due.
-import { SandboxOperationError } from './errors.js';
+import { SandboxOperationError, SandboxStateError } from './errors.js';
 
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
 export function watchTransfer({ signal, deadlineAt }) {
   const controller = new AbortController();
   let byCaller = false;
+  let closed = false;
   const end = (reason, caller) => {
     if (controller.signal.aborted) return;
     byCaller = caller;
@@ -41,6 +42,7 @@ export function watchTransfer({ signal, deadlineAt }) {
     },
     check() {
       if (controller.signal.aborted) throw controller.signal.reason;
+      if (closed) throw new SandboxStateError('the transfer has ended');
     },
     /** Ends the transfer now with `reason` (the owner's stop or destroy). */
     interrupt(reason) {
@@ -51,7 +53,9 @@ export function watchTransfer({ signal, deadlineAt }) {
       Promise.resolve(promise).catch(() => {});
       return Promise.race([promise, aborted]);
     },
+    /** The transfer ended: later checks (a consumer that outlived it) fail; the signal stays. */
     close() {
+      closed = true;
       signal?.removeEventListener('abort', onAbort);
       if (timer) clearTimeout(timer);
     },

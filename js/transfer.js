@@ -146,7 +146,7 @@ async function runImport({ owner, context, stop }, entries, parsed, ticket) {
     body?.close();
     source?.close();
     // Released and fenced: an admitted import that failed is never replayed.
-    await owner.importAbort();
+    await owner.importAbort(ticket);
     // Interrupted by its caller: the sandbox is stopped, as the original does.
     if (watch.byCaller) stop?.().catch(() => {});
     throw error;
@@ -173,10 +173,16 @@ function fileBytes(owner, context, watch, path, byteLength) {
         async next() {
           if (pending) throw new SandboxStateError(`concurrent reads of ${path} are not allowed`);
           if (state.drained) return { done: true, value: undefined };
+          // A consumer that outlived its export (interrupted or failed) reads nothing more: the
+          // engine's bytes now may belong to another transfer.
+          watch.check();
           pending = true;
           try {
             const chunk = await watch.race(owner.exportRead());
             if (chunk === null) {
+              if (delivered < byteLength) {
+                throw new SandboxOperationError('stream_failure', `${path} ended ${byteLength - delivered} bytes short of its byteLength`);
+              }
               state.drained = true;
               return { done: true, value: undefined };
             }
@@ -238,7 +244,7 @@ async function runExport({ owner, context }, consume, parsed, ticket) {
       }
       return Object.freeze(await step(owner.exportFinish()));
     } catch (error) {
-      await owner.exportAbort();
+      await owner.exportAbort(ticket);
       throw error;
     }
   } finally {

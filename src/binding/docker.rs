@@ -107,11 +107,14 @@ impl NativeDockerBackend {
     /// and the engine calls it had in flight are dropped.
     #[napi(js_name = "cancelReconcile")]
     pub fn cancel_reconcile(&self, id: u32) {
-        if let Some(cancel) = self.reconciling().get(&id) {
-            cancel.cancel(OwnerError::cancelled(
+        // The native work registers when it first runs; a cancellation that comes first is
+        // kept for it, so it starts cancelled.
+        self.reconciling()
+            .entry(id)
+            .or_default()
+            .cancel(OwnerError::cancelled(
                 "sandbox reconciliation was cancelled",
             ));
-        }
     }
 
     /// Resolves `{ kind }` (matched, uncertain), `{ kind: 'conflict', reason }` or
@@ -120,8 +123,7 @@ impl NativeDockerBackend {
     /// calls.
     #[napi]
     pub async fn reconcile(&self, record: Captured, id: u32) -> JsData {
-        let cancel = Cancel::new();
-        self.reconciling().insert(id, cancel.clone());
+        let cancel = self.reconciling().entry(id).or_default().clone();
         let limit = std::time::Duration::from_millis(STARTUP_MS_MAX);
         let result = match record_of(&record.0) {
             Err(error) => Err(OwnerError::driver(error.reason.clone())),

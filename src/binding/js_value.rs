@@ -88,8 +88,28 @@ impl<'env> Capture<'env> {
     }
 
     /// A string is measured before it is copied: one longer than any contract field or past the
-    /// call's total is refused unread.
+    /// call's total is refused unread. Its UTF-16 length (known at once) is charged to the
+    /// budget first, so measuring its UTF-8 length (a scan) is bounded too: UTF-8 takes at least
+    /// one byte per UTF-16 unit, and at most three.
     fn string(&mut self, string: JsString<'_>) -> Result<Value> {
+        let units = string.utf16_len()?;
+        if units > CAPTURE_STRING_BYTES_ONE_MAX {
+            return Ok(refused(
+                IssueCode::TooLong,
+                format!(
+                    "a string of {units} UTF-16 units is longer than any field allows \
+                     ({CAPTURE_STRING_BYTES_ONE_MAX} bytes, SANDBOX_LIMITS.captureStringBytesOne)"
+                ),
+            ));
+        }
+        if units > self.budget.string_bytes {
+            return Ok(over_budget(
+                "bytes of strings",
+                "captureStringBytes",
+                CAPTURE_STRING_BYTES_MAX,
+            ));
+        }
+        self.budget.string_bytes -= units;
         let len = string.utf8_len()?;
         if len > CAPTURE_STRING_BYTES_ONE_MAX {
             return Ok(refused(
@@ -100,14 +120,16 @@ impl<'env> Capture<'env> {
                 ),
             ));
         }
-        if len > self.budget.string_bytes {
+        // The UTF-16 units are charged already; the rest of the UTF-8 bytes now.
+        let extra = len - units.min(len);
+        if extra > self.budget.string_bytes {
             return Ok(over_budget(
                 "bytes of strings",
                 "captureStringBytes",
                 CAPTURE_STRING_BYTES_MAX,
             ));
         }
-        self.budget.string_bytes -= len;
+        self.budget.string_bytes -= extra;
         Ok(Value::String(string.into_utf8()?.into_owned()?))
     }
 
@@ -158,6 +180,9 @@ impl<'env> Capture<'env> {
         )?;
         let len = keys.get_array_length()? as usize;
         if len > self.budget.values {
+            // The enumeration was work: it is charged, so the same huge object met again (a
+            // shared reference) is refused before it is enumerated a second time.
+            self.budget.values = 0;
             return Ok(over_budget("values", "captureValues", CAPTURE_VALUES_MAX));
         }
         let mut fields = Vec::with_capacity(len);
@@ -166,12 +191,13 @@ impl<'env> Capture<'env> {
             if key.get_type()? != ValueType::String {
                 continue;
             }
-            let key = match self.string(unsafe { key.cast::<JsString<'_>>()? })? {
-                Value::String(key) => key,
+            let name = match self.string(unsafe { key.cast::<JsString<'_>>()? })? {
+                Value::String(name) => name,
                 refusal => return Ok(refusal),
             };
-            let value = object.get_named_property::<Unknown<'_>>(&key)?;
-            fields.push((key, self.value(value)?));
+            // Read by the key's own value: any key (one holding NUL too) reads as it is.
+            let value = object.get_property::<Unknown<'_>, Unknown<'_>>(key)?;
+            fields.push((name, self.value(value)?));
         }
         Ok(Value::Object(fields))
     }

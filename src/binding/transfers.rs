@@ -167,16 +167,28 @@ impl NativeOwner {
             return;
         }
         if import {
-            let taken = self.slots().import.lock().await.take();
-            if let Some((held, session)) = taken {
+            let session = {
+                let mut slot = self.slots().import.lock().await;
+                match slot.take() {
+                    Some((held, session)) if held == ticket => Some(session),
+                    other => {
+                        *slot = other;
+                        None
+                    }
+                }
+            };
+            if let Some(session) = session {
                 session.abort().await;
-                self.owner().end_transfer(held, true);
             }
+            self.owner().end_transfer(ticket, true);
         } else {
-            let taken = self.slots().export.lock().await.take();
-            if let Some((held, _)) = taken {
-                self.owner().end_transfer(held, false);
+            {
+                let mut slot = self.slots().export.lock().await;
+                if slot.as_ref().is_some_and(|(held, _)| *held == ticket) {
+                    slot.take();
+                }
             }
+            self.owner().end_transfer(ticket, false);
         }
     }
 
@@ -303,16 +315,30 @@ impl NativeOwner {
         done(result.map(|summary| summary.to_value()))
     }
 
-    /// Abandons the import; an admitted import that fails fences execution (never replayed).
+    /// Abandons the import `ticket` admitted; an admitted import that fails fences execution
+    /// (never replayed).
     #[napi(js_name = "importAbort")]
-    pub async fn import_abort(&self) -> JsData {
-        // Only a session still open is abandoned and released: one that `importFinish` took
-        // was released there, and the slot may since belong to a later transfer.
-        if let Some((ticket, session)) = self.slots().import.lock().await.take() {
+    pub async fn import_abort(&self, ticket: f64) -> JsData {
+        let Some(ticket) = ticket_of(ticket) else {
+            return done(Ok(Value::Null));
+        };
+        // Only this ticket's session is abandoned: the slot may since belong to a later transfer.
+        let session = {
+            let mut slot = self.slots().import.lock().await;
+            match slot.take() {
+                Some((held, session)) if held == ticket => Some(session),
+                other => {
+                    *slot = other;
+                    None
+                }
+            }
+        };
+        if let Some(session) = session {
             session.abort().await;
-            // Admitted and abandoned: whatever it reached, execution is fenced for good.
-            self.owner().end_transfer(ticket, true);
         }
+        // Admitted and abandoned: whatever it reached, execution is fenced for good. A ticket
+        // released already (by its finish, or a failed open) releases nothing here.
+        self.owner().end_transfer(ticket, true);
         done(Ok(Value::Null))
     }
 
@@ -466,10 +492,18 @@ impl NativeOwner {
     }
 
     #[napi(js_name = "exportAbort")]
-    pub async fn export_abort(&self) -> JsData {
-        if let Some((ticket, _)) = self.slots().export.lock().await.take() {
-            self.owner().end_transfer(ticket, false);
+    /// Abandons the export `ticket` admitted (only its own session, never a later one's).
+    pub async fn export_abort(&self, ticket: f64) -> JsData {
+        let Some(ticket) = ticket_of(ticket) else {
+            return done(Ok(Value::Null));
+        };
+        {
+            let mut slot = self.slots().export.lock().await;
+            if slot.as_ref().is_some_and(|(held, _)| *held == ticket) {
+                slot.take();
+            }
         }
+        self.owner().end_transfer(ticket, false);
         done(Ok(Value::Null))
     }
 }

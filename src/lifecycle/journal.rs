@@ -101,11 +101,14 @@ impl Journal {
 
     /// Records a cleanup phase (`stopping`, `stopped`, `destroying`, `destroyed`) so a
     /// controller that dies during cleanup reconciles from the truth. Best effort: cleanup never
-    /// depends on persistence, so a fenced journal is skipped, a failure fences nothing, and
-    /// the caller bounds how long it waits (a checkpoint in flight holds the order first).
+    /// depends on persistence, so a fenced journal (or one never initialized) is skipped, a
+    /// failure fences nothing, and the caller bounds how long it waits (a checkpoint in flight
+    /// holds the order first).
     pub async fn cleanup_checkpoint(&self, phase: Phase) {
         let _order = self.order.lock().await;
-        if self.fenced().is_some() {
+        // A record never persisted (the sandbox never started) has no stored copy to update;
+        // it may also still be incomplete (an image reference not yet resolved).
+        if self.fenced().is_some() || !self.initialized.load(std::sync::atomic::Ordering::SeqCst) {
             return;
         }
         let mut next = self.current();

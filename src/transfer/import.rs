@@ -41,6 +41,9 @@ pub struct ImportSession {
     summary: Summary,
 }
 
+/// How long an abandoned import waits for the engine to answer its truncated upload.
+const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 fn at(index: u32, field: &str) -> Vec<Seg> {
     vec![Seg::Index(index as usize), Seg::Key(field.into())]
 }
@@ -254,11 +257,13 @@ impl ImportSession {
         Ok(self.summary)
     }
 
-    /// Drops the archive unfinished: the engine sees a truncated stream and fails the upload.
+    /// Drops the archive unfinished: the engine sees a truncated stream and fails the upload. The
+    /// engine's answer is awaited for `ABORT_WAIT` at most; past it the upload request itself is
+    /// dropped (closing its connection), so an abort never waits on a stalled engine.
     pub async fn abort(mut self) {
         self.sink.take();
         if let Some(done) = self.done.take() {
-            let _ = done.await;
+            let _ = tokio::time::timeout(ABORT_WAIT, done).await;
         }
     }
 }
