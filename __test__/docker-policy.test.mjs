@@ -100,11 +100,11 @@ describe('docker policy inside the guest', () => {
     }
   });
 
-  test('an allocation past the memory limit is OOM-killed and reported as a signal', async () => {
+  test('an allocation past the memory limit is OOM-killed and reported as out_of_memory', async () => {
     const result = await runOnce(backend, 'x=$(head -c 200000000 /dev/zero | tr "\\0" a); echo survived', {
       edit: (p) => (p.resources.memoryBytes = 32 * MiB),
     });
-    assert.deepEqual(result.exit, { kind: 'signaled', signal: 'SIGKILL' });
+    assert.deepEqual(result.exit, { kind: 'signaled', signal: 'SIGKILL', reason: 'out_of_memory' });
     assert.doesNotMatch(result.stdout, /survived/);
   });
 
