@@ -20,6 +20,22 @@ after(() => {
   assert.deepEqual(leftovers(namespace), NOTHING, 'the reliability suite leaves no engine objects behind');
 });
 
+/** Runs `fn(port)` against a TCP engine address that accepts connections and never answers. */
+async function withSilentEngine(fn) {
+  const sockets = new Set();
+  const silent = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('error', () => {});
+  });
+  await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
+  try {
+    return await fn(silent.address().port);
+  } finally {
+    for (const socket of sockets) socket.destroy();
+    silent.close();
+  }
+}
+
 const shell = (sandbox, script) => sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', script], env: {}, cwd: sandbox.workspace });
 
 describe('a process start aborted at any moment is owned work', () => {
@@ -91,14 +107,7 @@ describe('memory: an owner is freed once its handles are gone', () => {
 
 describe('no public call holds the JS thread on the engine', () => {
   test('backend creation and reserve return at once against an engine that never answers; start is cancellable', async () => {
-    const sockets = new Set();
-    const silent = createServer((socket) => {
-      sockets.add(socket);
-      socket.on('error', () => {});
-    });
-    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    try {
-      const { port } = silent.address();
+    await withSilentEngine(async (port) => {
       const backend = createDockerSandboxBackend({
         image: 'native-sandbox/busybox:1',
         namespace: uniqueNamespace('silent'),
@@ -112,10 +121,7 @@ describe('no public call holds the JS thread on the engine', () => {
       assert.equal(error.cause.code, 'cancelled');
       await error.owner.destroy();
       assert.equal(error.owner.state.kind, 'destroyed');
-    } finally {
-      for (const socket of sockets) socket.destroy();
-      silent.close();
-    }
+    });
   });
 
   test('a reference is resolved at start and recorded as the image ID', async () => {
@@ -238,14 +244,7 @@ describe('transfers end at their deadline, their signal, a stop or a destroy, wh
 
 describe('reconcile honours its signal against an engine that never answers', () => {
   test('the signal ends the reconciliation at once', async () => {
-    const sockets = new Set();
-    const silent = createServer((socket) => {
-      sockets.add(socket);
-      socket.on('error', () => {});
-    });
-    await new Promise((resolve) => silent.listen(0, '127.0.0.1', resolve));
-    try {
-      const { port } = silent.address();
+    await withSilentEngine(async (port) => {
       const id = execFileSync('docker', ['image', 'inspect', '--format', '{{.Id}}', 'native-sandbox/busybox:1'], { encoding: 'utf8' }).trim();
       const quiet = createDockerSandboxBackend({ image: id, namespace, spillDirectory: spillDirectory(), engine: { url: `tcp://127.0.0.1:${port}` } });
       // A record this backend could own (same image and configuration), written by a live one.
@@ -260,10 +259,7 @@ describe('reconcile honours its signal against an engine that never answers', ()
       } finally {
         await sandbox.destroy();
       }
-    } finally {
-      for (const socket of sockets) socket.destroy();
-      silent.close();
-    }
+    });
   });
 });
 

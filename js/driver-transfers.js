@@ -3,6 +3,7 @@
 // checks what the driver delivers, keeps the accounting, and runs the spill-backed ledger.
 import { SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { parseSandboxRelativePath, parseTransferOptions } from './parsers.js';
+import { exactBody } from './exact-body.js';
 import { SpillLedger } from './spill-ledger.js';
 import { watchTransfer } from './transfer-watch.js';
 import { checkedEntry, enterTransfer, linkTransfer } from './transfer.js';
@@ -67,60 +68,21 @@ function controlledBody({ open, path, byteLength, chunkBytes, signal, index }) {
   });
 }
 
-/**
- * The once-only body of one file a driver delivers. It checks the driver's chunks against
- * `byteLength`; once that many bytes were delivered it ends without pulling the driver again (an
- * empty file or an exact final chunk needs no EOF-only pull, and the driver's iterator is
- * returned). A read while another is pending rejects instead of queueing.
- */
-function exactBody(path, byteLength, source) {
-  let taken = false;
-  let pending = false;
-  let seen = 0n;
+/** The body of one file a driver delivers: its iterator is returned once every byte came. */
+function driverBody(path, byteLength, source) {
   let iterator;
-  const state = { drained: byteLength === 0n };
-  const iterable = Object.freeze({
-    [Symbol.asyncIterator]() {
-      if (taken) throw new SandboxStateError(`the bytes of ${path} can be read once only`);
-      taken = true;
-      return {
-        async next() {
-          if (pending) throw new SandboxStateError(`concurrent reads of ${path} are not allowed`);
-          if (state.drained) return { done: true, value: undefined };
-          pending = true;
-          try {
-            if (iterator === undefined) {
-              const open = source?.[Symbol.asyncIterator] ?? source?.[Symbol.iterator];
-              if (typeof open !== 'function') throw new SandboxOperationError('stream_failure', `the driver's bytes of ${path} are not iterable`);
-              iterator = open.call(source);
-            }
-            const step = await iterator.next();
-            if (step.done) {
-              if (seen !== byteLength) throw new SandboxOperationError('stream_failure', `${path} delivered fewer bytes than its byteLength`);
-              state.drained = true;
-              return { done: true, value: undefined };
-            }
-            const chunk = step.value;
-            if (!(chunk instanceof Uint8Array)) throw new SandboxOperationError('stream_failure', `${path} delivered something other than a Uint8Array`);
-            seen += BigInt(chunk.byteLength);
-            if (seen > byteLength) throw new SandboxOperationError('stream_failure', `${path} delivered more bytes than its byteLength`);
-            if (seen === byteLength) {
-              state.drained = true;
-              await iterator.return?.();
-            }
-            return { done: false, value: chunk };
-          } finally {
-            pending = false;
-          }
-        },
-        async return() {
-          await iterator?.return?.();
-          return { done: true, value: undefined };
-        },
-      };
-    },
+  const pull = async () => {
+    if (iterator === undefined) {
+      const open = source?.[Symbol.asyncIterator] ?? source?.[Symbol.iterator];
+      if (typeof open !== 'function') throw new SandboxOperationError('stream_failure', `the driver's bytes of ${path} are not iterable`);
+      iterator = open.call(source);
+    }
+    const step = await iterator.next();
+    return step.done ? null : step.value;
+  };
+  return exactBody(path, byteLength, pull, async () => {
+    await iterator?.return?.();
   });
-  return { iterable, state };
 }
 
 async function withSpill(readyPort, signal, fn) {
@@ -264,7 +226,7 @@ async function runExport({ owner, context, readyPort, request }, { kind, roots }
           if (entry.kind !== 'file') throw new SandboxOperationError('stream_failure', `the driver delivered ${path} of an unknown kind`);
           const byteLength = BigInt(entry.byteLength);
           counters.file(path, byteLength);
-          const body = exactBody(path, byteLength, entry.bytes);
+          const body = driverBody(path, byteLength, entry.bytes);
           await watch.race(consume(Object.freeze({ kind: 'file', path, byteLength, executable: entry.executable === true, bytes: body.iterable })));
           if (!body.state.drained) throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${path}`);
         },

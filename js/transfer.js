@@ -3,6 +3,7 @@
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { parseTransferOptions } from './parsers.js';
+import { exactBody } from './exact-body.js';
 import { watchTransfer } from './transfer-watch.js';
 
 function entryIssue(index, field, code, message) {
@@ -156,51 +157,16 @@ async function runImport({ owner, context, stop }, entries, parsed, ticket) {
 }
 
 /**
- * The once-only byte iterable of one exported file. Once `byteLength` bytes were delivered it
- * ends without asking the engine again (an empty file or an exact final chunk needs no EOF-only
- * pull); a read while another is pending rejects.
+ * The body of one file of a native export. A consumer that outlived its export (interrupted or
+ * failed) reads nothing more: the engine's bytes now may belong to another transfer.
  */
 function fileBytes(owner, context, watch, path, byteLength) {
-  let taken = false;
-  let pending = false;
-  let delivered = 0n;
-  const state = { drained: byteLength === 0n };
-  const iterable = {
-    [Symbol.asyncIterator]() {
-      if (taken) throw new SandboxStateError(`the bytes of ${path} can be read once only`);
-      taken = true;
-      return {
-        async next() {
-          if (pending) throw new SandboxStateError(`concurrent reads of ${path} are not allowed`);
-          if (state.drained) return { done: true, value: undefined };
-          // A consumer that outlived its export (interrupted or failed) reads nothing more: the
-          // engine's bytes now may belong to another transfer.
-          watch.check();
-          pending = true;
-          try {
-            const chunk = await watch.race(owner.exportRead());
-            if (chunk === null) {
-              if (delivered < byteLength) {
-                throw new SandboxOperationError('stream_failure', `${path} ended ${byteLength - delivered} bytes short of its byteLength`);
-              }
-              state.drained = true;
-              return { done: true, value: undefined };
-            }
-            if (!Buffer.isBuffer(chunk)) throw errorFromDescriptor(chunk.error, context);
-            delivered += BigInt(chunk.length);
-            if (delivered >= byteLength) state.drained = true;
-            return { done: false, value: chunk };
-          } finally {
-            pending = false;
-          }
-        },
-        async return() {
-          return { done: true, value: undefined };
-        },
-      };
-    },
-  };
-  return { iterable: Object.freeze(iterable), state };
+  return exactBody(path, byteLength, async () => {
+    watch.check();
+    const chunk = await watch.race(owner.exportRead());
+    if (chunk !== null && !Buffer.isBuffer(chunk)) throw errorFromDescriptor(chunk.error, context);
+    return chunk;
+  });
 }
 
 /**

@@ -167,29 +167,41 @@ impl NativeOwner {
             return;
         }
         if import {
-            let session = {
-                let mut slot = self.slots().import.lock().await;
-                match slot.take() {
-                    Some((held, session)) if held == ticket => Some(session),
-                    other => {
-                        *slot = other;
-                        None
-                    }
-                }
-            };
-            if let Some(session) = session {
-                session.abort().await;
-            }
-            self.owner().end_transfer(ticket, true);
+            self.abandon_import(ticket).await;
         } else {
-            {
-                let mut slot = self.slots().export.lock().await;
-                if slot.as_ref().is_some_and(|(held, _)| *held == ticket) {
-                    slot.take();
+            self.abandon_export(ticket).await;
+        }
+    }
+
+    /// Abandons the import session `ticket` opened, if it is still the open one (the slot may
+    /// since belong to a later transfer), and releases the ticket, fencing execution.
+    async fn abandon_import(&self, ticket: TransferTicket) {
+        let session = {
+            let mut slot = self.slots().import.lock().await;
+            match slot.take() {
+                Some((held, session)) if held == ticket => Some(session),
+                other => {
+                    *slot = other;
+                    None
                 }
             }
-            self.owner().end_transfer(ticket, false);
+        };
+        if let Some(session) = session {
+            session.abort().await;
         }
+        self.owner().end_transfer(ticket, true);
+    }
+
+    /// Abandons the export session `ticket` opened, if it is still the open one, and releases
+    /// the ticket.
+    async fn abandon_export(&self, ticket: TransferTicket) {
+        {
+            let mut slot = self.slots().export.lock().await;
+            if slot.as_ref().is_some_and(|(held, _)| *held == ticket) {
+                slot.take();
+            }
+        }
+        self.owner().end_transfer(ticket, false);
     }
 
     /// The ticket of the admission `importBegin`/`exportBegin` opens: the last one, while it
@@ -319,26 +331,11 @@ impl NativeOwner {
     /// (never replayed).
     #[napi(js_name = "importAbort")]
     pub async fn import_abort(&self, ticket: f64) -> JsData {
-        let Some(ticket) = ticket_of(ticket) else {
-            return done(Ok(Value::Null));
-        };
-        // Only this ticket's session is abandoned: the slot may since belong to a later transfer.
-        let session = {
-            let mut slot = self.slots().import.lock().await;
-            match slot.take() {
-                Some((held, session)) if held == ticket => Some(session),
-                other => {
-                    *slot = other;
-                    None
-                }
-            }
-        };
-        if let Some(session) = session {
-            session.abort().await;
-        }
         // Admitted and abandoned: whatever it reached, execution is fenced for good. A ticket
         // released already (by its finish, or a failed open) releases nothing here.
-        self.owner().end_transfer(ticket, true);
+        if let Some(ticket) = ticket_of(ticket) {
+            self.abandon_import(ticket).await;
+        }
         done(Ok(Value::Null))
     }
 
@@ -494,16 +491,9 @@ impl NativeOwner {
     #[napi(js_name = "exportAbort")]
     /// Abandons the export `ticket` admitted (only its own session, never a later one's).
     pub async fn export_abort(&self, ticket: f64) -> JsData {
-        let Some(ticket) = ticket_of(ticket) else {
-            return done(Ok(Value::Null));
-        };
-        {
-            let mut slot = self.slots().export.lock().await;
-            if slot.as_ref().is_some_and(|(held, _)| *held == ticket) {
-                slot.take();
-            }
+        if let Some(ticket) = ticket_of(ticket) {
+            self.abandon_export(ticket).await;
         }
-        self.owner().end_transfer(ticket, false);
         done(Ok(Value::Null))
     }
 }
