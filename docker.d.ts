@@ -26,7 +26,11 @@ export interface DockerSandboxBackendOptions {
   readonly engine?: { readonly socketPath: string } | { readonly url: string; readonly tls?: DockerEngineTls };
   /** Numeric `uid:gid` of the guest process; default `'65532:65532'`. Root only when asked for explicitly. */
   readonly user?: string;
-  /** OCI runtime name, e.g. `'runsc'`; default the engine's. */
+  /**
+   * OCI runtime name, e.g. `'runsc'`; default the engine's. The engine must have it: startup
+   * checks before any object exists. With `'runsc'` (gVisor, registered with `--network=none`)
+   * `support.network` is `['isolated']`, so an `outbound` request is refused at `reserve`.
+   */
   readonly runtime?: string;
 }
 

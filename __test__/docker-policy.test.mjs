@@ -219,3 +219,25 @@ describe('docker admission', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 });
+
+describe('docker runtimes', () => {
+  test("runtime 'runsc' offers only isolated networking: outbound is refused at reserve", () => {
+    const ns = uniqueNamespace('runsc-support');
+    const gvisor = createDockerSandboxBackend({ image: IMAGE, namespace: ns, spillDirectory: spillDirectory(), runtime: 'runsc' });
+    assert.deepEqual(gvisor.support.network, ['isolated']);
+    assert.throws(() => gvisor.reserve(request((p) => (p.network = { kind: 'outbound' })), { kind: 'in_process' }), SandboxUnsupportedError);
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
+  test('a runtime the engine does not have fails startup before any engine object exists', async () => {
+    const ns = uniqueNamespace('no-runtime');
+    const missing = createDockerSandboxBackend({ image: IMAGE, namespace: ns, spillDirectory: spillDirectory(), runtime: 'no-such-runtime' });
+    assert.deepEqual(missing.support.network, ['isolated', 'outbound']);
+    const error = await missing.reserve(request(), { kind: 'in_process' }).start().catch((e) => e);
+    assert.ok(error instanceof SandboxStartError, String(error));
+    assert.ok(error.cause instanceof SandboxUnsupportedError, String(error.cause));
+    assert.match(error.cause.message, /no runtime no-such-runtime/);
+    assert.deepEqual(leftovers(ns), NOTHING);
+    await error.owner.destroy();
+  });
+});

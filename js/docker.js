@@ -30,7 +30,7 @@ export function createDockerSandboxBackend(options) {
   } catch (cause) {
     throw new SandboxOperationError('driver_failure', `native-sandbox/docker: ${cause.message}`, { cause });
   }
-  const support = deepFreeze(native.dockerSupport());
+  const support = deepFreeze(backend.support());
   return Object.freeze({
     support,
     reserve(request, recovery) {

@@ -9,7 +9,7 @@ use super::errors::{describe, failed, ok};
 use super::js_driver::{Invoke, JsPersist, JsPort};
 use super::js_value::{Captured, JsData};
 use super::owner::{record_of, request_of, NativeOwner, NativeRecoveredOwner};
-use crate::docker::backend::{support, DockerBackend, Reconciled};
+use crate::docker::backend::{DockerBackend, Reconciled};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
 use crate::docker::options::parse_docker_options;
 use crate::input::{ToValue, Value};
@@ -39,11 +39,6 @@ pub fn docker_guest_layout() -> JsData {
     ]))
 }
 
-#[napi(js_name = "dockerSupport")]
-pub fn docker_support() -> JsData {
-    JsData(support().to_value())
-}
-
 #[napi]
 pub struct NativeDockerBackend {
     backend: Arc<DockerBackend>,
@@ -67,6 +62,12 @@ impl NativeDockerBackend {
             backend: Arc::new(backend),
             reconciling: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
+    }
+
+    /// What this backend can enforce: `runtime: 'runsc'` offers only `isolated` networking.
+    #[napi]
+    pub fn support(&self) -> JsData {
+        JsData(self.backend.support().to_value())
     }
 
     /// The pinned image ID; `null` while a reference is still being resolved.

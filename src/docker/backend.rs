@@ -29,11 +29,21 @@ pub struct DockerBackend {
     image: ImageSource,
 }
 
-pub fn support() -> SandboxSupport {
+/// The runtime that gives only network mode `none` here (gVisor's `runsc`, registered with
+/// `--network=none`): a bridge network under it does not work, so `outbound` is refused.
+pub const ISOLATED_ONLY_RUNTIME: &str = "runsc";
+
+/// What a Docker backend with `runtime` (the engine's default when `None`) can enforce.
+pub fn support(runtime: Option<&str>) -> SandboxSupport {
+    let network = if runtime == Some(ISOLATED_ONLY_RUNTIME) {
+        vec![NetworkKind::Isolated]
+    } else {
+        vec![NetworkKind::Isolated, NetworkKind::Outbound]
+    };
     SandboxSupport {
         backend_id: BACKEND_ID.into(),
         backend_revision: BACKEND_REVISION.into(),
-        network: vec![NetworkKind::Isolated, NetworkKind::Outbound],
+        network,
         execution: vec!["until_stopped", "deadline"],
         workspace_disk_quota: false,
     }
@@ -71,6 +81,11 @@ impl DockerBackend {
             docker,
             image,
         })
+    }
+
+    /// What this backend can enforce (its runtime may narrow the network kinds).
+    pub fn support(&self) -> SandboxSupport {
+        support(self.options.runtime.as_deref())
     }
 
     /// The pinned image ID, once known.

@@ -132,6 +132,7 @@ impl DockerReservation {
             backend_identity: format!("docker-engine:{engine_id}"),
         };
         self.checkpoint(journal, next).await?;
+        self.admit_runtime().await?;
         self.admit_image().await?;
         context.cancel.check()?;
 
@@ -173,6 +174,30 @@ impl DockerReservation {
             effective,
             workspace: WORKSPACE.to_owned(),
         })
+    }
+
+    /// A named runtime must be one the engine has: otherwise startup fails before any object
+    /// exists (the engine would refuse only at container creation, after the volume).
+    async fn admit_runtime(&self) -> Result<(), OwnerError> {
+        let Some(runtime) = self.settings.runtime.as_deref() else {
+            return Ok(());
+        };
+        let info = self
+            .settings
+            .docker
+            .info()
+            .await
+            .map_err(|e| engine_error("reading the engine's runtimes", e))?;
+        let known = info
+            .runtimes
+            .as_ref()
+            .is_some_and(|runtimes| runtimes.contains_key(runtime));
+        if !known {
+            return Err(OwnerError::Unsupported(format!(
+                "the engine has no runtime {runtime}; register it with the engine (for gVisor: runsc with --network=none)"
+            )));
+        }
+        Ok(())
     }
 
     /// The image's environment may hold only HOME, TMPDIR and PATH, with exactly our values.
