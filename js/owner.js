@@ -67,7 +67,8 @@ export function persistPort(recovery) {
 
 /**
  * The contract's `SandboxReservation` over a native owner. `processPort` says whether its
- * sandbox can run a process (the Docker backend can; JavaScript drivers cannot yet).
+ * sandbox's process and transfers run natively (the Docker backend's); a JavaScript driver's go
+ * through its ready port (`reserveProcess`, `importTree`, `exportTree`).
  */
 export function reservationFace({ owner, context, request, processPort, ports }) {
   const id = owner.id();
