@@ -5,8 +5,7 @@ import { SandboxOperationError, SandboxStateError, SandboxValidationError } from
 import { parseSandboxRelativePath, parseTransferOptions } from './parsers.js';
 import { exactBody } from './exact-body.js';
 import { SpillLedger } from './spill-ledger.js';
-import { watchTransfer } from './transfer-watch.js';
-import { checkedEntry, enterTransfer, linkTransfer } from './transfer.js';
+import { checkedEntry, enterTransfer, watchAdmitted } from './transfer.js';
 
 function quotaError(name, limit, what) {
   return new SandboxValidationError([{ code: 'too_large', path: ['quotas', name], message: `${what} exceeds quotas.${name} (${limit})` }]);
@@ -106,8 +105,7 @@ export function importViaDriver(port, entries, options) {
 }
 
 async function runImport({ owner, context, readyPort, request, stop }, entries, parsed, ticket) {
-  const watch = watchTransfer(parsed);
-  linkTransfer(owner, context, watch, ticket);
+  const { watch } = watchAdmitted({ owner, context }, parsed, ticket);
   let failed = true;
   try {
     const buffers = request.policy.transfers;
@@ -193,8 +191,7 @@ export function exportViaDriver(port, selection, consume, options) {
 }
 
 async function runExport({ owner, context, readyPort, request }, { kind, roots }, consume, parsed, ticket) {
-  const watch = watchTransfer(parsed);
-  linkTransfer(owner, context, watch, ticket);
+  const { watch } = watchAdmitted({ owner, context }, parsed, ticket);
   try {
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);

@@ -9,8 +9,7 @@ import { settle } from './driver-port.js';
 import { nativeTransfersOf } from './owner.js';
 import { shared } from './shared.js';
 import { parseTransferOptions } from './parsers.js';
-import { linkTransfer } from './transfer.js';
-import { watchTransfer } from './transfer-watch.js';
+import { preEntryRejection, watchAdmitted } from './transfer.js';
 import { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './constants.js';
 
 /** A failed local cleanup; keep it and call `retryCleanup()` until it succeeds. */
@@ -48,12 +47,10 @@ function splitOptions(options) {
   return { chunkBytes, transfer };
 }
 
-function watch(parsed) {
-  const check = () => {
-    if (parsed.signal?.aborted) throw new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal');
-    if (parsed.deadlineAt !== undefined && Date.now() >= parsed.deadlineAt) throw new SandboxOperationError('deadline_exceeded', 'the transfer deadline elapsed');
-  };
-  return check;
+/** A signal already aborted or a deadline already past ends the helper before it starts. */
+function checkEntry(parsed) {
+  const early = preEntryRejection(parsed);
+  if (early) throw early;
 }
 
 /** Incremental depth-first walk: one open directory handle per level, no whole listing. */
@@ -81,20 +78,17 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   if (typeof directory !== 'string' || !isAbsolute(directory)) throw issue(['directory'], 'invalid_path', 'must be an absolute host path');
   const { chunkBytes, transfer } = splitOptions(options);
   const parsed = parseTransferOptions(transfer);
-  const check = watch(parsed);
   const root = await lstat(directory).catch((cause) => {
     throw new SandboxValidationError([{ code: 'invalid_path', path: ['directory'], message: `${directory}: ${cause.message}` }]);
   });
   if (!root.isDirectory()) throw issue(['directory'], 'invalid_path', `${directory} is not a directory (symbolic links are not followed)`);
-  check();
+  checkEntry(parsed);
   const native = nativeTransfersOf(sandbox);
   if (!native) return sandbox.importTree(hostEntries(directory, chunkBytes), transfer);
   const { owner, context } = native;
   const ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
   // As importTree: the deadline, the signal, a stop or a destroy end whatever the import waits on.
-  const transferWatch = watchTransfer(parsed);
-  linkTransfer(owner, context, transferWatch, ticket);
-  const step = async (promise) => settle(await transferWatch.race(promise), context, errorFromDescriptor);
+  const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   try {
     await step(owner.importBegin({ quotas: parsed.quotas }));
     let index = 0;
@@ -177,8 +171,7 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
   sandboxOf(sandbox, 'exportSandboxDirectory');
   if (typeof destination !== 'string' || !isAbsolute(destination)) throw issue(['destination'], 'invalid_path', 'must be an absolute host path');
   const parsed = parseTransferOptions(options);
-  const check = watch(parsed);
-  check();
+  checkEntry(parsed);
   try {
     await mkdir(destination, { mode: 0o700 });
   } catch (cause) {
@@ -211,9 +204,7 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
  */
 async function exportNatively({ owner, context }, selection, staging, parsed) {
   const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
-  const transferWatch = watchTransfer(parsed);
-  linkTransfer(owner, context, transferWatch, ticket);
-  const step = async (promise) => settle(await transferWatch.race(promise), context, errorFromDescriptor);
+  const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   try {
     // A failed exportBegin releases the admission itself.
     await step(owner.exportBegin({ quotas: parsed.quotas }));

@@ -40,7 +40,7 @@ function asBuffer(chunk, index) {
  * The caller's signal or deadline already ended before entry: the admitted transfer is released
  * unentered and the call rejects, as the original does.
  */
-function preEntryRejection(parsed) {
+export function preEntryRejection(parsed) {
   if (parsed.signal?.aborted) return new SandboxOperationError('cancelled', 'the transfer was cancelled before entry');
   if (parsed.deadlineAt !== undefined && Number(parsed.deadlineAt) <= Date.now()) {
     return new SandboxOperationError('deadline_exceeded', 'the transfer deadline elapsed before entry');
@@ -76,10 +76,12 @@ export function enterTransfer({ owner, context }, admit, parsed, run) {
 }
 
 /**
- * Ties a transfer's watch to its native admission: the owner's interruption (stop, destroy)
- * ends the watch, and the caller's signal or deadline cancels every pending native step.
+ * The watch of an admitted transfer, tied to its native admission: the owner's interruption
+ * (stop, destroy) ends the watch, and the caller's signal or deadline cancels every pending
+ * native step. `step(promise)` awaits one native step within the watch and settles its outcome.
  */
-export function linkTransfer(owner, context, watch, ticket) {
+export function watchAdmitted({ owner, context }, parsed, ticket) {
+  const watch = watchTransfer(parsed);
   owner.transferEnded(ticket).then(
     (descriptor) => {
       if (descriptor) watch.interrupt(errorFromDescriptor(descriptor, context));
@@ -92,6 +94,8 @@ export function linkTransfer(owner, context, watch, ticket) {
   };
   if (watch.signal.aborted) onAbort();
   else watch.signal.addEventListener('abort', onAbort, { once: true });
+  const step = async (promise) => settle(await watch.race(promise), context, errorFromDescriptor);
+  return { watch, step };
 }
 
 /** Iterates a sync or async iterable; every pull ends when the transfer is interrupted. */
@@ -112,9 +116,7 @@ function watchedIterator(watch, iterable, notIterable) {
 }
 
 async function runImport({ owner, context, stop }, entries, parsed, ticket) {
-  const watch = watchTransfer(parsed);
-  linkTransfer(owner, context, watch, ticket);
-  const step = async (promise) => settle(await watch.race(promise), context, errorFromDescriptor);
+  const { watch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   let source;
   let body;
   try {
@@ -182,9 +184,7 @@ export function exportTree({ owner, context }, selection, consume, options) {
 }
 
 async function runExport({ owner, context }, consume, parsed, ticket) {
-  const watch = watchTransfer(parsed);
-  linkTransfer(owner, context, watch, ticket);
-  const step = async (promise) => settle(await watch.race(promise), context, errorFromDescriptor);
+  const { watch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   try {
     try {
       // A failed open released the admission itself; the abort below then finds nothing.

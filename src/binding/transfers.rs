@@ -156,21 +156,13 @@ impl NativeOwner {
         }
     }
 
-    /// A cancellation that raced an open (its caller may already have aborted an empty slot):
-    /// what the open stored is abandoned and released here, so nothing holds the sandbox.
-    async fn abandon_if_cancelled(&self, ticket: TransferTicket, import: bool) {
-        let cancelled = self
-            .owner()
+    /// Whether the transfer `ticket` was cancelled. A cancellation that raced an open (its
+    /// caller may already have aborted an empty slot) means what the open stored is abandoned
+    /// right there, so nothing holds the sandbox.
+    fn cancelled(&self, ticket: TransferTicket) -> bool {
+        self.owner()
             .transfer_cancel(ticket)
-            .is_some_and(|cancel| cancel.is_cancelled());
-        if !cancelled {
-            return;
-        }
-        if import {
-            self.abandon_import(ticket).await;
-        } else {
-            self.abandon_export(ticket).await;
-        }
+            .is_some_and(|cancel| cancel.is_cancelled())
     }
 
     /// Abandons the import session `ticket` opened, if it is still the open one (the slot may
@@ -239,7 +231,9 @@ impl NativeOwner {
         if result.is_err() {
             owner.end_transfer(ticket, true);
         }
-        self.abandon_if_cancelled(ticket, true).await;
+        if self.cancelled(ticket) {
+            self.abandon_import(ticket).await;
+        }
         done(result)
     }
 
@@ -425,7 +419,9 @@ impl NativeOwner {
         if result.is_err() {
             owner.end_transfer(ticket, false);
         }
-        self.abandon_if_cancelled(ticket, false).await;
+        if self.cancelled(ticket) {
+            self.abandon_export(ticket).await;
+        }
         done(result)
     }
 
