@@ -5,6 +5,16 @@ import { assertDeepFrozen, assertIssues, request } from './helpers.mjs';
 
 const MAX_SAFE = Number.MAX_SAFE_INTEGER;
 
+/** What `fn` throws, or `undefined`. */
+function thrownBy(fn) {
+  try {
+    fn();
+  } catch (error) {
+    return error;
+  }
+  return undefined;
+}
+
 describe('parseSandboxRequest: valid inputs', () => {
   test('normalizes defaults and freezes deeply', () => {
     const parsed = parseSandboxRequest(request());
@@ -177,12 +187,7 @@ describe('input capture is bounded in total, not only per level', () => {
     for (let i = 0; i < 40; i++) shared = { a: shared, b: shared };
     const input = request();
     input.policy.resources = shared;
-    let thrown;
-    try {
-      parseSandboxRequest(input);
-    } catch (error) {
-      thrown = error;
-    }
+    const thrown = thrownBy(() => parseSandboxRequest(input));
     assert.ok(thrown instanceof SandboxValidationError);
     const budget = thrown.issues.find((issue) => issue.code === 'too_long');
     assert.ok(budget, 'the capture budget is reported');
@@ -217,12 +222,7 @@ describe('input capture stays bounded on hostile shapes', () => {
     const long = 'x'.repeat(SANDBOX_LIMITS.captureStringBytesOne + 1);
     const input = request();
     input.policy.network = new Array(SANDBOX_LIMITS.captureValues - 100).fill(long);
-    let thrown;
-    try {
-      parseSandboxRequest(input);
-    } catch (error) {
-      thrown = error;
-    }
+    const thrown = thrownBy(() => parseSandboxRequest(input));
     assert.ok(thrown instanceof SandboxValidationError);
     assert.equal(thrown.issues[0].path[1], 'network');
   });
@@ -232,12 +232,7 @@ describe('input capture stays bounded on hostile shapes', () => {
     for (let i = 0; i < 200_000; i++) wide[`k${i}`] = 0;
     const input = request();
     input.policy.resources = Array.from({ length: 4000 }, () => wide);
-    let thrown;
-    try {
-      parseSandboxRequest(input);
-    } catch (error) {
-      thrown = error;
-    }
+    const thrown = thrownBy(() => parseSandboxRequest(input));
     assert.ok(thrown instanceof SandboxValidationError);
     assert.ok(thrown.issues.some((issue) => /captureValues/.test(issue.message)), thrown.message);
   });
