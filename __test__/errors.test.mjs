@@ -169,3 +169,42 @@ describe('TransferBody', () => {
     await assert.rejects(reader.next(), { code: 'cancelled' });
   });
 });
+
+describe('TransferBody failures and endings', () => {
+  test('a source failure is remembered and reported; an abort ends a read stuck in the source', async () => {
+    const interrupted = [];
+    const failing = new TransferBody(4, 4, false, new AbortController().signal, () => ({
+      [Symbol.asyncIterator]: () => ({ next: async () => { throw new SandboxOperationError('stream_failure', 'source broke'); } }),
+    }), (error) => interrupted.push(error));
+    const reader = failing[Symbol.asyncIterator]();
+    const first = await reader.next().catch((e) => e);
+    assert.equal(first.message, 'source broke');
+    assert.deepEqual(interrupted, [first]);
+    assert.equal(await reader.next().catch((e) => e), first, 'every later read rethrows it');
+
+    const controller = new AbortController();
+    const stuck = new TransferBody(4, 4, false, controller.signal, () => ({
+      [Symbol.asyncIterator]: () => ({ next: () => new Promise(() => {}) }),
+    }), () => {});
+    const pending = stuck[Symbol.asyncIterator]().next().catch((e) => e);
+    controller.abort();
+    const aborted = await pending;
+    assert.ok(aborted instanceof SandboxOperationError, String(aborted));
+    assert.equal(aborted.code, 'cancelled');
+  });
+
+  test('complete without an EOF pull, the source is returned (its cleanup runs)', async () => {
+    let cleaned = false;
+    const source = (function* () {
+      try {
+        yield Buffer.from('ab');
+      } finally {
+        cleaned = true;
+      }
+    })();
+    const body = new TransferBody(2, 2, false, new AbortController().signal, () => source, () => {});
+    for await (const chunk of body) void chunk;
+    assert.equal(body.complete, true);
+    assert.equal(cleaned, true);
+  });
+});

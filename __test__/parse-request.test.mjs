@@ -243,3 +243,23 @@ describe('input capture stays bounded on hostile shapes', () => {
     assertIssues(parseSandboxRequest, input, [['unknown_field', ['policy', 'odd\u0000key']]]);
   });
 });
+
+describe('input capture charges what it cannot keep', () => {
+  test('symbol keys are charged: a wide object of symbols shared thousands of times is read at most twice', () => {
+    const wide = {};
+    for (let i = 0; i < 200_000; i++) wide[Symbol(String(i))] = 0;
+    const input = request();
+    input.policy.resources = Array.from({ length: 4000 }, () => wide);
+    const thrown = thrownBy(() => parseSandboxRequest(input));
+    assert.ok(thrown instanceof SandboxValidationError);
+    assert.ok(thrown.issues.some((issue) => /captureValues/.test(issue.message)), thrown.message);
+  });
+
+  test('a class with an overlong name is named briefly, not copied', () => {
+    const Long = class {};
+    Object.defineProperty(Long, 'name', { value: 'N'.repeat(10_000) });
+    const thrown = thrownBy(() => parseSandboxRequest({ policy: new Long() }));
+    assert.ok(thrown instanceof SandboxValidationError);
+    assert.match(thrown.issues[0].message, /overlong name/);
+  });
+});

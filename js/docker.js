@@ -57,6 +57,7 @@ export function createDockerSandboxBackend(options) {
         outcome = await backend.reconcile(parsed, id);
       } finally {
         detach();
+        backend.endReconcile(id);
       }
       const result = settle(outcome, noOwner, errorFromDescriptor);
       if (result.kind === 'matched' || result.kind === 'uncertain') {

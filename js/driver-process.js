@@ -53,10 +53,11 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
     try {
       streams = limitedStreams(raw, limits, stopSandbox);
     } catch (error) {
-      // A driver that started something other than the process port's streams: closed, fenced.
-      await slot.close();
+      // A driver that started something other than the process port's streams: fenced and
+      // stopped first, then what it started is closed (within CLOSE_WAIT_MS).
       owner.fenceProcess();
       stopSandbox().catch(() => {});
+      await slot.close();
       throw error;
     }
     if (controller.signal.aborted || owner.state().kind !== 'ready') {
@@ -90,17 +91,26 @@ function observeStartup(actual, startupMs, callerSignal, ownerSignal) {
   });
 }
 
-/** Destroys a driver's raw streams and waits until each has closed. */
+/** How long closing a driver's streams may take: a stream that never reports closing is left. */
+const CLOSE_WAIT_MS = 5_000;
+
+/** Destroys a driver's raw streams and waits until each has closed, `CLOSE_WAIT_MS` at most. */
 async function closeRaw(raw) {
   const streams = [raw?.stdin, raw?.stdout, raw?.stderr].filter((stream) => stream && typeof stream.destroy === 'function');
-  await Promise.all(
+  const closed = Promise.all(
     streams.map((stream) => {
       if (stream.closed || stream.destroyed) return undefined;
-      const closed = finished(stream).catch(() => {});
+      const ended = finished(stream).catch(() => {});
       stream.destroy();
-      return closed;
+      return ended;
     }),
   );
+  let timer;
+  const waited = new Promise((resolve) => {
+    timer = setTimeout(resolve, CLOSE_WAIT_MS);
+  });
+  await Promise.race([closed, waited]);
+  clearTimeout(timer);
 }
 
 function limitedStreams(raw, limits, stopSandbox) {

@@ -47,40 +47,67 @@ export class TransferBody {
     };
   }
 
+  /** Remembers the body's first failure, reports it to `interrupt`, and throws it. */
   #fail(error) {
     if (this.#failure === undefined) {
       this.#failure = error;
       this.#interrupt(error);
     }
-    throw error;
+    throw this.#failure;
+  }
+
+  /** The signal's reason as the contract's error (an AbortSignal's default is a DOMException). */
+  #cancelled() {
+    const reason = this.#signal.reason;
+    if (reason instanceof SandboxOperationError) return reason;
+    return new SandboxOperationError('cancelled', 'the transfer body was cancelled through its signal', { cause: reason });
+  }
+
+  /** Settles like `promise`, or rejects as soon as the signal aborts. */
+  #raced(promise) {
+    const signal = this.#signal;
+    if (!signal) return promise;
+    Promise.resolve(promise).catch(() => {});
+    let onAbort;
+    const aborted = new Promise((_, reject) => {
+      onAbort = () => reject(this.#cancelled());
+      if (signal.aborted) onAbort();
+      else signal.addEventListener('abort', onAbort, { once: true });
+    });
+    return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
   }
 
   async #next() {
     if (this.#failure !== undefined) throw this.#failure;
     if (this.#pending) throw new SandboxStateError('concurrent reads of one transfer body are not allowed');
-    if (this.#retired) return { done: true, value: undefined };
-    if (this.#signal?.aborted) this.#fail(this.#signal.reason ?? new SandboxOperationError('cancelled', 'the transfer was cancelled'));
-    if (this.#remaining === 0 && (this.#eof || !this.#requireEof)) return { done: true, value: undefined };
+    if (this.#retired || this.complete) return { done: true, value: undefined };
     this.#pending = true;
     try {
+      if (this.#signal?.aborted) throw this.#cancelled();
       if (this.#iterator === undefined) {
         const source = this.#open?.();
         const open = source?.[Symbol.asyncIterator] ?? source?.[Symbol.iterator];
-        if (typeof open !== 'function') this.#fail(new SandboxValidationError([{ code: 'invalid_type', path: ['open'], message: 'open() must return a (sync or async) iterable of Uint8Array' }]));
+        if (typeof open !== 'function') throw new SandboxValidationError([{ code: 'invalid_type', path: ['open'], message: 'open() must return a (sync or async) iterable of Uint8Array' }]);
         this.#iterator = open.call(source);
       }
-      const step = await this.#iterator.next();
+      const step = await this.#raced(Promise.resolve(this.#iterator.next()));
       if (step.done) {
-        if (this.#remaining > 0) this.#fail(new SandboxValidationError([{ code: 'too_small', path: ['byteLength'], message: `the body ended ${this.#remaining} bytes short of its declared byteLength` }]));
+        if (this.#remaining > 0) throw new SandboxValidationError([{ code: 'too_small', path: ['byteLength'], message: `the body ended ${this.#remaining} bytes short of its declared byteLength` }]);
         this.#eof = true;
         return { done: true, value: undefined };
       }
       const chunk = step.value;
-      if (!(chunk instanceof Uint8Array)) this.#fail(new SandboxValidationError([{ code: 'invalid_type', path: ['open'], message: 'the body yielded something other than a Uint8Array' }]));
-      if (chunk.byteLength > this.#chunkBytes) this.#fail(new SandboxValidationError([{ code: 'too_large', path: ['open'], message: `a chunk of ${chunk.byteLength} bytes is larger than chunkBytes (${this.#chunkBytes})` }]));
-      if (chunk.byteLength > this.#remaining) this.#fail(new SandboxValidationError([{ code: 'too_large', path: ['byteLength'], message: 'the body is longer than its declared byteLength' }]));
+      if (!(chunk instanceof Uint8Array)) throw new SandboxValidationError([{ code: 'invalid_type', path: ['open'], message: 'the body yielded something other than a Uint8Array' }]);
+      if (chunk.byteLength > this.#chunkBytes) throw new SandboxValidationError([{ code: 'too_large', path: ['open'], message: `a chunk of ${chunk.byteLength} bytes is larger than chunkBytes (${this.#chunkBytes})` }]);
+      if (chunk.byteLength > this.#remaining) throw new SandboxValidationError([{ code: 'too_large', path: ['byteLength'], message: 'the body is longer than its declared byteLength' }]);
       this.#remaining -= chunk.byteLength;
+      // Complete without an EOF pull: the source is returned now (its cleanup runs), since a
+      // reader that stops here never asks again.
+      if (this.#remaining === 0 && !this.#requireEof) await this.#iterator.return?.();
       return { done: false, value: chunk };
+    } catch (error) {
+      // Whatever failed (the caller's open, the source, a check, the signal) fails the body.
+      return this.#fail(error);
     } finally {
       this.#pending = false;
     }
@@ -97,12 +124,16 @@ export class TransferBody {
     throw new SandboxStateError('a transfer body can be read once only');
   }
 
-  /** Retires the body and returns its source (further reads end); `retry` is accepted for the original's signature. */
+  /**
+   * Retires the body and returns its source (further reads end); `retry` is accepted for the
+   * original's signature. A read still pending is not waited for: the source is told to return.
+   */
   async close(retry = false) {
     void retry;
     this.#retired = true;
     const iterator = this.#iterator;
     this.#iterator = undefined;
-    await iterator?.return?.();
+    const returned = Promise.resolve(iterator?.return?.()).catch(() => {});
+    if (!this.#pending) await returned;
   }
 }

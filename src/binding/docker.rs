@@ -118,6 +118,13 @@ impl NativeDockerBackend {
             ));
     }
 
+    /// Forgets the reconciliation `id` once its caller has its answer (and no longer forwards
+    /// its signal): the entry, and any cancellation that came after the work ended, go here.
+    #[napi(js_name = "endReconcile")]
+    pub fn end_reconcile(&self, id: u32) {
+        self.reconciling().remove(&id);
+    }
+
     /// Resolves `{ kind }` (matched, uncertain), `{ kind: 'conflict', reason }` or
     /// `{ kind: 'absent', record }`. Observed within `SANDBOX_LIMITS.startupMs` (the original's
     /// bound) and until `cancelReconcile(id)`; past either, the work is dropped with its engine
@@ -147,7 +154,7 @@ impl NativeDockerBackend {
                 ]),
             }),
         };
-        self.reconciling().remove(&id);
+
         JsData(match result {
             Ok(value) => ok(value),
             Err(error) => Value::object([("ok", Value::Bool(false)), ("error", describe(&error))]),

@@ -189,6 +189,9 @@ impl<'env> Capture<'env> {
         for index in 0..len as u32 {
             let key = keys.get_element::<Unknown<'_>>(index)?;
             if key.get_type()? != ValueType::String {
+                // A symbol key is skipped, but it was enumerated: it is charged like a value,
+                // so an object of a million symbols shared many times is read once at most.
+                self.budget.values = self.budget.values.saturating_sub(1);
                 continue;
             }
             let name = match self.string(unsafe { key.cast::<JsString<'_>>()? })? {
@@ -202,6 +205,9 @@ impl<'env> Capture<'env> {
         Ok(Value::Object(fields))
     }
 }
+
+/// The longest class name copied into a message.
+const CLASS_NAME_UNITS_MAX: usize = 128;
 
 /// `None` for a null prototype (a plain dictionary), else the constructor's name.
 fn class_name(object: &Object<'_>) -> Result<Option<String>> {
@@ -219,7 +225,12 @@ fn class_name(object: &Object<'_>) -> Result<Option<String>> {
     if name.get_type()? != ValueType::String {
         return Ok(Some("anonymous".into()));
     }
-    Ok(Some(unsafe { name.cast::<String>()? }))
+    // Only a message names the class: a name longer than any class name is not copied.
+    let name = unsafe { name.cast::<JsString<'_>>()? };
+    if name.utf16_len()? > CLASS_NAME_UNITS_MAX {
+        return Ok(Some("a class with an overlong name".into()));
+    }
+    Ok(Some(name.into_utf8()?.into_owned()?))
 }
 
 /// A JS value captured on arrival (a driver's resolved result, a checkpointed record).

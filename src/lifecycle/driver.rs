@@ -60,7 +60,8 @@ pub struct ProcessChannels {
 }
 
 /// A streaming archive upload into the workspace: send tar bytes into `sink` (bounded, so a
-/// slow engine holds the producer back), drop it at the end, then await `done`.
+/// slow engine holds the producer back), drop it at the end, then await `done`. Dropping `done`
+/// unfinished abandons the upload: the driver ends its request.
 pub struct ArchiveUpload {
     pub sink: tokio::sync::mpsc::Sender<Bytes>,
     pub done: BoxFuture<'static, Result<(), OwnerError>>,

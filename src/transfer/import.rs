@@ -41,9 +41,6 @@ pub struct ImportSession {
     summary: Summary,
 }
 
-/// How long an abandoned import waits for the engine to answer its truncated upload.
-const ABORT_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
-
 fn at(index: u32, field: &str) -> Vec<Seg> {
     vec![Seg::Index(index as usize), Seg::Key(field.into())]
 }
@@ -257,13 +254,11 @@ impl ImportSession {
         Ok(self.summary)
     }
 
-    /// Drops the archive unfinished: the engine sees a truncated stream and fails the upload. The
-    /// engine's answer is awaited for `ABORT_WAIT` at most; past it the upload request itself is
-    /// dropped (closing its connection), so an abort never waits on a stalled engine.
+    /// Abandons the archive unfinished: the upload itself is dropped first (the driver ends its
+    /// request, so the engine sees a broken upload rather than a short archive that ends
+    /// cleanly), then the queue. Nothing waits on the engine.
     pub async fn abort(mut self) {
+        drop(self.done.take());
         self.sink.take();
-        if let Some(done) = self.done.take() {
-            let _ = tokio::time::timeout(ABORT_WAIT, done).await;
-        }
     }
 }

@@ -21,6 +21,15 @@ const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 2
 /// Chunks queued between the import producer and the engine upload.
 const UPLOAD_QUEUE: usize = 4;
 
+/// Aborts its task when dropped (a finished task is unaffected).
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 impl DockerReservation {
     async fn holder(&self) -> Result<String, OwnerError> {
         let state = self.state.lock().await;
@@ -50,7 +59,11 @@ impl DockerReservation {
                 .await
                 .map_err(|e| engine_error("importing into the workspace", e))
         });
+        // Dropping `done` (an abandoned import) aborts the request itself, closing its
+        // connection, instead of leaving it to wait on the engine for up to UPLOAD_TIMEOUT.
+        let abort = AbortOnDrop(upload.abort_handle());
         let done = async move {
+            let _abort = abort;
             upload.await.unwrap_or_else(|e| {
                 Err(OwnerError::driver(format!(
                     "the import upload ended abnormally: {e}"
