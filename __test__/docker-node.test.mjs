@@ -161,6 +161,9 @@ test('aborting an export to a directory mid-way leaves no destination and no sta
     assert.ok(error instanceof SandboxOperationError, `${error}`);
     assert.equal(error.code, 'cancelled');
     assert.equal(existsSync(destination), false, 'no destination and no staging remain');
+    // The native writer had stopped before the helper cleaned up: nothing is written later.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    assert.equal(existsSync(destination), false, 'no late write recreates anything');
     const again = join(scratch, `after-abort-${Date.now()}`);
     const { summary } = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, again);
     assert.equal(summary.files, 1500n, 'the transfer slot was released');

@@ -269,6 +269,8 @@ describe('state rules and aborts', () => {
 
   test('aborting mid-import and mid-export leaves no spill file', async () => {
     await withReady(async (sandbox) => {
+      // The workspace export below needs an entry whatever part of the aborted import landed.
+      await sandbox.importTree([fileFromBytes('kept', Buffer.from('k'))]);
       const controller = new AbortController();
       async function* slow() {
         for (let i = 0; i < 1000; i++) {

@@ -1,139 +1,130 @@
-// Benchmarks (numbers go in the README; nothing here is asserted by the tests):
-//   1. start to first stdout byte, median of N, against `docker run --rm -i` and against
-//      dockerode create+attach+start of the same image and command;
-//   2. stdout throughput of 1 GiB against dockerode's attach with demux.
-// Usage: npm run bench   (NATIVE_SANDBOX_BENCH_RUNS, NATIVE_SANDBOX_BENCH_BYTES to change sizes)
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+// `npm run bench`: every contender of every measurement, interleaved in rounds (the order rotates
+// each round, so machine noise hits every contender alike), each run in its own process
+// (bench/one.mjs). Writes bench/results.json (date, machine, engine, versions, every sample, the
+// goals as ratios inside each round) and regenerates the README's tables from it (bench/report.mjs).
+// Sizes: NATIVE_SANDBOX_BENCH_ROUNDS (3), _SMALL_FILES (20,000 of 4 KiB), _LARGE_BYTES (1 GiB),
+// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB), _START_RUNS (10), _CONCURRENT (16), _EXACT_FILES (500).
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { cpus, release, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { PassThrough } from 'node:stream';
-import Docker from 'dockerode';
-import { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
-import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { fileURLToPath } from 'node:url';
+import { randomBytes } from 'node:crypto';
+import { goalsOf, writeReadme } from './report.mjs';
 
-const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
-const RUNS = Number(process.env.NATIVE_SANDBOX_BENCH_RUNS ?? 20);
-const BYTES = Number(process.env.NATIVE_SANDBOX_BENCH_BYTES ?? 1024 ** 3);
-const docker = new Docker();
-const spill = mkdtempSync(join(tmpdir(), 'native-sandbox-bench-'));
-const backend = createDockerSandboxBackend({ image: IMAGE, namespace: `bench-${process.pid}`, spillDirectory: spill });
-const request = {
-  policy: {
-    resources: { cpus: 2, memoryBytes: 512 * 1024 ** 2, pids: 128 },
-    temporaryStorage: { homeBytes: 64 * 1024 ** 2, tempBytes: 64 * 1024 ** 2 },
-    network: { kind: 'isolated' },
-    deadlines: { startupMs: 60_000, cleanupMs: 30_000 },
-    transfers: SANDBOX_DEFAULT_TRANSFER_BUFFERS,
-    streams: SANDBOX_DEFAULT_STREAM_LIMITS,
+const env = (name, fallback) => Number(process.env[`NATIVE_SANDBOX_BENCH_${name}`] ?? fallback);
+const config = {
+  rounds: env('ROUNDS', 3),
+  smallFiles: env('SMALL_FILES', 20_000),
+  largeBytes: env('LARGE_BYTES', 1024 ** 3),
+  stdoutBytes: env('STDOUT_BYTES', 1024 ** 3),
+  stdinBytes: env('STDIN_BYTES', 256 * 1024 ** 2),
+  startRuns: env('START_RUNS', 10),
+  concurrent: env('CONCURRENT', 16),
+  exactFiles: env('EXACT_FILES', 500),
+  image: process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1',
+};
+const one = fileURLToPath(new URL('./one.mjs', import.meta.url));
+const here = fileURLToPath(new URL('.', import.meta.url));
+const root = mkdtempSync(join(tmpdir(), 'native-sandbox-bench-src-'));
+
+function smallTree() {
+  const dir = join(root, 'small');
+  const body = randomBytes(4096);
+  for (let i = 0; i < config.smallFiles; i++) {
+    const sub = join(dir, `d${i % 100}`);
+    if (i < 100) mkdirSync(sub, { recursive: true });
+    writeFileSync(join(sub, `f${i}`), body);
+  }
+  return dir;
+}
+
+function largeTree() {
+  const dir = join(root, 'large');
+  mkdirSync(dir);
+  const fd = openSync(join(dir, 'big.bin'), 'w');
+  const block = randomBytes(1024 * 1024);
+  for (let written = 0; written < config.largeBytes; written += block.length) writeSync(fd, block, 0, Math.min(block.length, config.largeBytes - written));
+  closeSync(fd);
+  return dir;
+}
+
+/**
+ * One contender's run in its own process, after the host's disk settled: the previous run's
+ * deletions and written files are flushed first, so they do not land on the next contender.
+ */
+function runOne(args) {
+  execFileSync('sync');
+  execFileSync('sleep', ['2']);
+  const out = execFileSync(process.execPath, [one, ...args], { encoding: 'utf8', maxBuffer: 1 << 20, env: { ...process.env, NATIVE_SANDBOX_GUEST_IMAGE: config.image } });
+  return JSON.parse(out.trim().split('\n').at(-1));
+}
+
+const quiet = (command, args) => {
+  try {
+    return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+  } catch {
+    return undefined;
+  }
+};
+const engine = JSON.parse(quiet('docker', ['version', '--format', '{{json .Server}}']) ?? '{}');
+const runtimes = Object.keys(JSON.parse(quiet('docker', ['info', '--format', '{{json .Runtimes}}']) ?? '{}'));
+const runsc = runtimes.includes('runsc');
+const packageVersion = (name) => JSON.parse(readFileSync(join(here, '..', 'node_modules', name, 'package.json'), 'utf8')).version;
+
+const small = smallTree();
+const large = largeTree();
+// name → { contenders, args(contender) }: each round runs every contender of every measurement.
+const measurements = {
+  'transfer-small': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, small] },
+  'transfer-large': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, large] },
+  exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles] },
+  stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
+  stdin: { contenders: ['native', 'dockerode'], args: (c) => ['stdin', c, config.stdinBytes] },
+  start: { contenders: ['native', 'docker-run', 'dockerode'], args: (c) => ['start', c, config.startRuns] },
+  concurrent: { contenders: ['native', 'docker-run'], args: (c) => ['concurrent', c, config.concurrent] },
+  ...(runsc
+    ? {
+        'start-runsc': { contenders: ['native', 'docker-run'], args: (c) => ['start', c, config.startRuns, 'runsc'] },
+        'stdout-runsc': { contenders: ['native', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes, 'runsc'] },
+      }
+    : {}),
+};
+
+const rounds = [];
+try {
+  for (let round = 0; round < config.rounds; round++) {
+    const results = {};
+    for (const [name, { contenders, args }] of Object.entries(measurements)) {
+      const order = contenders.map((_, i) => contenders[(i + round) % contenders.length]);
+      results[name] = {};
+      for (const contender of order) {
+        results[name][contender] = runOne(args(contender));
+        console.log(`round ${round + 1} ${name} ${contender}: ${JSON.stringify(results[name][contender])}`);
+      }
+    }
+    rounds.push(results);
+  }
+} finally {
+  rmSync(root, { recursive: true, force: true });
+}
+
+const results = {
+  date: new Date().toISOString(),
+  machine: { cpus: cpus().length, cpuModel: cpus()[0]?.model, memoryBytes: totalmem(), kernel: release() },
+  engine: { version: engine.Version, apiVersion: engine.ApiVersion, runtimes },
+  versions: {
+    node: process.versions.node,
+    nativeSandbox: JSON.parse(readFileSync(join(here, '..', 'package.json'), 'utf8')).version,
+    dockerode: packageVersion('dockerode'),
+    tarFs: packageVersion('tar-fs'),
+    curl: quiet('curl', ['--version'])?.split('\n')[0],
+    tar: quiet('tar', ['--version'])?.split('\n')[0],
   },
+  config,
+  rounds,
 };
-const hardening = {
-  NetworkMode: 'none', CapDrop: ['ALL'], SecurityOpt: ['no-new-privileges'], ReadonlyRootfs: true, Init: true,
-  LogConfig: { Type: 'none', Config: {} }, Memory: 512 * 1024 ** 2, MemorySwap: 512 * 1024 ** 2, PidsLimit: 128, NanoCpus: 2e9,
-};
-
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
-const firstData = (stream) => new Promise((resolve, reject) => { stream.once('data', resolve); stream.once('error', reject); });
-
-async function nativeFirstByte(command) {
-  const t0 = performance.now();
-  const sandbox = await backend.reserve(request, { kind: 'in_process' }).start();
-  const t1 = performance.now();
-  const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', command], env: {}, cwd: sandbox.workspace });
-  const streams = await process.start();
-  streams.stderr.resume();
-  streams.stdin.end();
-  await firstData(streams.stdout);
-  const t2 = performance.now();
-  streams.stdout.resume();
-  await streams.exit;
-  await sandbox.destroy();
-  return { whole: t2 - t0, process: t2 - t1 };
-}
-
-function dockerRunFirstByte(command) {
-  return new Promise((resolve, reject) => {
-    const t0 = performance.now();
-    const child = spawn('docker', ['run', '--rm', '-i', '--network', 'none', '--log-driver', 'none', IMAGE, 'sh', '-c', command], { stdio: ['pipe', 'pipe', 'ignore'] });
-    child.stdin.end();
-    child.stdout.once('data', () => resolve(performance.now() - t0));
-    child.on('error', reject);
-    child.stdout.resume();
-  });
-}
-
-async function dockerodeFirstByte(command) {
-  const t0 = performance.now();
-  const container = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', command], User: '65532:65532', AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true, HostConfig: hardening });
-  const stream = await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true });
-  const stdout = new PassThrough();
-  container.modem.demuxStream(stream, stdout, new PassThrough().resume());
-  await container.start();
-  stream.end();
-  await firstData(stdout);
-  const elapsed = performance.now() - t0;
-  await container.wait();
-  await container.remove({ force: true });
-  return elapsed;
-}
-
-async function nativeThroughput(bytes) {
-  const sandbox = await backend.reserve(request, { kind: 'in_process' }).start();
-  const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', `head -c ${bytes} /dev/zero`], env: {}, cwd: sandbox.workspace });
-  const t0 = performance.now();
-  const streams = await process.start();
-  streams.stdin.end();
-  streams.stderr.resume();
-  let received = 0;
-  for await (const chunk of streams.stdout) received += chunk.length;
-  const seconds = (performance.now() - t0) / 1000;
-  await sandbox.destroy();
-  if (received !== bytes) throw new Error(`native received ${received} of ${bytes}`);
-  return bytes / seconds / 1e6;
-}
-
-async function dockerodeThroughput(bytes) {
-  const container = await docker.createContainer({ Image: IMAGE, Cmd: ['sh', '-c', `head -c ${bytes} /dev/zero`], User: '65532:65532', AttachStdout: true, AttachStderr: true, HostConfig: hardening });
-  const stream = await container.attach({ stream: true, stdout: true, stderr: true });
-  const stdout = new PassThrough();
-  container.modem.demuxStream(stream, stdout, new PassThrough().resume());
-  stream.on('end', () => stdout.end());
-  const t0 = performance.now();
-  await container.start();
-  let received = 0;
-  for await (const chunk of stdout) received += chunk.length;
-  const seconds = (performance.now() - t0) / 1000;
-  await container.remove({ force: true });
-  if (received !== bytes) throw new Error(`dockerode received ${received} of ${bytes}`);
-  return bytes / seconds / 1e6;
-}
-
-const command = 'echo x';
-const results = { native: [], nativeProcess: [], dockerRun: [], dockerode: [] };
-await nativeFirstByte(command);
-await dockerRunFirstByte(command);
-await dockerodeFirstByte(command);
-for (let i = 0; i < RUNS; i++) {
-  // Interleaved, so machine noise hits every contender alike.
-  const native = await nativeFirstByte(command);
-  results.native.push(native.whole);
-  results.nativeProcess.push(native.process);
-  results.dockerRun.push(await dockerRunFirstByte(command));
-  results.dockerode.push(await dockerodeFirstByte(command));
-}
-console.log(`start to first stdout byte, median of ${RUNS} (ms):`);
-console.log(`  native-sandbox, whole sandbox (volume, holder, process container): ${median(results.native).toFixed(1)}`);
-console.log(`  native-sandbox, process in a ready sandbox:                       ${median(results.nativeProcess).toFixed(1)}`);
-console.log(`  docker run --rm -i:                                               ${median(results.dockerRun).toFixed(1)}`);
-console.log(`  dockerode create+attach+start:                                    ${median(results.dockerode).toFixed(1)}`);
-
-const throughput = { native: [], dockerode: [] };
-for (let i = 0; i < 3; i++) {
-  throughput.native.push(await nativeThroughput(BYTES));
-  throughput.dockerode.push(await dockerodeThroughput(BYTES));
-}
-console.log(`stdout throughput of ${BYTES} bytes, median of 3 (MB/s):`);
-console.log(`  native-sandbox:          ${median(throughput.native).toFixed(0)}`);
-console.log(`  dockerode attach+demux:  ${median(throughput.dockerode).toFixed(0)}`);
-rmSync(spill, { recursive: true, force: true });
+results.goals = goalsOf(results);
+writeFileSync(join(here, 'results.json'), `${JSON.stringify(results, null, 2)}\n`);
+writeReadme(results);
+for (const goal of results.goals) console.log(`${goal.met ? 'met ' : 'MISS'} ${goal.name}: ${goal.shown} (goal ${goal.goal})`);

@@ -91,17 +91,8 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   try {
     await step(owner.importBegin({ quotas: parsed.quotas }));
-    let index = 0;
-    for await (const entry of walk(directory)) {
-      transferWatch.check();
-      if (entry.kind === 'directory') {
-        await step(owner.importDirectory(index, entry.path));
-      } else {
-        const { dev, ino, size } = entry.stat;
-        await step(owner.importHostFile(index, entry.path, entry.host, { dev, ino, size }, chunkBytes));
-      }
-      index += 1;
-    }
+    // The whole walk → read → archive loop runs in Rust: one native call.
+    await step(owner.importHostDirectory(directory, chunkBytes));
     transferWatch.check();
     return Object.freeze(await step(owner.importFinish()));
   } catch (error) {
@@ -199,29 +190,25 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
 }
 
 /**
- * The export of a native sandbox: every file written in Rust, one native call per file. As
- * exportTree, the deadline, the signal or a destroy end whatever it waits on.
+ * The export of a native sandbox: every entry written in Rust. As exportTree, the deadline, the
+ * signal or a destroy end whatever it waits on.
  */
 async function exportNatively({ owner, context }, selection, staging, parsed) {
   const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
   const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
+  let writing;
   try {
     // A failed exportBegin releases the admission itself.
     await step(owner.exportBegin({ quotas: parsed.quotas }));
-    for (;;) {
-      const meta = await step(owner.exportNext());
-      if (meta === null) break;
-      const host = join(staging, meta.path);
-      if (meta.kind === 'directory') {
-        await mkdir(host, { recursive: true, mode: 0o700 });
-      } else {
-        await mkdir(parentOf(staging, meta.path), { recursive: true, mode: 0o700 });
-        await step(owner.exportWriteFile(host, meta.executable));
-      }
-    }
+    // The whole archive → write loop runs in Rust: one native call, which settles only once
+    // its writing thread has stopped. An interrupted step rejects at once, so the failure path
+    // waits for that settlement: the caller's cleanup never races a late write.
+    writing = owner.exportHostDirectory(staging);
+    await step(writing);
     transferWatch.check();
     return await step(owner.exportFinish());
   } catch (error) {
+    await writing?.catch(() => {});
     // Only this export's own admission is abandoned, never another transfer's.
     await owner.exportAbort(ticket);
     throw error;

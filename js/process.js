@@ -30,9 +30,9 @@ function processStreams({ owner, context, limits, stopSandbox }) {
     new Readable({
       highWaterMark: limits.highWaterMark,
       read(size) {
-        // Up to a high-water mark of staged chunks at once: a fast stream costs one crossing
-        // per batch instead of one per engine frame.
-        owner.processRead(name, Math.max(size ?? 0, limits.highWaterMark)).then(
+        // Everything staged, up to the staging size: a fast stream costs one crossing per
+        // batch instead of one per engine frame, and each Buffer is exactly its bytes.
+        owner.processRead(name, Math.max(size ?? 0, limits.highWaterMark, limits.maxBufferedOutputBytes)).then(
           (chunk) => {
             if (chunk === null) this.push(null);
             else if (Buffer.isBuffer(chunk)) this.push(chunk);
@@ -79,10 +79,20 @@ class SandboxStdin extends Writable {
   }
 
   _write(chunk, _encoding, callback) {
+    // Staged at once when there is room (no promise, no trip through the runtime); else the
+    // write waits for room.
+    const staged = this.#owner.processTryWrite(chunk);
+    if (!staged.ok) return callback(this.#toError(staged.error));
+    if (staged.value) return callback();
     this.#owner.processWrite(chunk).then(
       (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
       callback,
     );
+  }
+
+  /** Chunks queued while a write was in flight go to the guest as one native write. */
+  _writev(chunks, callback) {
+    this._write(chunks.length === 1 ? chunks[0].chunk : Buffer.concat(chunks.map(({ chunk }) => chunk)), undefined, callback);
   }
 
   _final(callback) {

@@ -14,18 +14,10 @@ use crate::input::{ToValue, Value};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::lifecycle::owner::TransferTicket;
 use crate::transfer::export::{ExportSession, Selection};
-use crate::transfer::host_files::{export_host_file, import_host_file, Seen};
+use crate::transfer::host_tree::{import_host_directory, StagingWriter};
 use crate::transfer::import::ImportSession;
 use crate::transfer::options::parse_transfer_options;
 use crate::transfer::selection::parse_export_selection;
-
-/// What the directory walk saw of a host file (`lstat` with bigints).
-#[napi(object)]
-pub struct HostFileSeen {
-    pub dev: BigInt,
-    pub ino: BigInt,
-    pub size: BigInt,
-}
 
 /// The sessions of one owner: at most one transfer at a time (the owner admits it). Each open
 /// session keeps the ticket of its admission: whoever takes the session out of its slot
@@ -333,34 +325,19 @@ impl NativeOwner {
         done(Ok(Value::Null))
     }
 
-    /// Streams one host file (seen by the walk as `dev`/`ino`/`size`) into the open import, in
+    /// Imports the whole host directory `directory` (absolute, checked by the caller to be a
+    /// directory) into the open import: the walk, the checks and the reads all run in Rust, in
     /// chunks of `chunk_bytes` (the import session refuses chunks above the policy's bound).
-    #[napi(js_name = "importHostFile")]
-    pub async fn import_host_file(
-        &self,
-        index: u32,
-        path: String,
-        host: String,
-        seen: HostFileSeen,
-        chunk_bytes: u32,
-    ) -> JsData {
-        let seen = Seen {
-            dev: seen.dev.get_u64().1,
-            ino: seen.ino.get_u64().1,
-            size: seen.size.get_u64().1,
-        };
-        let chunk = chunk_bytes.max(1) as usize;
+    #[napi(js_name = "importHostDirectory")]
+    pub async fn import_host_directory(&self, directory: String, chunk_bytes: u32) -> JsData {
         done(
             self.step(async {
                 let mut slot = self.slots().import.lock().await;
                 match slot.as_mut() {
-                    Some((_, session)) => import_host_file(
+                    Some((_, session)) => import_host_directory(
                         session,
-                        index,
-                        path,
-                        std::path::Path::new(&host),
-                        seen,
-                        chunk,
+                        std::path::PathBuf::from(directory),
+                        u64::from(chunk_bytes),
                     )
                     .await
                     .map(|()| Value::Null),
@@ -371,23 +348,23 @@ impl NativeOwner {
         )
     }
 
-    /// Writes the current export file's body to `host`, created exclusively.
-    #[napi(js_name = "exportWriteFile")]
-    pub async fn export_write_file(&self, host: String, executable: bool) -> JsData {
-        done(
-            self.step(async {
+    /// Writes every entry of the open export into `staging` (an existing private directory):
+    /// directories owner-only, files created exclusively. Resolves once everything queued is
+    /// written or refused, even when the transfer was cancelled meanwhile.
+    #[napi(js_name = "exportHostDirectory")]
+    pub async fn export_host_directory(&self, staging: String) -> JsData {
+        let chunk_bytes = self.owner().request().policy.transfers.chunk_bytes;
+        let mut writer = StagingWriter::start(std::path::PathBuf::from(staging), chunk_bytes);
+        let fed = self
+            .step(async {
                 let mut slot = self.slots().export.lock().await;
                 match slot.as_mut() {
-                    Some((_, session)) => {
-                        export_host_file(session, std::path::Path::new(&host), executable)
-                            .await
-                            .map(|()| Value::Null)
-                    }
+                    Some((_, session)) => writer.feed(session).await,
                     None => Err(OwnerError::state("no export is open")),
                 }
             })
-            .await,
-        )
+            .await;
+        done(writer.finish(fed).await.map(|()| Value::Null))
     }
 
     /// Opens the export admitted by `admitExport`, with its selection. Any failure here releases

@@ -24,13 +24,24 @@ type StdinWriter = Shared<BoxFuture<'static, Result<(), OwnerError>>>;
 struct OutputReader {
     staged: mpsc::UnboundedReceiver<Received>,
     failed: Option<OwnerError>,
+    /// The last read took at least `FLOWING_BYTES`: the stream is in full flow.
+    flowing: bool,
 }
+
+/// A read at least this large means the stream is in full flow (bulk output, not a message).
+const FLOWING_BYTES: usize = 64 * 1_024;
+/// A read of a stream in full flow gathers about this much before it crosses to JavaScript
+/// (bounded by the read's `max` and half the staging), so bulk output costs few crossings...
+const FLOWING_BATCH_BYTES: usize = 512 * 1_024;
+/// ...but waits at most this long for it: a stream that slows down is delivered at once again.
+const FLOWING_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl OutputReader {
     fn new(staged: mpsc::UnboundedReceiver<Received>) -> tokio::sync::Mutex<Self> {
         tokio::sync::Mutex::new(Self {
             staged,
             failed: None,
+            flowing: false,
         })
     }
 }
@@ -210,9 +221,30 @@ impl ProcessIo {
         }
     }
 
-    /// Queues `chunk` for the guest; waits while the staging is full (backpressure).
-    pub async fn write(&self, chunk: Bytes) -> Result<(), OwnerError> {
-        let len = chunk.len() as u64;
+    /// Queues `chunk` for the guest at once if the staging has room for all of it; `Ok(false)`
+    /// (nothing counted, nothing queued) when it has not, and the caller waits in `write`.
+    /// Never waits: callable from the JavaScript thread.
+    pub fn try_write(&self, chunk: &[u8]) -> Result<bool, OwnerError> {
+        let Ok(permit) = self.stdin_budget.try_acquire_many(permits(chunk.len())) else {
+            // Full, or too large for the staging, or closed (`write` reports why).
+            return Ok(false);
+        };
+        self.count_stdin(chunk.len())?;
+        let sender = self.stdin_sender()?;
+        sender
+            .send((Bytes::copy_from_slice(chunk), permits(chunk.len())))
+            .map_err(|_| {
+                OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
+            })?;
+        // Queued: its staging space comes back when the writer has written it.
+        permit.forget();
+        Ok(true)
+    }
+
+    /// Counts `len` more stdin bytes against `maxStdinBytes`; past it, the violation stops the
+    /// sandbox.
+    fn count_stdin(&self, len: usize) -> Result<(), OwnerError> {
+        let len = len as u64;
         let total = self
             .stdin_total
             .fetch_add(len, Ordering::SeqCst)
@@ -226,6 +258,12 @@ impl ProcessIo {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Queues `chunk` for the guest; waits while the staging is full (backpressure).
+    pub async fn write(&self, chunk: Bytes) -> Result<(), OwnerError> {
+        self.count_stdin(chunk.len())?;
         let sender = self.stdin_sender()?;
         // A chunk larger than the whole staging waits for all of it, never for more.
         let staging = usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
@@ -314,6 +352,28 @@ impl ProcessIo {
                 Err(_) => break,
             }
         }
+        // In full flow, wait (briefly) for a larger batch: the staging always has room for it,
+        // since its pieces are only released once this read returns.
+        let staging = usize::try_from(self.limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
+        let batch = FLOWING_BATCH_BYTES.min(max).min(staging / 2);
+        if reader.flowing && reader.failed.is_none() && total < batch {
+            let deadline = tokio::time::Instant::now() + FLOWING_BATCH_WAIT;
+            while total < batch {
+                match tokio::time::timeout_at(deadline, reader.staged.recv()).await {
+                    Ok(Some(Ok(bytes))) => {
+                        total += bytes.len();
+                        pieces.push(bytes);
+                    }
+                    Ok(Some(Err(error))) => {
+                        reader.failed = Some(error);
+                        break;
+                    }
+                    // The end (the next read reports it) or the wait is over.
+                    Ok(None) | Err(_) => break,
+                }
+            }
+        }
+        reader.flowing = total >= FLOWING_BYTES;
         let mut out = Vec::with_capacity(total);
         for piece in &pieces {
             out.extend_from_slice(piece);
@@ -394,5 +454,107 @@ mod tests {
         let error = later.expect_err("a write after the writer failed is refused");
         assert!(error.to_string().contains("stdin"), "{error}");
         assert!(settles("end", io.end()).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn try_write_stages_what_fits_and_leaves_the_rest_to_write() {
+        let (io, _guest) = process(64);
+        assert!(io.try_write(&[1; 40]).expect("staged"));
+        // 24 bytes of room left: a 30-byte chunk is not taken, and not counted.
+        assert!(!io.try_write(&[2; 30]).expect("refused for now"));
+        assert!(io.try_write(&[3; 24]).expect("staged"));
+        // Larger than the whole staging: never taken here; `write` takes it in parts of space.
+        assert!(!io.try_write(&[4; 65]).expect("too large to stage at once"));
+        settles("close", io.close()).await;
+        // Closed: nothing is staged any more, and `write` says why.
+        assert!(!matches!(io.try_write(&[5; 1]), Ok(true)));
+        assert!(settles("a write", io.write(Bytes::from_static(b"x")))
+            .await
+            .is_err());
+    }
+
+    #[tokio::test]
+    async fn try_write_counts_against_the_stdin_total() {
+        let (input, _guest) = tokio::io::duplex(1 << 16);
+        let channels = ProcessChannels {
+            input: Box::pin(input),
+            output: futures::stream::pending().boxed(),
+            exit: futures::future::pending().boxed(),
+        };
+        let limits = StreamLimits {
+            max_stdin_bytes: Some(10),
+            ..StreamLimits::DEFAULT
+        };
+        let violated = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&violated);
+        let io = ProcessIo::new(
+            channels,
+            limits,
+            Arc::new(move || flag.store(true, Ordering::SeqCst)),
+        );
+        assert!(io.try_write(&[1; 10]).expect("at the bound"));
+        let error = io.try_write(&[1; 1]).expect_err("past the bound");
+        assert!(error.to_string().contains("maxStdinBytes"), "{error}");
+        assert!(violated.load(Ordering::SeqCst));
+    }
+
+    /// A process whose stdout is fed by the test, one piece at a time.
+    fn output_process() -> (Arc<ProcessIo>, mpsc::UnboundedSender<Bytes>) {
+        let (feed, pieces) = mpsc::unbounded_channel::<Bytes>();
+        let output = futures::stream::unfold(pieces, |mut pieces| async move {
+            pieces
+                .recv()
+                .await
+                .map(|bytes| (Ok((OutputStream::Stdout, bytes)), pieces))
+        })
+        .boxed();
+        let channels = ProcessChannels {
+            input: Box::pin(tokio::io::sink()),
+            output,
+            exit: futures::future::pending().boxed(),
+        };
+        (
+            ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {})),
+            feed,
+        )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stream_in_full_flow_is_read_in_larger_batches_within_a_bounded_wait() {
+        let (io, feed) = output_process();
+        feed.send(Bytes::from(vec![1; FLOWING_BYTES])).expect("fed");
+        let first = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(first.map(|b| b.len()), Some(FLOWING_BYTES));
+        // In full flow now: a piece here and one arriving within the wait make one read.
+        let piece = || Bytes::from(vec![2; 32 * 1_024]);
+        feed.send(piece()).expect("fed");
+        let feeder = tokio::spawn({
+            let feed = feed.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                feed.send(Bytes::from(vec![2; 32 * 1_024])).expect("fed");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                feed.send(Bytes::from_static(b"late")).expect("fed");
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let batch = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(batch.map(|b| b.len()), Some(64 * 1_024));
+        assert_eq!(
+            started.elapsed(),
+            FLOWING_BATCH_WAIT,
+            "it waited the bound, no longer"
+        );
+        // Still flowing (64 KiB): the next read waits for its first piece as any read does,
+        // then at most the bound for more, and delivers what it has.
+        let late = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(late.map(|b| b.len()), Some(4));
+        feeder.await.expect("feeder");
+        // Not flowing any more: a small message is delivered without any wait.
+        feed.send(Bytes::from_static(b"next")).expect("fed");
+        let started = tokio::time::Instant::now();
+        let next = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(next.map(|b| b.len()), Some(4));
+        assert_eq!(started.elapsed(), Duration::ZERO);
     }
 }

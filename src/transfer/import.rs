@@ -3,7 +3,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::future::BoxFuture;
 use tokio::sync::mpsc;
 
@@ -17,6 +17,9 @@ use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::paths::{check, Anchor};
 use crate::policy::request::TransferBuffers;
 
+/// Pieces smaller than this (headers, padding, small bodies) are gathered into one piece of about
+/// this size before they go to the engine, so a tree of small files costs few sends.
+const GATHER_BYTES: usize = 64 * 1_024;
 /// How long a failed send waits for the upload to say why it ended.
 const UPLOAD_ERROR_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -29,6 +32,8 @@ struct OpenFile {
 
 pub struct ImportSession {
     sink: Option<mpsc::Sender<Bytes>>,
+    /// Small pieces not yet sent: less than `GATHER_BYTES`, sent before anything larger.
+    gathered: BytesMut,
     done: Option<BoxFuture<'static, Result<(), OwnerError>>>,
     ledger: Ledger,
     quotas: TransferQuotas,
@@ -54,6 +59,7 @@ impl ImportSession {
     ) -> Self {
         Self {
             sink: Some(upload.sink),
+            gathered: BytesMut::new(),
             done: Some(upload.done),
             ledger: Ledger::new(
                 settings.spill_directory.as_deref(),
@@ -75,9 +81,34 @@ impl ImportSession {
         }
     }
 
+    /// Adds `bytes` to the archive: counted against the quotas at once, sent with the pieces
+    /// gathered before it.
     async fn send(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
         self.summary.archive_bytes += bytes.len() as u64;
         self.summary.check(&self.quotas, "the archive")?;
+        if self.gathered.len() + bytes.len() < GATHER_BYTES {
+            self.gathered.extend_from_slice(&bytes);
+            return Ok(());
+        }
+        self.flush().await?;
+        if bytes.len() < GATHER_BYTES {
+            self.gathered.extend_from_slice(&bytes);
+            Ok(())
+        } else {
+            self.deliver(bytes).await
+        }
+    }
+
+    /// Sends what is gathered, if anything.
+    async fn flush(&mut self) -> Result<(), OwnerError> {
+        if self.gathered.is_empty() {
+            return Ok(());
+        }
+        let gathered = self.gathered.split().freeze();
+        self.deliver(gathered).await
+    }
+
+    async fn deliver(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
         let sink = self
             .sink
             .as_ref()
@@ -246,6 +277,7 @@ impl ImportSession {
             other => entry_error(vec![], IssueCode::Duplicate, other.to_string()),
         })?;
         self.send(end_of_archive().into()).await?;
+        self.flush().await?;
         self.sink.take();
         match self.done.take() {
             Some(done) => done.await?,

@@ -2,7 +2,7 @@
 //! streaming tar writing and reading.
 
 pub mod export;
-pub mod host_files;
+pub mod host_tree;
 pub mod import;
 pub mod ledger;
 pub mod options;

@@ -1,0 +1,537 @@
+//! Whole host directories through one transfer, for the `/node` directory helpers: one native
+//! call per transfer, no per-file crossing into JavaScript. The import walks, checks and reads
+//! files on one blocking thread that feeds the archive; the export writes every entry on one
+//! blocking thread fed by the archive. Every file is checked (descriptor identity against the
+//! walk, `O_NOFOLLOW`, exclusive creation, the umask), and the two sides hold at most `queue_depth` messages in flight between the two sides.
+
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions, ReadDir};
+use std::io::{Read, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+
+use bytes::Bytes;
+use tokio::sync::mpsc;
+
+use super::export::ExportSession;
+use super::import::ImportSession;
+use crate::lifecycle::error::{OperationCode, OwnerError};
+
+/// Opening a symlink fails instead of following it; a FIFO or device swapped in after the walk
+/// returns at once instead of waiting for a peer (and is refused as not a regular file).
+const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
+/// Bytes allowed in flight between the two sides (rounded up to two chunks at least).
+const IN_FLIGHT_BYTES: u64 = 4 * 1_024 * 1_024;
+/// Messages in flight at most, whatever their size (small files are several messages each).
+const QUEUE_MAX: usize = 64;
+
+/// How many messages may wait between the two sides: `IN_FLIGHT_BYTES` of chunks, at least two.
+pub fn queue_depth(chunk_bytes: u64) -> usize {
+    let chunks = IN_FLIGHT_BYTES / chunk_bytes.max(1);
+    usize::try_from(chunks)
+        .unwrap_or(QUEUE_MAX)
+        .clamp(2, QUEUE_MAX)
+}
+
+fn host_error(path: &Path, what: &str) -> OwnerError {
+    OwnerError::operation(
+        OperationCode::StreamFailure,
+        format!("{}: {what}", path.display()),
+    )
+}
+
+/// What the walking thread hands to the archive side, in tree order.
+enum Walked {
+    Directory(String),
+    File {
+        path: String,
+        size: u64,
+        executable: bool,
+    },
+    Chunk(Bytes),
+    FileEnd,
+}
+
+type WalkSender = mpsc::Sender<Result<Walked, OwnerError>>;
+
+/// Imports the regular files and directories under `root` (a directory the caller checked is
+/// not a link) into `session`, depth first, each directory before its contents. Entry indices
+/// count from 0 in walk order. A symlink or special file fails the import, as does a file
+/// replaced, truncated or grown between the walk and its read.
+pub async fn import_host_directory(
+    session: &mut ImportSession,
+    root: PathBuf,
+    chunk_bytes: u64,
+) -> Result<(), OwnerError> {
+    let (sender, mut walked) = mpsc::channel(queue_depth(chunk_bytes));
+    let chunk = usize::try_from(chunk_bytes.max(1)).unwrap_or(usize::MAX);
+    // The thread ends at its next send once this side is gone (an error, a cancelled step).
+    tokio::task::spawn_blocking(move || {
+        if let Err(error) = walk_tree(&root, chunk, &sender) {
+            let _ = sender.blocking_send(Err(error));
+        }
+    });
+    let mut index: u32 = 0;
+    while let Some(item) = walked.recv().await {
+        match item? {
+            Walked::Directory(path) => {
+                session.directory(index, path).await?;
+                index = index.saturating_add(1);
+            }
+            Walked::File {
+                path,
+                size,
+                executable,
+            } => {
+                session.begin_file(index, path, size, executable).await?;
+                index = index.saturating_add(1);
+            }
+            Walked::Chunk(bytes) => session.chunk(bytes).await?,
+            Walked::FileEnd => session.end_file().await?,
+        }
+    }
+    Ok(())
+}
+
+/// The reader has gone: stop walking quietly (its own error, if any, is already reported).
+struct Gone;
+
+impl From<Gone> for OwnerError {
+    fn from(_: Gone) -> Self {
+        OwnerError::cancelled("the import ended before the walk")
+    }
+}
+
+fn send(sender: &WalkSender, item: Walked) -> Result<(), Gone> {
+    sender.blocking_send(Ok(item)).map_err(|_| Gone)
+}
+
+fn utf8_name(directory: &Path, name: OsString) -> Result<String, OwnerError> {
+    name.into_string().map_err(|name| {
+        host_error(
+            &directory.join(name),
+            "the name is not valid UTF-8 and cannot be a workspace path",
+        )
+    })
+}
+
+/// The depth-first walk: one open directory per level, never a whole listing.
+fn walk_tree(root: &Path, chunk: usize, sender: &WalkSender) -> Result<(), OwnerError> {
+    let open = |host: &Path| {
+        fs::read_dir(host).map_err(|e| host_error(host, &format!("cannot be listed: {e}")))
+    };
+    let mut levels: Vec<(PathBuf, String, ReadDir)> =
+        vec![(root.to_path_buf(), String::new(), open(root)?)];
+    while let Some((host_dir, relative_dir, entries)) = levels.last_mut() {
+        let Some(entry) = entries.next() else {
+            levels.pop();
+            continue;
+        };
+        let entry = entry.map_err(|e| host_error(host_dir, &format!("cannot be listed: {e}")))?;
+        let name = utf8_name(host_dir, entry.file_name())?;
+        let host = host_dir.join(&name);
+        let path = if relative_dir.is_empty() {
+            name
+        } else {
+            format!("{relative_dir}/{name}")
+        };
+        let seen = fs::symlink_metadata(&host).map_err(|e| host_error(&host, &e.to_string()))?;
+        let kind = seen.file_type();
+        if kind.is_symlink() {
+            return Err(host_error(&host, "symbolic links are not imported"));
+        } else if kind.is_dir() {
+            send(sender, Walked::Directory(path.clone()))?;
+            let listing = open(&host)?;
+            levels.push((host, path, listing));
+        } else if kind.is_file() {
+            read_file(&host, path, &seen, chunk, sender)?;
+        } else {
+            return Err(host_error(&host, "special files are not imported"));
+        }
+    }
+    Ok(())
+}
+
+/// Sends one file the walk saw as `seen`: opened without following links, checked to be the
+/// very file (device, inode) with the size the walk saw, read to exactly that size.
+fn read_file(
+    host: &Path,
+    path: String,
+    seen: &fs::Metadata,
+    chunk: usize,
+    sender: &WalkSender,
+) -> Result<(), OwnerError> {
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(OPEN_FLAGS)
+        .open(host)
+        .map_err(|e| {
+            host_error(
+                host,
+                &format!("cannot be opened without following links: {e}"),
+            )
+        })?;
+    let opened = file
+        .metadata()
+        .map_err(|e| host_error(host, &e.to_string()))?;
+    if !opened.is_file() {
+        return Err(host_error(host, "is not a regular file"));
+    }
+    if opened.dev() != seen.dev() || opened.ino() != seen.ino() {
+        return Err(host_error(
+            host,
+            "was replaced while the directory was being read",
+        ));
+    }
+    let size = seen.len();
+    if opened.len() != size {
+        return Err(host_error(
+            host,
+            "changed size while the directory was being read",
+        ));
+    }
+    send(
+        sender,
+        Walked::File {
+            path,
+            size,
+            executable: opened.mode() & 0o100 != 0,
+        },
+    )?;
+    let mut remaining = size;
+    while remaining > 0 {
+        // Exactly what is left, up to one chunk: small files cost their own size.
+        let want = usize::try_from(remaining).map_or(chunk, |left| left.min(chunk));
+        let mut buffer = vec![0u8; want];
+        let mut filled = 0;
+        while filled < want {
+            let n = file
+                .read(&mut buffer[filled..])
+                .map_err(|e| host_error(host, &format!("reading failed: {e}")))?;
+            if n == 0 {
+                return Err(host_error(host, "was truncated while it was being read"));
+            }
+            filled += n;
+        }
+        remaining -= want as u64;
+        send(sender, Walked::Chunk(Bytes::from(buffer)))?;
+    }
+    let mut probe = [0u8; 1];
+    if file
+        .read(&mut probe)
+        .map_err(|e| host_error(host, &e.to_string()))?
+        != 0
+    {
+        return Err(host_error(host, "grew while it was being read"));
+    }
+    send(sender, Walked::FileEnd)?;
+    Ok(())
+}
+
+/// What the archive side hands to the writing thread, in archive order.
+enum Staged {
+    Directory(String),
+    File { path: String, executable: bool },
+    Chunk(Bytes),
+    FileEnd,
+}
+
+/// The thread that writes an export into a staging directory.
+pub struct StagingWriter {
+    sender: Option<mpsc::Sender<Staged>>,
+    thread: tokio::task::JoinHandle<Result<(), OwnerError>>,
+}
+
+impl StagingWriter {
+    /// Starts writing into `staging`, an existing private directory this call never creates:
+    /// if it is removed meanwhile, every later write fails instead of recreating it.
+    pub fn start(staging: PathBuf, chunk_bytes: u64) -> Self {
+        let (sender, receiver) = mpsc::channel(queue_depth(chunk_bytes));
+        let thread = tokio::task::spawn_blocking(move || write_tree(&staging, receiver));
+        Self {
+            sender: Some(sender),
+            thread,
+        }
+    }
+
+    /// Feeds every entry of `session` to the thread. When this future is dropped (a cancelled
+    /// step), the thread finishes what is queued and ends; `finish` waits for it.
+    pub async fn feed(&mut self, session: &mut ExportSession) -> Result<(), OwnerError> {
+        let Some(sender) = self.sender.clone() else {
+            return Err(OwnerError::state("the export writer is closed"));
+        };
+        // A failed send means the thread ended: `finish` reports why.
+        let closed = || OwnerError::state("the export writer ended");
+        while let Some(entry) = session.next_entry().await? {
+            if entry.directory {
+                sender
+                    .send(Staged::Directory(entry.path))
+                    .await
+                    .map_err(|_| closed())?;
+                continue;
+            }
+            let file = Staged::File {
+                path: entry.path,
+                executable: entry.executable,
+            };
+            sender.send(file).await.map_err(|_| closed())?;
+            while let Some(chunk) = session.read().await? {
+                sender
+                    .send(Staged::Chunk(chunk))
+                    .await
+                    .map_err(|_| closed())?;
+            }
+            sender.send(Staged::FileEnd).await.map_err(|_| closed())?;
+        }
+        Ok(())
+    }
+
+    /// Closes the queue and waits for the thread to write (or refuse) what was queued: at most
+    /// `queue_depth` messages. The thread's own error comes first: it is the cause of a failed
+    /// send.
+    pub async fn finish(mut self, fed: Result<(), OwnerError>) -> Result<(), OwnerError> {
+        self.sender.take();
+        let written = self.thread.await.unwrap_or_else(|e| {
+            Err(OwnerError::driver(format!(
+                "the export writer ended abnormally: {e}"
+            )))
+        });
+        written.and(fed)
+    }
+}
+
+/// Creates the missing directories of `relative` under `staging`, owner-only, one component at
+/// a time (never `staging` itself).
+fn make_directories(staging: &Path, relative: &str) -> Result<(), OwnerError> {
+    let mut host = staging.to_path_buf();
+    for part in relative.split('/') {
+        host.push(part);
+        match fs::DirBuilder::new().mode(0o700).create(&host) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                let meta =
+                    fs::symlink_metadata(&host).map_err(|e| host_error(&host, &e.to_string()))?;
+                if !meta.is_dir() {
+                    return Err(host_error(&host, "exists and is not a directory"));
+                }
+            }
+            Err(e) => {
+                return Err(host_error(
+                    &host,
+                    &format!("the directory cannot be created: {e}"),
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Creates `host` exclusively with owner read and write (and execute when `executable`);
+/// fails if the process umask removed a requested bit.
+fn create_file(host: &Path, executable: bool) -> Result<File, OwnerError> {
+    let wanted = if executable { 0o700 } else { 0o600 };
+    let file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(OPEN_FLAGS)
+        .mode(wanted)
+        .open(host)
+        .map_err(|e| host_error(host, &format!("cannot be created exclusively: {e}")))?;
+    let mode = file
+        .metadata()
+        .map_err(|e| host_error(host, &e.to_string()))?
+        .permissions()
+        .mode();
+    if mode & wanted != wanted {
+        return Err(host_error(
+            host,
+            &format!(
+                "was created with mode {:o}: the process umask removed a requested permission bit",
+                mode & 0o777
+            ),
+        ));
+    }
+    Ok(file)
+}
+
+fn parent_of(path: &str) -> Option<&str> {
+    path.rfind('/').map(|at| &path[..at])
+}
+
+fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Staged>) -> Result<(), OwnerError> {
+    let mut open: Option<(PathBuf, File)> = None;
+    while let Some(message) = queue.blocking_recv() {
+        match message {
+            Staged::Directory(path) => make_directories(staging, &path)?,
+            Staged::File { path, executable } => {
+                if let Some(parent) = parent_of(&path) {
+                    make_directories(staging, parent)?;
+                }
+                let host = staging.join(&path);
+                let file = create_file(&host, executable)?;
+                open = Some((host, file));
+            }
+            Staged::Chunk(bytes) => {
+                let Some((host, file)) = open.as_mut() else {
+                    return Err(OwnerError::state("a chunk arrived with no file open"));
+                };
+                file.write_all(&bytes)
+                    .map_err(|e| host_error(host, &format!("writing failed: {e}")))?;
+            }
+            Staged::FileEnd => {
+                if open.take().is_none() {
+                    return Err(OwnerError::state("a file ended that was never opened"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_queue_holds_a_few_mebibytes_of_chunks_and_at_least_two() {
+        assert_eq!(queue_depth(64 * 1_024), 64);
+        assert_eq!(queue_depth(1_024 * 1_024), 4);
+        assert_eq!(queue_depth(16 * 1_024 * 1_024), 2);
+        assert_eq!(queue_depth(1), QUEUE_MAX);
+        assert_eq!(queue_depth(0), QUEUE_MAX);
+    }
+
+    fn scratch(name: &str) -> PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("native-sandbox-tree-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        fs::create_dir_all(&dir).expect("scratch directory");
+        dir
+    }
+
+    #[test]
+    fn directories_are_made_one_component_at_a_time_and_never_recreate_staging() {
+        let dir = scratch("mkdir");
+        let staging = dir.join("staging");
+        fs::create_dir(&staging).expect("staging");
+        make_directories(&staging, "a/b/c").expect("made");
+        make_directories(&staging, "a/b").expect("already there");
+        assert!(staging.join("a/b/c").is_dir());
+        fs::write(staging.join("a/file"), b"x").expect("file");
+        let refused = make_directories(&staging, "a/file/d").expect_err("not a directory");
+        assert!(refused.to_string().contains("not a directory"), "{refused}");
+        fs::remove_dir_all(&staging).expect("removed");
+        let gone = make_directories(&staging, "x").expect_err("staging is gone");
+        assert!(gone.to_string().contains("cannot be created"), "{gone}");
+        assert!(!staging.exists(), "staging was recreated");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    /// Walks `root` on this thread (the queue is deep enough for the small trees used here).
+    fn walked(root: &Path) -> (Vec<String>, Option<String>) {
+        let (sender, mut receiver) = mpsc::channel(QUEUE_MAX);
+        let walked = walk_tree(root, 3, &sender);
+        drop(sender);
+        let mut seen = Vec::new();
+        while let Ok(item) = receiver.try_recv() {
+            seen.push(match item.expect("only Ok items are sent") {
+                Walked::Directory(path) => format!("d {path}"),
+                Walked::File { path, size, .. } => format!("f {path} {size}"),
+                Walked::Chunk(bytes) => format!("c {}", bytes.len()),
+                Walked::FileEnd => "e".into(),
+            });
+        }
+        (seen, walked.err().map(|e| e.to_string()))
+    }
+
+    #[test]
+    fn the_walk_sends_each_directory_before_its_contents_and_files_in_chunks() {
+        let dir = scratch("walk");
+        fs::create_dir_all(dir.join("a/b")).expect("dirs");
+        fs::write(dir.join("a/b/seven"), b"1234567").expect("file");
+        let (seen, error) = walked(&dir);
+        assert_eq!(error, None);
+        assert_eq!(
+            seen,
+            ["d a", "d a/b", "f a/b/seven 7", "c 3", "c 3", "c 1", "e"]
+        );
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn links_and_special_files_fail_the_walk() {
+        let dir = scratch("links");
+        std::os::unix::fs::symlink("/etc/passwd", dir.join("link")).expect("link");
+        let (_, error) = walked(&dir);
+        assert!(error
+            .expect("refused")
+            .contains("symbolic links are not imported"));
+        fs::remove_file(dir.join("link")).expect("unlink");
+        let made = std::process::Command::new("mkfifo")
+            .arg(dir.join("fifo"))
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (_, error) = walked(&dir);
+        assert!(error
+            .expect("refused")
+            .contains("special files are not imported"));
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_fifo_swapped_in_after_the_walk_is_refused_at_once() {
+        let dir = scratch("fifo");
+        let host = dir.join("f");
+        fs::write(&host, b"abc").expect("file");
+        let seen = fs::symlink_metadata(&host).expect("stat");
+        fs::remove_file(&host).expect("unlink");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&host)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let (sender, _receiver) = mpsc::channel(QUEUE_MAX);
+        // Opening a FIFO without a writer would block without O_NONBLOCK: this returns at once.
+        let error = read_file(&host, "f".into(), &seen, 64, &sender).expect_err("refused");
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn a_file_replaced_or_resized_after_the_walk_is_refused() {
+        let dir = scratch("replaced");
+        let host = dir.join("f");
+        fs::write(&host, b"abc").expect("file");
+        let seen = fs::symlink_metadata(&host).expect("stat");
+        let (sender, _receiver) = mpsc::channel(QUEUE_MAX);
+        fs::write(&host, b"abcd").expect("grown");
+        let error = read_file(&host, "f".into(), &seen, 64, &sender).expect_err("resized");
+        assert!(error.to_string().contains("changed size"), "{error}");
+        // Made while the original still holds its inode, so the inode cannot be reused.
+        fs::write(dir.join("other"), b"abc").expect("other");
+        fs::rename(dir.join("other"), &host).expect("replaced");
+        let error = read_file(&host, "f".into(), &seen, 64, &sender).expect_err("replaced");
+        assert!(error.to_string().contains("was replaced"), "{error}");
+        fs::remove_dir_all(&dir).ok();
+    }
+
+    #[test]
+    fn files_are_created_exclusively_without_following_links() {
+        let dir = scratch("create");
+        let target = dir.join("target");
+        fs::write(&target, b"keep").expect("target");
+        std::os::unix::fs::symlink(&target, dir.join("link")).expect("link");
+        let refused = create_file(&dir.join("link"), false).expect_err("a link is refused");
+        assert!(refused.to_string().contains("exclusively"), "{refused}");
+        assert_eq!(fs::read(&target).expect("target"), b"keep");
+        let made = create_file(&dir.join("new"), true).expect("created");
+        drop(made);
+        let mode = fs::metadata(dir.join("new"))
+            .expect("new")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o700, 0o700);
+        fs::remove_dir_all(&dir).ok();
+    }
+}
