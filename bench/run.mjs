@@ -3,7 +3,7 @@
 // (bench/one.mjs). Writes bench/results.json (date, machine, engine, versions, every sample, the
 // goals as ratios inside each round) and regenerates the README's tables from it (bench/report.mjs).
 // Sizes: NATIVE_SANDBOX_BENCH_ROUNDS (3), _SMALL_FILES (20,000 of 4 KiB), _LARGE_BYTES (1 GiB),
-// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB), _START_RUNS (10), _CONCURRENT (16), _EXACT_FILES (500).
+// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB), _START_RUNS (10), _CONCURRENT (16), _EXACT_FILES (4,200).
 import { execFileSync } from 'node:child_process';
 import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus, release, totalmem, tmpdir } from 'node:os';
@@ -21,7 +21,7 @@ const config = {
   stdinBytes: env('STDIN_BYTES', 256 * 1024 ** 2),
   startRuns: env('START_RUNS', 10),
   concurrent: env('CONCURRENT', 16),
-  exactFiles: env('EXACT_FILES', 500),
+  exactFiles: env('EXACT_FILES', 4_200),
   image: process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1',
 };
 const one = fileURLToPath(new URL('./one.mjs', import.meta.url));

@@ -32,8 +32,10 @@ bash scripts/build-node-guest-image.sh || fail "Node.js guest image build failed
 
 step "cargo fmt --check"
 cargo fmt --check || fail "cargo fmt --check found unformatted code (run cargo fmt)"
+cargo fmt --check --manifest-path helper/Cargo.toml || fail "cargo fmt --check found unformatted code in helper/"
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets --locked -- -D warnings || fail "clippy"
+cargo clippy --quiet --locked --manifest-path helper/Cargo.toml --target-dir target/helper-clippy -- -D warnings || fail "clippy (helper/)"
 step "cargo test"
 cargo test --quiet --locked || fail "cargo test"
 

@@ -1,7 +1,9 @@
 //! The workspace seed image: a filesystem of one directory, `/sandbox/workspace`, owned by the
 //! sandbox user. A fresh named volume mounted there by a container of this image takes that
 //! ownership, so the non-root process can write its workspace even when nothing was imported.
-//! Built locally from a tar stream (no registry), once per uid:gid, and kept as a cache.
+//! Built locally from a tar stream (no registry), once per uid:gid and helper build, and kept as
+//! a cache. It also carries the export helper (`helper/`, embedded in the addon), the holder's
+//! entrypoint: run, it streams exact workspace files as one archive.
 
 use bollard::body_full;
 use bollard::query_parameters::CreateImageOptionsBuilder;
@@ -12,11 +14,26 @@ use super::engine::{engine_error, is_not_found};
 use crate::lifecycle::error::OwnerError;
 
 const SEED_REPOSITORY: &str = "native-sandbox/workspace-seed";
+/// The export helper, a static Linux executable built by `build.rs` from `helper/`.
+const EXPORT_HELPER: &[u8] = include_bytes!(env!("NATIVE_SANDBOX_EXPORT_HELPER"));
+/// Where the seed image holds the export helper (owned by root, read-only like the whole root
+/// filesystem of the holder).
+pub const EXPORT_HELPER_PATH: &str = "/native-sandbox-export";
+
+/// The seed image's tag for `uid`:`gid`: a new helper build makes a new image.
+fn seed_tag(uid: u64, gid: u64) -> String {
+    let digest = crate::digest::sha256(EXPORT_HELPER);
+    let short = digest
+        .trim_start_matches("sha256:")
+        .get(..12)
+        .unwrap_or_default();
+    format!("{uid}-{gid}-{short}")
+}
 
 /// The seed image's ID for `user` (`uid:gid`), importing it when it is missing.
 pub async fn ensure_seed_image(docker: &Docker, user: &str) -> Result<String, OwnerError> {
     let (uid, gid) = numeric_user(user)?;
-    let tag = format!("{uid}-{gid}");
+    let tag = seed_tag(uid, gid);
     let reference = format!("{SEED_REPOSITORY}:{tag}");
     match docker.inspect_image(&reference).await {
         Ok(image) => {
@@ -69,5 +86,19 @@ fn seed_archive(uid: u64, gid: u64) -> Result<Vec<u8>, OwnerError> {
             .append_data(&mut header, path, std::io::empty())
             .map_err(failed)?;
     }
+    let mut header = tar::Header::new_ustar();
+    header.set_entry_type(tar::EntryType::Regular);
+    header.set_mode(0o755);
+    header.set_uid(0);
+    header.set_gid(0);
+    header.set_size(EXPORT_HELPER.len() as u64);
+    header.set_mtime(0);
+    builder
+        .append_data(
+            &mut header,
+            EXPORT_HELPER_PATH.trim_start_matches('/'),
+            EXPORT_HELPER,
+        )
+        .map_err(failed)?;
     builder.into_inner().map_err(failed)
 }

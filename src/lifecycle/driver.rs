@@ -110,6 +110,19 @@ pub trait DriverReservation: Send + Sync + 'static {
         })
     }
 
+    /// Streams one archive of exactly the workspace files `paths` (validated, relative), in that
+    /// order, read without following any link: a regular file is an entry named by its path, a
+    /// path holding anything else a directory entry of that name, a missing path no entry.
+    /// `Ok(None)` when the driver cannot (the caller then exports the files one by one through
+    /// `open_export`).
+    fn open_export_files(
+        self: Arc<Self>,
+        paths: Vec<String>,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        let _ = paths;
+        Box::pin(async { Ok(None) })
+    }
+
     /// Streams the archive of `relative` (a workspace path; empty for the workspace itself).
     /// A missing path is `Ok(None)`.
     fn open_export(

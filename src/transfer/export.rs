@@ -27,8 +27,15 @@ pub enum Selection {
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Target {
     Workspace,
-    File { index: usize, path: String },
-    Subtree { path: String },
+    File {
+        index: usize,
+        path: String,
+    },
+    Subtree {
+        path: String,
+    },
+    /// One archive answering every remaining `File` target in order (`open_export_files`).
+    Files,
 }
 
 /// One delivered entry's metadata.
@@ -51,6 +58,8 @@ pub struct ExportSession {
     summary: Summary,
     subtree_root_seen: bool,
     body_open: bool,
+    /// Whether the driver was asked for one archive of the selected files.
+    files_asked: bool,
 }
 
 fn selection_error(path: Vec<Seg>, code: IssueCode, message: String) -> OwnerError {
@@ -146,6 +155,7 @@ impl ExportSession {
             summary: Summary::default(),
             subtree_root_seen: false,
             body_open: false,
+            files_asked: false,
         })
     }
 
@@ -163,11 +173,27 @@ impl ExportSession {
     }
 
     async fn open_next(&mut self) -> Result<bool, OwnerError> {
+        if !self.files_asked && matches!(self.targets.front(), Some(Target::File { .. })) {
+            // Exact files: one archive of all of them when the driver can, else one each.
+            self.files_asked = true;
+            let paths = self
+                .targets
+                .iter()
+                .filter_map(|target| match target {
+                    Target::File { path, .. } => Some(path.clone()),
+                    _ => None,
+                })
+                .collect();
+            if let Some(download) = Arc::clone(&self.driver).open_export_files(paths).await? {
+                self.current = Some((Target::Files, TarReader::new(download), true));
+                return Ok(true);
+            }
+        }
         let Some(target) = self.targets.pop_front() else {
             return Ok(false);
         };
         let relative = match &target {
-            Target::Workspace => String::new(),
+            Target::Workspace | Target::Files => String::new(),
             Target::File { path, .. } | Target::Subtree { path } => path.clone(),
         };
         let download = Arc::clone(&self.driver)
@@ -194,6 +220,9 @@ impl ExportSession {
         loop {
             if self.current.is_none() && !self.open_next().await? {
                 return Ok(None);
+            }
+            if matches!(self.current, Some((Target::Files, _, _))) {
+                return self.next_selected_file().await;
             }
             let Some((target, reader, seen_root)) = self.current.as_mut() else {
                 continue;
@@ -285,6 +314,74 @@ impl ExportSession {
         }
     }
 
+    /// The next requested file from the archive answering all of them (`Target::Files`): an
+    /// entry of exactly the requested path, in the requested order; a path the archive skips
+    /// does not exist, one answered by a directory entry is not a regular file. After the last
+    /// one the archive must end.
+    async fn next_selected_file(&mut self) -> Result<Option<ExportEntry>, OwnerError> {
+        let Some((_, reader, _)) = self.current.as_mut() else {
+            return Err(OwnerError::state("no archive"));
+        };
+        let raw = reader.next_entry().await.map_err(tar_error)?;
+        let Some(Target::File { index, path }) = self.targets.pop_front() else {
+            if raw.is_some() {
+                return Err(OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    "the exported archive holds an entry that was not selected",
+                ));
+            }
+            let (_, reader, _) = self
+                .current
+                .take()
+                .ok_or_else(|| OwnerError::state("no archive"))?;
+            self.finished_archive_bytes += reader.consumed;
+            self.account_archive()?;
+            return Ok(None);
+        };
+        self.account_archive()?;
+        let at = || vec!["paths".into(), index.into()];
+        let raw = match raw {
+            Some(raw) if raw.name.trim_end_matches('/') == path => raw,
+            _ => {
+                return Err(selection_error(
+                    at(),
+                    IssueCode::InvalidValue,
+                    format!("{path} does not exist in the workspace"),
+                ))
+            }
+        };
+        if raw.directory {
+            return Err(selection_error(
+                at(),
+                IssueCode::InvalidValue,
+                format!("{path} is not a regular file"),
+            ));
+        }
+        if let Some(limit) = self.quotas.max_file_bytes {
+            if raw.size > limit {
+                return Err(quota_error(
+                    "maxFileBytes",
+                    limit,
+                    format!("{path} ({} bytes)", raw.size),
+                ));
+            }
+        }
+        self.summary.files += 1;
+        self.summary.file_bytes += raw.size;
+        self.summary.check(&self.quotas, &path)?;
+        self.ledger
+            .add(&path, EntryKind::File)
+            .await
+            .map_err(ledger_error)?;
+        self.body_open = true;
+        Ok(Some(ExportEntry {
+            path,
+            directory: false,
+            byte_length: raw.size,
+            executable: raw.mode & 0o100 != 0,
+        }))
+    }
+
     /// Up to `chunkBytes` of the current file's body; `None` at its end.
     pub async fn read(&mut self) -> Result<Option<Bytes>, OwnerError> {
         if !self.body_open {
@@ -329,6 +426,7 @@ fn map_name(target: &Target, name: &str, first: bool) -> Result<Option<String>, 
     }
     let (root_name, base) = match target {
         Target::Workspace => ("workspace", None),
+        Target::Files => return Err(refuse("not an archive of one root")),
         Target::File { path, .. } | Target::Subtree { path } => {
             (path.rsplit('/').next().unwrap_or(path), Some(path.as_str()))
         }
@@ -354,4 +452,154 @@ fn map_name(target: &Target, name: &str, first: bool) -> Result<Option<String>, 
         (Some(base), None) => Some(base.to_owned()),
         (Some(base), Some(rest)) => Some(format!("{base}/{rest}")),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lifecycle::driver::{ReadyFacts, StartContext};
+    use crate::transfer::options::TransferQuotas;
+    use crate::transfer::tar_write::{end_of_archive, entry_header, padding, Ownership};
+    use futures::future::BoxFuture;
+    use futures::StreamExt;
+
+    /// A driver whose `open_export_files` answers with `archive` (or cannot, when `None`), and
+    /// whose workspace holds nothing for `open_export`.
+    struct FilesDriver {
+        archive: Option<Vec<Result<Bytes, String>>>,
+    }
+
+    impl DriverReservation for FilesDriver {
+        fn start(
+            self: Arc<Self>,
+            _context: StartContext,
+        ) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
+            Box::pin(async { Err(OwnerError::state("not used")) })
+        }
+        fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn open_export_files(
+            self: Arc<Self>,
+            _paths: Vec<String>,
+        ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+            let archive = self.archive.clone();
+            Box::pin(async move { Ok(archive.map(|pieces| futures::stream::iter(pieces).boxed())) })
+        }
+        fn open_export(
+            self: Arc<Self>,
+            _relative: String,
+        ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+            Box::pin(async { Ok(None) })
+        }
+    }
+
+    use crate::lifecycle::driver::ArchiveDownload;
+
+    const OWNER: Ownership = Ownership { uid: 1, gid: 1 };
+
+    fn file(path: &str, body: &[u8]) -> Vec<u8> {
+        let mut out = entry_header(path, false, body.len() as u64, 0o644, OWNER, 0);
+        out.extend_from_slice(body);
+        out.extend(vec![0; padding(body.len() as u64)]);
+        out
+    }
+
+    fn directory(path: &str) -> Vec<u8> {
+        entry_header(path, true, 0, 0o755, OWNER, 0)
+    }
+
+    fn archive(parts: Vec<Vec<u8>>) -> Vec<Result<Bytes, String>> {
+        let mut all: Vec<u8> = parts.concat();
+        all.extend(end_of_archive());
+        vec![Ok(Bytes::from(all))]
+    }
+
+    fn quotas() -> TransferQuotas {
+        TransferQuotas {
+            max_files: None,
+            max_file_bytes: None,
+            max_total_bytes: None,
+            max_archive_bytes: None,
+            max_paths: None,
+        }
+    }
+
+    /// What an export delivered (path and body of each file) and its summary.
+    type Exported = Result<(Vec<(String, Vec<u8>)>, Summary), OwnerError>;
+
+    async fn export(archive: Option<Vec<Result<Bytes, String>>>, paths: &[&str]) -> Exported {
+        let driver = Arc::new(FilesDriver { archive });
+        let selection = Selection::Files(paths.iter().map(|p| (*p).to_owned()).collect());
+        let mut session =
+            ExportSession::new(driver, selection, None, TransferBuffers::DEFAULT, quotas()).await?;
+        let mut delivered = Vec::new();
+        while let Some(entry) = session.next_entry().await? {
+            let mut body = Vec::new();
+            while let Some(chunk) = session.read().await? {
+                body.extend_from_slice(&chunk);
+            }
+            delivered.push((entry.path, body));
+        }
+        Ok((delivered, session.finish().await?))
+    }
+
+    fn message(result: Exported) -> String {
+        match result {
+            Ok(_) => panic!("the export should fail"),
+            Err(OwnerError::Validation(issues)) => issues
+                .iter()
+                .map(|issue| issue.message.clone())
+                .collect::<Vec<_>>()
+                .join("; "),
+            Err(error) => error.to_string(),
+        }
+    }
+
+    #[tokio::test]
+    async fn one_archive_answers_the_selected_files_in_their_order() {
+        let answer = archive(vec![file("b/2", b"two"), file("a", b"one")]);
+        let (delivered, summary) = export(Some(answer), &["b/2", "a"]).await.expect("exported");
+        assert_eq!(
+            delivered,
+            vec![
+                ("b/2".to_owned(), b"two".to_vec()),
+                ("a".to_owned(), b"one".to_vec())
+            ]
+        );
+        assert_eq!(summary.files, 2);
+        assert_eq!(summary.file_bytes, 6);
+        // Two headers, two body blocks, the two end-of-archive blocks.
+        assert_eq!(summary.archive_bytes, 6 * 512);
+    }
+
+    #[tokio::test]
+    async fn a_skipped_path_is_missing_and_a_directory_answer_is_not_a_regular_file() {
+        let skipped = archive(vec![file("b", b"x")]);
+        let error = message(export(Some(skipped), &["a", "b"]).await);
+        assert!(error.contains("a does not exist"), "{error}");
+        let answered = archive(vec![file("a", b"x"), directory("b")]);
+        let error = message(export(Some(answered), &["a", "b"]).await);
+        assert!(error.contains("b is not a regular file"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn an_entry_nobody_asked_for_or_a_failure_after_the_archive_fails_the_export() {
+        let extra = archive(vec![file("a", b"x"), file("z", b"y")]);
+        let error = message(export(Some(extra), &["a"]).await);
+        assert!(error.contains("not selected"), "{error}");
+        let mut failed = archive(vec![file("a", b"x")]);
+        failed.push(Err("the export helper failed (exit status 2): gone".into()));
+        let error = message(export(Some(failed), &["a"]).await);
+        assert!(error.contains("exit status 2"), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_driver_without_one_archive_is_asked_file_by_file() {
+        let error = message(export(None, &["a"]).await);
+        assert!(error.contains("a does not exist"), "{error}");
+    }
 }

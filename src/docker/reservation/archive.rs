@@ -31,7 +31,7 @@ impl Drop for AbortOnDrop {
 }
 
 impl DockerReservation {
-    async fn holder(&self) -> Result<String, OwnerError> {
+    pub(super) async fn holder(&self) -> Result<String, OwnerError> {
         let state = self.state.lock().await;
         match crate::docker::objects::identity_of(&state.record, Role::Export) {
             Some(Identity::Identified { id, .. }) => Ok(id.clone()),

@@ -1,7 +1,9 @@
 //! One Docker sandbox: startup under checkpoints, stop and destroy. The process container is in
-//! `process.rs`, archive transfers through the workspace holder in `archive.rs`.
+//! `process.rs`, archive transfers through the workspace holder in `archive.rs`, exports of
+//! exact files through the holder's export helper in `export_helper.rs`.
 
 mod archive;
+mod export_helper;
 mod pending;
 mod process;
 
@@ -26,7 +28,7 @@ use super::objects::{
     container_fingerprint, network_fingerprint, provable_container, remove_all, volume_fingerprint,
     with_identity,
 };
-use super::seed::ensure_seed_image;
+use super::seed::{ensure_seed_image, EXPORT_HELPER_PATH};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
     ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
@@ -360,7 +362,8 @@ impl DockerReservation {
         }
     }
 
-    /// The never-started container that holds the workspace volume for archive transfers.
+    /// The container that holds the workspace volume for archive transfers; it runs only the
+    /// export helper, only for exports of exact files.
     async fn create_holder(
         &self,
         context: &StartContext,
@@ -377,8 +380,14 @@ impl DockerReservation {
         // Created from the seed image, whose workspace directory belongs to the sandbox user:
         // the engine copies that ownership onto the fresh volume's root.
         body.image = Some(ensure_seed_image(&self.settings.docker, &self.settings.user).await?);
-        // Never started: the entrypoint only has to exist as a string.
-        body.entrypoint = Some(vec!["/sandbox-holder-is-never-started".into()]);
+        // Started only for exports of exact files: the export helper reads the paths on stdin
+        // and writes their archive on stdout, then exits (see `archive.rs`).
+        body.entrypoint = Some(vec![EXPORT_HELPER_PATH.into()]);
+        body.attach_stdin = Some(true);
+        body.attach_stdout = Some(true);
+        body.attach_stderr = Some(true);
+        body.open_stdin = Some(true);
+        body.stdin_once = Some(true);
         let id = self.create_container(&name, body).await?;
         self.identify_container(&context.journal, Role::Export, &id)
             .await?;
@@ -501,6 +510,13 @@ impl DriverReservation for DockerReservation {
         relative: String,
     ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
         async move { self.run_open_export(relative).await }.boxed()
+    }
+
+    fn open_export_files(
+        self: Arc<Self>,
+        paths: Vec<String>,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        async move { self.run_open_export_files(paths).await }.boxed()
     }
 
     fn transfer_settings(&self) -> TransferSettings {

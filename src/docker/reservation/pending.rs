@@ -118,6 +118,13 @@ impl DriverReservation for PendingReservation {
         async move { self.resolved()?.open_export(relative).await }.boxed()
     }
 
+    fn open_export_files(
+        self: Arc<Self>,
+        paths: Vec<String>,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        async move { self.resolved()?.open_export_files(paths).await }.boxed()
+    }
+
     fn transfer_settings(&self) -> TransferSettings {
         self.resolved
             .get()
