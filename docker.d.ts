@@ -2,7 +2,7 @@
  * native-sandbox/docker: one hardened container per sandbox process on a local Docker engine,
  * driven by the shared Rust owner. Talks to the engine with bollard (unix socket by default).
  */
-import type { SandboxBackend } from './index.js';
+import type { Sandbox, SandboxBackend } from './index.js';
 
 export interface DockerSandboxBackendOptions {
   /**
@@ -65,3 +65,12 @@ export declare const DOCKER_SANDBOX_GUEST: Readonly<{
  * from `reserve`, before any engine call.
  */
 export declare function createDockerSandboxBackend(options: DockerSandboxBackendOptions): SandboxBackend;
+
+/**
+ * The OCI runtime the engine applied to `sandbox` (a started sandbox of a Docker backend), as read
+ * back after its containers were created: `'runsc'` when gVisor was asked for, else the engine's
+ * default by name (usually `'runc'`). A runtime other than the one asked fails startup closed, so
+ * this only ever names the runtime the backend was created with (or the engine's default).
+ * Throws `SandboxValidationError` for anything else.
+ */
+export declare function dockerSandboxRuntime(sandbox: Sandbox): string;

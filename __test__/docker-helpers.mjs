@@ -1,9 +1,10 @@
 // Helpers for the tests against the real engine: a backend in a namespace of its own, request
 // policies, running one process to completion, and counting what the namespace left behind.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 
 export const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
@@ -93,4 +94,28 @@ export function runLeftovers() {
     volumes: ours(listed(['volume', 'ls', '--filter', 'label=dev.native-sandbox.namespace', '--format', '{{.Label "dev.native-sandbox.namespace"}}'])),
     networks: ours(labelled(['network', 'ls'])),
   };
+}
+
+/**
+ * A controller in a child process: a Docker backend of `namespace` (with `backendOptions`) whose
+ * sandbox persists its record to `recordFile` and runs `sleep 600`; it prints `running` once the
+ * process started, then waits to be killed.
+ */
+export function spawnController(namespace, recordFile, backendOptions = {}, pids = 64) {
+  const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
+  const source = `
+    import { writeFileSync } from 'node:fs';
+    import { dockerBackend, request } from ${JSON.stringify(helpers)};
+    const backend = dockerBackend(${JSON.stringify(namespace)}, ${JSON.stringify(backendOptions)});
+    const recovery = { kind: 'persisted', persist: async (record) => writeFileSync(${JSON.stringify(recordFile)}, JSON.stringify(record)) };
+    const sandbox = await backend.reserve(request((p) => (p.resources.pids = ${pids})), recovery).start();
+    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
+    await process.start();
+    console.log('running');
+    setInterval(() => {}, 1000);
+  `;
+  return spawn(globalThis.process.execPath, ['--input-type=module', '-e', source], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
 }

@@ -2,40 +2,20 @@
 // runs, a fresh controller that reconciles the persisted record and destroys, and records of
 // other namespaces that are never touched.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { fileURLToPath } from 'node:url';
-import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, request, spawnController, uniqueNamespace } from './docker-helpers.mjs';
 
-const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
 const scratch = mkdtempSync(join(tmpdir(), 'native-sandbox-recovery-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));
-
-function runController(namespace, recordFile) {
-  const source = `
-    import { writeFileSync } from 'node:fs';
-    import { dockerBackend, request } from ${JSON.stringify(helpers)};
-    const backend = dockerBackend(${JSON.stringify(namespace)});
-    const recovery = { kind: 'persisted', persist: async (record) => writeFileSync(${JSON.stringify(recordFile)}, JSON.stringify(record)) };
-    const sandbox = await backend.reserve(request(), recovery).start();
-    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
-    await process.start();
-    console.log('running');
-    setInterval(() => {}, 1000);
-  `;
-  return spawn(globalThis.process.execPath, ['--input-type=module', '-e', source], {
-    cwd: fileURLToPath(new URL('..', import.meta.url)),
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-}
 
 test('a controller killed with SIGKILL mid-process: a fresh one reconciles the persisted record and destroys everything', async () => {
   const namespace = uniqueNamespace('crash');
   const recordFile = join(scratch, 'record.json');
-  const child = runController(namespace, recordFile);
+  const child = spawnController(namespace, recordFile);
   await new Promise((resolve, reject) => {
     child.stdout.on('data', (chunk) => chunk.toString().includes('running') && resolve());
     child.on('exit', (code) => reject(new Error(`controller exited early with ${code}`)));

@@ -36,16 +36,16 @@ const ROOT_EXPORTS = [
 test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
-  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend'] };
+  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime'], conformance: ['runSandboxConformance'] };
   for (const [subpath, names] of Object.entries(built)) {
     const module = await import(`native-sandbox/${subpath}`);
     assert.deepEqual(Object.keys(module).sort(), names, subpath);
   }
 });
 
-test('the exports map lists the five entry points of the contract', () => {
+test('the exports map lists the six entry points of the contract', () => {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker']);
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance']);
   assert.equal(manifest.type, 'module');
   assert.equal(manifest.engines.node, '>=20');
   const platform = JSON.parse(readFileSync(new URL('../npm/linux-x64-gnu/package.json', import.meta.url), 'utf8'));
@@ -86,7 +86,7 @@ test('the root entry point does not reach ACP packages', () => {
 test('require() of every entry point gives the same module as import (Node 20.19+ and 22.12+)', async () => {
   const { createRequire } = await import('node:module');
   const require = createRequire(import.meta.url);
-  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker']) {
+  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/conformance']) {
     const required = require(entry);
     const imported = await import(entry);
     assert.deepEqual(Object.keys(required).sort(), Object.keys(imported).sort(), entry);

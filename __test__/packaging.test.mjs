@@ -48,7 +48,7 @@ test('an installed consumer imports every entry point, loading the platform pack
     import { createRequire } from 'node:module';
     const root = await import('native-sandbox');
     const subpaths = {};
-    for (const name of ['backend', 'node', 'acp', 'docker']) subpaths[name] = Object.keys(await import('native-sandbox/' + name));
+    for (const name of ['backend', 'node', 'acp', 'docker', 'conformance']) subpaths[name] = Object.keys(await import('native-sandbox/' + name));
     const parsed = root.parseSandboxGuestPath('/sandbox/workspace');
     const require = createRequire(import.meta.url);
     const addon = Object.keys(require.cache).filter((f) => f.endsWith('.node'));
@@ -56,7 +56,7 @@ test('an installed consumer imports every entry point, loading the platform pack
   `;
   const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
   assert.equal(out.root, 26);
-  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend'] });
+  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime'], conformance: ['runSandboxConformance'] });
   assert.equal(out.parsed, '/sandbox/workspace');
   assert.equal(out.addon.length, 1);
   assert.match(out.addon[0], /node_modules\/native-sandbox-linux-x64-gnu\/native-sandbox\.linux-x64-gnu\.node$/);

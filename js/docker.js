@@ -1,10 +1,10 @@
 // createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
-import { errorFromDescriptor, SandboxOperationError } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
 import { onAbort, parseOperationOptions } from './options.js';
-import { persistPort, recoveredFace, reservationFace } from './owner.js';
+import { nativeTransfersOf, persistPort, recoveredFace, reservationFace } from './owner.js';
 import { admitReservation } from './backend.js';
 import { parseSandboxRecoveryRecord } from './parsers.js';
 
@@ -69,4 +69,14 @@ export function createDockerSandboxBackend(options) {
       return deepFreeze(result);
     },
   });
+}
+
+/** See docker.d.ts. */
+export function dockerSandboxRuntime(sandbox) {
+  const native = nativeTransfersOf(sandbox);
+  const runtime = native?.owner.appliedRuntime();
+  if (typeof runtime !== 'string') {
+    throw new SandboxValidationError([{ code: 'invalid_type', path: ['sandbox'], message: 'expected a started sandbox of a Docker backend' }]);
+  }
+  return runtime;
 }

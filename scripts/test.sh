@@ -27,6 +27,7 @@ case "$("${node22}" --version)" in v22.*) ;; *) fail "expected Node.js 22 at ${n
 
 step "Docker engine and guest image"
 bash scripts/ensure-docker.sh || fail "no Docker engine"
+bash scripts/ensure-runsc.sh || fail "the engine offers no runsc (gVisor) runtime"
 bash scripts/build-guest-image.sh || fail "guest image build failed"
 bash scripts/build-node-guest-image.sh || fail "Node.js guest image build failed"
 

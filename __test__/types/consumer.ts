@@ -129,3 +129,16 @@ const remote: DockerSandboxBackendOptions = {
   engine: { url: 'tcp://10.0.0.2:2376', tls: engineTls },
 };
 void remote;
+
+// The conformance suite and the Docker runtime read-back, as a backend author would use them.
+import { runSandboxConformance } from 'native-sandbox/conformance';
+import type { SandboxConformanceOptions } from 'native-sandbox/conformance';
+import { createDockerSandboxBackend, dockerSandboxRuntime } from 'native-sandbox/docker';
+export const conformance: SandboxConformanceOptions = {
+  name: 'typed',
+  createBackend: () => createDockerSandboxBackend({ image: 'x', namespace: 'n', spillDirectory: '/tmp' }),
+  guest: { shell: '/bin/sh' },
+  census: async () => ['a'],
+};
+export const registerConformance: (options: SandboxConformanceOptions) => void = runSandboxConformance;
+export const runtimeOf: (sandbox: Sandbox) => string = dockerSandboxRuntime;

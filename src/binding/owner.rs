@@ -312,6 +312,13 @@ impl NativeOwner {
         JsData(outcome(result.map(|()| Value::Null)))
     }
 
+    /// The OCI runtime the engine applied to this sandbox, read back after creation (a Docker
+    /// sandbox once started); `null` otherwise.
+    #[napi(js_name = "appliedRuntime")]
+    pub fn applied_runtime(&self) -> Option<String> {
+        self.owner.driver().applied_runtime()
+    }
+
     /// Queues `chunk` for stdin without waiting: `true` when the staging had room for it,
     /// `false` when the caller must use `processWrite` (which waits for room). Saves the
     /// round trip through the runtime for every write the staging can take at once.

@@ -137,6 +137,12 @@ pub trait DriverReservation: Send + Sync + 'static {
         })
     }
 
+    /// The OCI runtime the engine applied to this sandbox, as read back after creation (a
+    /// container driver's); `None` before that, or for a driver without one.
+    fn applied_runtime(&self) -> Option<String> {
+        None
+    }
+
     /// Who imported files belong to, and where metadata may spill.
     fn transfer_settings(&self) -> TransferSettings {
         TransferSettings::default()

@@ -58,6 +58,9 @@ pub struct DockerReservation {
     settings: Settings,
     request: SandboxRequest,
     state: Mutex<Progress>,
+    /// The runtime the engine reports for the holder once it was read back and found exactly
+    /// as asked (the process container is held to the same).
+    runtime: std::sync::OnceLock<String>,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
@@ -86,6 +89,7 @@ impl DockerReservation {
                 compute: None,
                 stopped_by_owner: false,
             }),
+            runtime: std::sync::OnceLock::new(),
         })
     }
 
@@ -167,6 +171,9 @@ impl DockerReservation {
             .unwrap_or_default();
         let effective = applied(&host, user.as_deref(), &self.settings.user, &expected)?;
         check_exact(&self.request.policy, &effective)?;
+        if let Some(runtime) = host.runtime.clone() {
+            let _ = self.runtime.set(runtime);
+        }
 
         let mut ready = self.record().await;
         ready.phase = Phase::Ready;
@@ -517,6 +524,10 @@ impl DriverReservation for DockerReservation {
         paths: Vec<String>,
     ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
         async move { self.run_open_export_files(paths).await }.boxed()
+    }
+
+    fn applied_runtime(&self) -> Option<String> {
+        self.runtime.get().cloned()
     }
 
     fn transfer_settings(&self) -> TransferSettings {

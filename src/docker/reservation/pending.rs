@@ -125,6 +125,10 @@ impl DriverReservation for PendingReservation {
         async move { self.resolved()?.open_export_files(paths).await }.boxed()
     }
 
+    fn applied_runtime(&self) -> Option<String> {
+        self.resolved.get()?.applied_runtime()
+    }
+
     fn transfer_settings(&self) -> TransferSettings {
         self.resolved
             .get()
