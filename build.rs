@@ -50,6 +50,8 @@ fn build_export_helper() {
         command.env_remove(variable);
     }
     command.env("RUSTFLAGS", "-C target-feature=+crt-static");
+    // Cargo reads this script's stdout for its directives: the nested build reports on stderr.
+    command.stdout(std::io::stderr());
     let status = command
         .status()
         .expect("running cargo for the export helper");

@@ -150,7 +150,10 @@ test('an export abandoned mid-way leaves no helper running, and the next one wor
     // The helper is killed when its archive is abandoned: wait (bounded) for the engine to say so.
     for (let i = 0; i < 100 && runningHolders().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual(runningHolders(), []);
+    const [before] = holderStarts();
     const { entries } = await exported(sandbox, paths.slice(0, 3));
+    const [started] = holderStarts();
+    assert.notEqual(started, before, 'the next export ran the helper again, not the file-by-file fallback');
     assert.equal(entries.length, 3);
     assert.ok(entries[2].bytes.equals(body));
   });

@@ -1,6 +1,6 @@
 // The README's performance tables, generated from bench/results.json (one recorded run of
 // `npm run bench`): every number in that README section comes from that file.
-//   node bench/report.mjs   rewrites the section between the markers from bench/results.json
+//   node bench/report.mjs   recomputes the goals from the samples and rewrites the README section
 import { readFileSync, writeFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 
@@ -9,7 +9,12 @@ export const END = '<!-- bench:end -->';
 const readmePath = fileURLToPath(new URL('../README.md', import.meta.url));
 const resultsPath = fileURLToPath(new URL('./results.json', import.meta.url));
 
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+/** The middle value; for an even count, the mean of the two middle values. */
+const median = (xs) => {
+  const sorted = [...xs].sort((a, b) => a - b);
+  const middle = Math.floor(sorted.length / 2);
+  return sorted.length % 2 === 1 ? sorted[middle] : (sorted[middle - 1] + sorted[middle]) / 2;
+};
 const fixed = (n, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const perRound = (results, f) => results.rounds.map(f);
 const mib = 1024 ** 2;
@@ -100,7 +105,7 @@ export function render(results) {
     );
   }
   lines.push('', '| goal (ratio inside each round; median, range over rounds) | measured | goal | |', '| --- | --- | --- | --- |');
-  for (const goal of results.goals) lines.push(`| ${goal.name} | ${goal.shown} | ${goal.goal} | ${goal.met ? 'met' : 'not met'} |`);
+  for (const goal of results.goals) lines.push(`| ${goal.name.replaceAll('|', '\\|')} | ${goal.shown} | ${goal.goal} | ${goal.met ? 'met' : 'not met'} |`);
   return lines.join('\n');
 }
 
@@ -116,6 +121,13 @@ export function writeReadme(results) {
   writeFileSync(readmePath, readmeWith(readFileSync(readmePath, 'utf8'), results));
 }
 
+/**
+ * `node bench/report.mjs`: the goals recomputed from the recorded samples of
+ * bench/results.json (kept in the file), and the README section rewritten from it.
+ */
 if (process.argv[1] === fileURLToPath(import.meta.url)) {
-  writeReadme(JSON.parse(readFileSync(resultsPath, 'utf8')));
+  const results = JSON.parse(readFileSync(resultsPath, 'utf8'));
+  results.goals = goalsOf(results);
+  writeFileSync(resultsPath, `${JSON.stringify(results, null, 2)}\n`);
+  writeReadme(results);
 }

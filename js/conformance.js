@@ -7,7 +7,7 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
+import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from './errors.js';
 import { fileFromBytes } from './bytes.js';
 import { withSandbox } from './with-sandbox.js';
 import { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from './constants.js';
@@ -15,6 +15,8 @@ import { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 
 const MiB = 1024 * 1024;
 /** How long the suite waits for a state an operation promised (a bound, not a speed goal). */
 const SETTLE_MS = 60_000;
+/** Every test ends within this, whatever the backend does (a hang is a failure, not a stall). */
+const TEST_MS = 300_000;
 
 function checkOptions(options) {
   const issues = [];
@@ -118,7 +120,7 @@ export function runSandboxConformance(options) {
       if (census) assert.deepEqual(await held(), baseline, 'the backend holds exactly what it held before the suite');
     });
 
-    test('reserve acquires nothing; start is once-only; the states follow the lifecycle', async () => {
+    test('reserve acquires nothing; start is once-only; the states follow the lifecycle', { timeout: TEST_MS }, async () => {
       const reservation = reserve();
       assert.equal(reservation.state.kind, 'reserved');
       assert.deepEqual(await held(), baseline, 'a reservation holds nothing yet');
@@ -135,7 +137,7 @@ export function runSandboxConformance(options) {
       assert.deepEqual(await held(), baseline);
     });
 
-    test('stop and destroy are joined while in progress and succeed again once done', async () => {
+    test('stop and destroy are joined while in progress and succeed again once done', { timeout: TEST_MS }, async () => {
       const sandbox = await reserve().start();
       await Promise.all([sandbox.stop(), sandbox.stop()]);
       assert.equal(sandbox.state.kind, 'stopped');
@@ -146,14 +148,14 @@ export function runSandboxConformance(options) {
       assert.deepEqual(await held(), baseline);
     });
 
-    test('a reservation never started is destroyed without leaving anything', async () => {
+    test('a reservation never started is destroyed without leaving anything', { timeout: TEST_MS }, async () => {
       const reservation = reserve();
       await reservation.destroy();
       assert.equal(reservation.state.kind, 'destroyed');
       assert.deepEqual(await held(), baseline);
     });
 
-    test('withSandbox destroys after its callback, also when the callback throws', async () => {
+    test('withSandbox destroys after its callback, also when the callback throws', { timeout: TEST_MS }, async () => {
       const recovery = { kind: 'in_process' };
       let seen;
       const value = await withSandbox(backend, request(), async (sandbox) => {
@@ -172,7 +174,7 @@ export function runSandboxConformance(options) {
       assert.deepEqual(await held(), baseline);
     });
 
-    test('a tree round-trips byte for byte: workspace, exact files and subtrees', async () => {
+    test('a tree round-trips byte for byte: workspace, exact files and subtrees', { timeout: TEST_MS }, async () => {
       await withReady(async (sandbox) => {
         const binary = randomBytes(200_000);
         const summary = await sandbox.importTree([
@@ -203,7 +205,7 @@ export function runSandboxConformance(options) {
       });
     });
 
-    test('transfer quotas hold at their bounds and fail one past them, naming the quota', async () => {
+    test('transfer quotas hold at their bounds and fail one past them, naming the quota', { timeout: TEST_MS }, async () => {
       await withReady(async (sandbox) => {
         const two = () => [fileFromBytes('q/a', Buffer.alloc(10)), fileFromBytes('q/b', Buffer.alloc(10))];
         await sandbox.importTree(two(), { quotas: { maxFiles: 2, maxFileBytes: 10, maxTotalBytes: 20 } });
@@ -226,7 +228,7 @@ export function runSandboxConformance(options) {
       });
     });
 
-    test('a link the guest made fails a workspace export, naming it', async () => {
+    test('a link the guest made fails a workspace export, naming it', { timeout: TEST_MS }, async () => {
       await withReady(async (sandbox) => {
         const made = await shell(sandbox, guest, 'ln -s /etc/passwd escape && echo made');
         assert.equal(made.stdout.toString().trim(), 'made', made.stderr.toString());
@@ -237,7 +239,7 @@ export function runSandboxConformance(options) {
       });
     });
 
-    test('the process: binary stdin to stdout, EOF, stderr apart, the exit code', async () => {
+    test('the process: binary stdin to stdout, EOF, stderr apart, the exit code', { timeout: TEST_MS }, async () => {
       await withReady(async (sandbox) => {
         const input = randomBytes(300_000);
         const echoed = await shell(sandbox, guest, 'cat; echo done >&2', input);
@@ -252,7 +254,7 @@ export function runSandboxConformance(options) {
       });
     });
 
-    test('output past maxOutputBytes fails the stream and stops the sandbox', async () => {
+    test('output past maxOutputBytes fails the stream and stops the sandbox', { timeout: TEST_MS }, async () => {
       await withReady(
         async (sandbox) => {
           const streams = await sandbox.reserveProcess({ executable: guest.shell, args: ['-c', 'while :; do echo 0123456789abcdef; done'], env: {}, cwd: sandbox.workspace }).start();
@@ -268,7 +270,14 @@ export function runSandboxConformance(options) {
       );
     });
 
-    test('the execution deadline stops the whole workload', async () => {
+    test('the execution deadline stops the whole workload (or is refused at reserve)', { timeout: TEST_MS }, async () => {
+      const deadline = (policy) => {
+        policy.execution = { kind: 'deadline', timeoutMs: 1_000 };
+      };
+      if (!support().execution.includes('deadline')) {
+        assert.throws(() => reserve(deadline), SandboxUnsupportedError);
+        return;
+      }
       await withReady(
         async (sandbox) => {
           const streams = await sandbox.reserveProcess({ executable: guest.shell, args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace }).start();
@@ -285,7 +294,7 @@ export function runSandboxConformance(options) {
       );
     });
 
-    test('the effective policy is no looser than the request', async () => {
+    test('the effective policy is no looser than the request', { timeout: TEST_MS }, async () => {
       await withReady(async (sandbox) => {
         const asked = request().policy;
         const { effective } = sandbox;
@@ -299,7 +308,7 @@ export function runSandboxConformance(options) {
       });
     });
 
-    test('reconcile: a live sandbox is matched and its owner cleans up; a destroyed one is absent', async () => {
+    test('reconcile: a live sandbox is matched and its owner cleans up; a destroyed one is absent', { timeout: TEST_MS }, async () => {
       const sandbox = await reserve().start();
       const record = sandbox.recoveryRecord;
       try {

@@ -287,23 +287,7 @@ impl ExportSession {
                     .await
                     .map_err(ledger_error)?;
             } else {
-                if let Some(limit) = self.quotas.max_file_bytes {
-                    if raw.size > limit {
-                        return Err(quota_error(
-                            "maxFileBytes",
-                            limit,
-                            format!("{path} ({} bytes)", raw.size),
-                        ));
-                    }
-                }
-                self.summary.files += 1;
-                self.summary.file_bytes += raw.size;
-                self.summary.check(&self.quotas, &path)?;
-                self.ledger
-                    .add(&path, EntryKind::File)
-                    .await
-                    .map_err(ledger_error)?;
-                self.body_open = true;
+                self.open_file(&path, raw.size).await?;
             }
             return Ok(Some(ExportEntry {
                 path,
@@ -312,6 +296,29 @@ impl ExportSession {
                 executable: !raw.directory && raw.mode & 0o100 != 0,
             }));
         }
+    }
+
+    /// Counts a delivered file of `size` bytes against the quotas and the ledger, and opens its
+    /// body for `read`.
+    async fn open_file(&mut self, path: &str, size: u64) -> Result<(), OwnerError> {
+        if let Some(limit) = self.quotas.max_file_bytes {
+            if size > limit {
+                return Err(quota_error(
+                    "maxFileBytes",
+                    limit,
+                    format!("{path} ({size} bytes)"),
+                ));
+            }
+        }
+        self.summary.files += 1;
+        self.summary.file_bytes += size;
+        self.summary.check(&self.quotas, path)?;
+        self.ledger
+            .add(path, EntryKind::File)
+            .await
+            .map_err(ledger_error)?;
+        self.body_open = true;
+        Ok(())
     }
 
     /// The next requested file from the archive answering all of them (`Target::Files`): an
@@ -357,23 +364,7 @@ impl ExportSession {
                 format!("{path} is not a regular file"),
             ));
         }
-        if let Some(limit) = self.quotas.max_file_bytes {
-            if raw.size > limit {
-                return Err(quota_error(
-                    "maxFileBytes",
-                    limit,
-                    format!("{path} ({} bytes)", raw.size),
-                ));
-            }
-        }
-        self.summary.files += 1;
-        self.summary.file_bytes += raw.size;
-        self.summary.check(&self.quotas, &path)?;
-        self.ledger
-            .add(&path, EntryKind::File)
-            .await
-            .map_err(ledger_error)?;
-        self.body_open = true;
+        self.open_file(&path, raw.size).await?;
         Ok(Some(ExportEntry {
             path,
             directory: false,

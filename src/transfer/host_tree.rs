@@ -66,7 +66,7 @@ pub async fn import_host_directory(
     let (sender, mut walked) = mpsc::channel(queue_depth(chunk_bytes));
     let chunk = usize::try_from(chunk_bytes.max(1)).unwrap_or(usize::MAX);
     // The thread ends at its next send once this side is gone (an error, a cancelled step).
-    tokio::task::spawn_blocking(move || {
+    let walker = tokio::task::spawn_blocking(move || {
         if let Err(error) = walk_tree(&root, chunk, &sender) {
             let _ = sender.blocking_send(Err(error));
         }
@@ -90,7 +90,10 @@ pub async fn import_host_directory(
             Walked::FileEnd => session.end_file().await?,
         }
     }
-    Ok(())
+    // The queue closed: the walk ended, completely only if its thread returned normally.
+    walker
+        .await
+        .map_err(|e| OwnerError::driver(format!("the directory walk ended abnormally: {e}")))
 }
 
 /// The reader has gone: stop walking quietly (its own error, if any, is already reported).
