@@ -104,6 +104,7 @@ export function render(results) {
       `| gVisor: stdout, ${fixed(config.stdoutBytes / mib)} MiB | ${mbps(config.stdoutBytes, 'stdout-runsc', 'native')}, ${cpuPerGiB('stdout-runsc', 'native')} | | raw attach-socket read: ${mbps(config.stdoutBytes, 'stdout-runsc', 'raw')} |`,
     );
   }
+  for (const note of results.notes ?? []) lines.push('', note);
   lines.push('', '| goal (ratio inside each round; median, range over rounds) | measured | goal | |', '| --- | --- | --- | --- |');
   for (const goal of results.goals) lines.push(`| ${goal.name.replaceAll('|', '\\|')} | ${goal.shown} | ${goal.goal} | ${goal.met ? 'met' : 'not met'} |`);
   return lines.join('\n');

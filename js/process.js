@@ -79,11 +79,6 @@ class SandboxStdin extends Writable {
   }
 
   _write(chunk, _encoding, callback) {
-    // Staged at once when there is room (no promise, no trip through the runtime); else the
-    // write waits for room.
-    const staged = this.#owner.processTryWrite(chunk);
-    if (!staged.ok) return callback(this.#toError(staged.error));
-    if (staged.value) return callback();
     this.#owner.processWrite(chunk).then(
       (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
       callback,

@@ -319,18 +319,6 @@ impl NativeOwner {
         self.owner.driver().applied_runtime()
     }
 
-    /// Queues `chunk` for stdin without waiting: `true` when the staging had room for it,
-    /// `false` when the caller must use `processWrite` (which waits for room). Saves the
-    /// round trip through the runtime for every write the staging can take at once.
-    #[napi(js_name = "processTryWrite")]
-    pub fn process_try_write(&self, chunk: Buffer) -> JsData {
-        // A write past `maxStdinBytes` starts the owned stop: the runtime must be entered.
-        let result = self
-            .io()
-            .and_then(|io| within_runtime_if_available(|| io.try_write(&chunk)));
-        JsData(outcome(result.map(Value::Bool)))
-    }
-
     /// Ends stdin: resolves after EOF reached the guest.
     #[napi(js_name = "processEnd")]
     pub async fn process_end(&self) -> JsData {

@@ -221,26 +221,6 @@ impl ProcessIo {
         }
     }
 
-    /// Queues `chunk` for the guest at once if the staging has room for all of it; `Ok(false)`
-    /// (nothing counted, nothing queued) when it has not, and the caller waits in `write`.
-    /// Never waits: callable from the JavaScript thread.
-    pub fn try_write(&self, chunk: &[u8]) -> Result<bool, OwnerError> {
-        let Ok(permit) = self.stdin_budget.try_acquire_many(permits(chunk.len())) else {
-            // Full, or too large for the staging, or closed (`write` reports why).
-            return Ok(false);
-        };
-        self.count_stdin(chunk.len())?;
-        let sender = self.stdin_sender()?;
-        sender
-            .send((Bytes::copy_from_slice(chunk), permits(chunk.len())))
-            .map_err(|_| {
-                OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
-            })?;
-        // Queued: its staging space comes back when the writer has written it.
-        permit.forget();
-        Ok(true)
-    }
-
     /// Counts `len` more stdin bytes against `maxStdinBytes`; past it, the violation stops the
     /// sandbox.
     fn count_stdin(&self, len: usize) -> Result<(), OwnerError> {
@@ -454,48 +434,6 @@ mod tests {
         let error = later.expect_err("a write after the writer failed is refused");
         assert!(error.to_string().contains("stdin"), "{error}");
         assert!(settles("end", io.end()).await.is_err());
-    }
-
-    #[tokio::test]
-    async fn try_write_stages_what_fits_and_leaves_the_rest_to_write() {
-        let (io, _guest) = process(64);
-        assert!(io.try_write(&[1; 40]).expect("staged"));
-        // 24 bytes of room left: a 30-byte chunk is not taken, and not counted.
-        assert!(!io.try_write(&[2; 30]).expect("refused for now"));
-        assert!(io.try_write(&[3; 24]).expect("staged"));
-        // Larger than the whole staging: never taken here; `write` takes it in parts of space.
-        assert!(!io.try_write(&[4; 65]).expect("too large to stage at once"));
-        settles("close", io.close()).await;
-        // Closed: nothing is staged any more, and `write` says why.
-        assert!(!matches!(io.try_write(&[5; 1]), Ok(true)));
-        assert!(settles("a write", io.write(Bytes::from_static(b"x")))
-            .await
-            .is_err());
-    }
-
-    #[tokio::test]
-    async fn try_write_counts_against_the_stdin_total() {
-        let (input, _guest) = tokio::io::duplex(1 << 16);
-        let channels = ProcessChannels {
-            input: Box::pin(input),
-            output: futures::stream::pending().boxed(),
-            exit: futures::future::pending().boxed(),
-        };
-        let limits = StreamLimits {
-            max_stdin_bytes: Some(10),
-            ..StreamLimits::DEFAULT
-        };
-        let violated = Arc::new(AtomicBool::new(false));
-        let flag = Arc::clone(&violated);
-        let io = ProcessIo::new(
-            channels,
-            limits,
-            Arc::new(move || flag.store(true, Ordering::SeqCst)),
-        );
-        assert!(io.try_write(&[1; 10]).expect("at the bound"));
-        let error = io.try_write(&[1; 1]).expect_err("past the bound");
-        assert!(error.to_string().contains("maxStdinBytes"), "{error}");
-        assert!(violated.load(Ordering::SeqCst));
     }
 
     /// A process whose stdout is fed by the test, one piece at a time.
