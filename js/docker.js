@@ -11,6 +11,13 @@ import { parseSandboxRecoveryRecord } from './parsers.js';
 const layout = native.dockerGuestLayout();
 /** Ids of reconciliations in flight, so a signal can end exactly its own. */
 let nextReconciliation = 0;
+/** The native recovered owner behind each reconciled owner face (the agentproto provider's). */
+const recoveredNatives = new WeakMap();
+
+/** The native recovered owner behind `owner`, a matched reconciliation's owner of this module. */
+export function nativeRecoveredOf(owner) {
+  return recoveredNatives.get(owner);
+}
 
 /** The fixed guest layout of every Docker sandbox. */
 export const DOCKER_SANDBOX_GUEST = deepFreeze({
@@ -64,6 +71,7 @@ export function createDockerSandboxBackend(options) {
         const recovered = backend.recovered(parsed);
         const context = { owner: undefined, errors: undefined };
         const owner = recoveredFace({ recovered, context, currentRecord: () => recovered.recoveryRecord() });
+        recoveredNatives.set(owner, recovered);
         return Object.freeze({ kind: result.kind, owner });
       }
       return deepFreeze(result);

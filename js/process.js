@@ -5,9 +5,13 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from '.
 import { settle } from './driver-port.js';
 import { onAbort, parseOperationOptions } from './options.js';
 
-/** `sandbox.reserveProcess(spec)` over a native owner that has a process port. */
-export function reserveProcess({ owner, spec, context, limits, stopSandbox }) {
-  const reserved = settle(owner.reserveProcess(spec), context, errorFromDescriptor);
+/**
+ * `sandbox.reserveProcess(spec)` over a native owner that has a process port. `reattachable`
+ * (internal, the agentproto provider's daemon) keeps the process's stdin open across
+ * attachments.
+ */
+export function reserveProcess({ owner, spec, context, limits, stopSandbox, reattachable = false }) {
+  const reserved = settle(owner.reserveProcess(spec, reattachable), context, errorFromDescriptor);
   let entered = false;
   async function start(options) {
     const { signal } = parseOperationOptions(options);
@@ -24,7 +28,11 @@ export function reserveProcess({ owner, spec, context, limits, stopSandbox }) {
   return Object.freeze({ id: reserved.id, stopScope: 'sandbox', start, stop: stopSandbox });
 }
 
-function processStreams({ owner, context, limits, stopSandbox }) {
+/**
+ * The Node streams over a native process: `owner` is a live owner whose process started, or a
+ * process attached again through a recovered owner (the same stream calls).
+ */
+export function processStreams({ owner, context, limits, stopSandbox }) {
   const toError = (descriptor) => errorFromDescriptor(descriptor, context);
   const output = (name) =>
     new Readable({

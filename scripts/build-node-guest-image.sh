@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Node.js guest image for the ACP example and tests, locally (no registry): FROM
-# scratch, the host's node binary and the shared libraries it links, and the example ACP agent
-# with the Agent Client Protocol SDK it imports. Rebuilt only when its content changes.
+# Builds the Node.js guest image for the ACP and agentproto examples and tests, locally (no
+# registry): FROM scratch, the host's node binary and the shared libraries it links, the example
+# ACP agent with the Agent Client Protocol SDK it imports (/opt/agent), and the example MCP stdio
+# daemon with the MCP SDK and everything it needs at run time (/opt/mcp). Rebuilt only when its
+# content changes.
 set -euo pipefail
 
 tag="${NATIVE_SANDBOX_NODE_GUEST_IMAGE:-native-sandbox/node-agent:1}"
@@ -13,11 +15,14 @@ node_bin="$(readlink -f "${NATIVE_SANDBOX_GUEST_NODE:-$(command -v node)}")"
 sdk="${root}/node_modules/@agentclientprotocol/sdk"
 zod="${root}/node_modules/zod"
 agent="${root}/examples/acp/agent.mjs"
-for needed in "${node_bin}" "${sdk}/package.json" "${zod}/package.json" "${agent}"; do
+daemon="${root}/examples/agentproto/server.mjs"
+mcp_packages="$(node "${here}/package-closure.mjs" @modelcontextprotocol/sdk)"
+for needed in "${node_bin}" "${sdk}/package.json" "${zod}/package.json" "${agent}" "${daemon}"; do
   [ -e "${needed}" ] || { echo "build-node-guest-image: ${needed} is missing (run npm install)" >&2; exit 1; }
 done
 
-content="$( { "${node_bin}" --version; sha256sum "${agent}"; grep '"version"' "${sdk}/package.json" "${zod}/package.json"; } | sha256sum | cut -c1-16)"
+content="$( { "${node_bin}" --version; sha256sum "${agent}" "${daemon}"; grep '"version"' "${sdk}/package.json" "${zod}/package.json";
+  for package in ${mcp_packages}; do echo "${package}"; grep -m1 '"version"' "${root}/node_modules/${package}/package.json"; done; } | sha256sum | cut -c1-16)"
 current="$(docker image inspect --format '{{index .Config.Labels "dev.native-sandbox.content"}}' "${tag}" 2>/dev/null || true)"
 if [ "${current}" = "${content}" ]; then
   exit 0
@@ -37,6 +42,11 @@ done
 cp -R "${sdk}" "${rootfs}/opt/agent/node_modules/@agentclientprotocol/sdk"
 cp -R "${zod}" "${rootfs}/opt/agent/node_modules/zod"
 cp "${agent}" "${rootfs}/opt/agent/agent.mjs"
+for package in ${mcp_packages}; do
+  mkdir -p "$(dirname "${rootfs}/opt/mcp/node_modules/${package}")"
+  cp -R "${root}/node_modules/${package}" "${rootfs}/opt/mcp/node_modules/${package}"
+done
+cp "${daemon}" "${rootfs}/opt/mcp/server.mjs"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nsandbox:x:65532:65532:sandbox:/sandbox/home:/sbin/nologin\n' >"${rootfs}/etc/passwd"
 cat >"${context}/Dockerfile" <<DOCKERFILE
 FROM scratch

@@ -7,4 +7,5 @@ mod js_driver;
 mod js_value;
 mod owner;
 mod parsers;
+mod process_streams;
 mod transfers;

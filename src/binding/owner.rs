@@ -4,8 +4,6 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use bytes::Bytes;
-
 use napi::bindgen_prelude::*;
 
 use napi_derive::napi;
@@ -13,12 +11,14 @@ use napi_derive::napi;
 use super::errors::{failed, ok, outcome};
 use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
 use super::js_value::{Captured, JsData};
+use super::process_streams::{self, IoSlot, NativeAttachedProcess};
 use crate::digest::fresh_id;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::admission::check_supported;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{DriverReservation, OutputStream, Persist, ProcessExit, ReadyFacts};
+use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts};
 use crate::lifecycle::error::{CleanupOperation, OwnerError};
+use crate::lifecycle::freeze::FreezeTo;
 use crate::lifecycle::observe::{enter, observe, Observed};
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
@@ -26,7 +26,6 @@ use crate::lifecycle::state::{Operation, State};
 use crate::limits::STARTUP_MS_MAX;
 use crate::policy::request::{parse_sandbox_request, SandboxRequest};
 use crate::policy::support::{parse_sandbox_support, SandboxSupport};
-use crate::process::io::ProcessIo;
 use crate::process::spec::parse_sandbox_process_spec;
 use crate::recovery::continuation::{check_continuation, Continuation};
 use crate::recovery::record::{Authority, Identity, Phase, SandboxRecoveryRecord};
@@ -120,7 +119,7 @@ pub struct NativeOwner {
     owner: SandboxOwner,
     caller: Cancel,
     process_caller: Cancel,
-    io: Arc<Mutex<Option<Arc<ProcessIo>>>>,
+    io: IoSlot,
     transfers: super::transfers::SharedSlots,
 }
 
@@ -142,36 +141,6 @@ impl NativeOwner {
             io: Arc::new(Mutex::new(None)),
             transfers: Arc::default(),
         }
-    }
-
-    fn io(&self) -> std::result::Result<Arc<ProcessIo>, OwnerError> {
-        self.io
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| OwnerError::state("the process has not started"))
-    }
-}
-
-fn exit_value(exit: &ProcessExit) -> Value {
-    match exit {
-        ProcessExit::Exited(code) => Value::object([
-            ("kind", Value::string("exited")),
-            ("code", Value::Number(*code as f64)),
-        ]),
-        ProcessExit::Signaled(signal) => Value::object([
-            ("kind", Value::string("signaled")),
-            ("signal", Value::string(signal.as_str())),
-        ]),
-        ProcessExit::OutOfMemory => Value::object([
-            ("kind", Value::string("signaled")),
-            ("signal", Value::string("SIGKILL")),
-            ("reason", Value::string("out_of_memory")),
-        ]),
-        ProcessExit::Unavailable => Value::object([
-            ("kind", Value::string("unavailable")),
-            ("reason", Value::string("sandbox_stopped")),
-        ]),
     }
 }
 
@@ -255,10 +224,13 @@ impl NativeOwner {
 
     /// Reserves the one process (synchronously); resolves `{ id }` or an error descriptor.
     #[napi(js_name = "reserveProcess")]
-    pub fn reserve_process(&self, spec: Captured) -> JsData {
+    /// `reattachable`: the process's stdin stays open across attachments (the agentproto
+    /// provider's daemon); never part of the public recipe.
+    pub fn reserve_process(&self, spec: Captured, reattachable: Option<bool>) -> JsData {
         let result = parse_sandbox_process_spec(&spec.0)
             .map_err(OwnerError::Validation)
-            .and_then(|spec| {
+            .and_then(|mut spec| {
+                spec.reattachable = reattachable.unwrap_or(false);
                 let value = spec.to_value();
                 self.owner.reserve_process(spec).map(|()| value)
             })
@@ -304,12 +276,7 @@ impl NativeOwner {
     /// Writes one chunk to stdin; resolves when the bounded staging accepted it.
     #[napi(js_name = "processWrite")]
     pub async fn process_write(&self, chunk: Buffer) -> JsData {
-        let bytes = Bytes::copy_from_slice(&chunk);
-        let result = match self.io() {
-            Ok(io) => io.write(bytes).await,
-            Err(error) => Err(error),
-        };
-        JsData(outcome(result.map(|()| Value::Null)))
+        process_streams::write(&self.io, chunk).await
     }
 
     /// The OCI runtime the engine applied to this sandbox, read back after creation (a Docker
@@ -322,39 +289,29 @@ impl NativeOwner {
     /// Ends stdin: resolves after EOF reached the guest.
     #[napi(js_name = "processEnd")]
     pub async fn process_end(&self) -> JsData {
-        let result = match self.io() {
-            Ok(io) => io.end().await,
-            Err(error) => Err(error),
-        };
-        JsData(outcome(result.map(|()| Value::Null)))
+        process_streams::end(&self.io).await
     }
 
     /// Up to `max` bytes of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
     #[napi(js_name = "processRead")]
     pub async fn process_read(&self, stream: String, max: u32) -> Either3<Buffer, Null, JsData> {
-        let which = if stream == "stderr" {
-            OutputStream::Stderr
-        } else {
-            OutputStream::Stdout
-        };
-        let result = match self.io() {
-            Ok(io) => io.read(which, max.max(1) as usize).await,
-            Err(error) => Err(error),
-        };
-        match result {
-            Ok(Some(bytes)) => Either3::A(Buffer::from(bytes)),
-            Ok(None) => Either3::B(Null),
-            Err(error) => Either3::C(JsData(failed(&error))),
-        }
+        process_streams::read(&self.io, &stream, max).await
     }
 
     #[napi(js_name = "processExit")]
     pub async fn process_exit(&self) -> JsData {
-        let result = match self.io() {
-            Ok(io) => Ok(exit_value(&io.exit().await)),
-            Err(error) => Err(error),
+        process_streams::exit(&self.io).await
+    }
+
+    /// Pauses (`true`) or resumes (`false`) the running process on the engine.
+    #[napi(js_name = "freezeSandbox")]
+    pub async fn freeze_sandbox(&self, paused: bool) -> JsData {
+        let to = if paused {
+            FreezeTo::Paused
+        } else {
+            FreezeTo::Running
         };
-        JsData(outcome(result))
+        JsData(outcome(self.owner.freeze(to).await.map(|()| Value::Null)))
     }
 
     /// The driver's `checkpoint(record)`: persisted before it resolves.
@@ -540,5 +497,22 @@ impl NativeRecoveredOwner {
     #[napi]
     pub async fn destroy(&self) -> JsData {
         JsData(outcome(self.owner.destroy().await.map(|()| Value::Null)))
+    }
+
+    /// Pauses (`true`) or resumes (`false`) the reconciled sandbox's process.
+    #[napi]
+    pub async fn freeze(&self, paused: bool) -> JsData {
+        let to = if paused {
+            FreezeTo::Paused
+        } else {
+            FreezeTo::Running
+        };
+        JsData(outcome(self.owner.freeze(to).await.map(|()| Value::Null)))
+    }
+
+    /// A port to attach again to the reconciled sandbox's reattachable process.
+    #[napi(js_name = "processPort")]
+    pub fn process_port(&self) -> NativeAttachedProcess {
+        NativeAttachedProcess::new(self.owner.clone())
     }
 }

@@ -1,11 +1,14 @@
 //! The Docker backend: pins the image, reserves sandboxes, and reconciles records by proof.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt};
 
+use super::attach::attach_again;
 use super::engine::{connect, engine_error, is_not_found};
+use super::freezer::{set_frozen, Freeze};
 use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::layout::{Names, BACKEND_ID, BACKEND_REVISION};
 use super::objects::{
@@ -16,7 +19,7 @@ use super::options::DockerOptions;
 use super::reservation::{DockerReservation, PendingReservation, Settings};
 use crate::digest::{fresh_id, sha256_of};
 use crate::input::ToValue;
-use crate::lifecycle::driver::{DriverReservation, RecoveredDriver};
+use crate::lifecycle::driver::{DriverReservation, ProcessChannels, RecoveredDriver};
 use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::policy::request::SandboxRequest;
@@ -281,6 +284,7 @@ impl DockerBackend {
         Arc::new(DockerRecovered {
             docker: self.docker.clone(),
             record,
+            stopped: Arc::new(AtomicBool::new(false)),
         })
     }
 }
@@ -304,6 +308,8 @@ fn planned(role: Role, name: String) -> Resource {
 pub struct DockerRecovered {
     docker: Docker,
     record: SandboxRecoveryRecord,
+    /// Set once a stop begins: an attached process's fate is then `Unavailable`.
+    stopped: Arc<AtomicBool>,
 }
 
 impl RecoveredDriver for DockerRecovered {
@@ -315,6 +321,7 @@ impl RecoveredDriver for DockerRecovered {
 
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         async move {
+            self.stopped.store(true, Ordering::SeqCst);
             if let Some(id) = provable_container(&self.docker, &self.record, Role::Compute).await? {
                 match self
                     .docker
@@ -342,5 +349,21 @@ impl RecoveredDriver for DockerRecovered {
 
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         async move { remove_all(&self.docker, &self.record).await }.boxed()
+    }
+
+    fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { set_frozen(&self.docker, &self.record, Freeze::Pause).await }.boxed()
+    }
+
+    fn resume(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { set_frozen(&self.docker, &self.record, Freeze::Resume).await }.boxed()
+    }
+
+    fn attach_process(self: Arc<Self>) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+        async move {
+            let stopped = Arc::clone(&self.stopped);
+            attach_again(self.docker.clone(), &self.record, stopped).await
+        }
+        .boxed()
     }
 }

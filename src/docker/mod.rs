@@ -1,9 +1,11 @@
 //! The Docker driver: one hardened container per sandbox process through bollard.
 
 pub mod address;
+pub mod attach;
 pub mod backend;
 pub mod engine;
 pub mod exit_status;
+pub mod freezer;
 pub mod hardening;
 pub mod image;
 pub mod layout;

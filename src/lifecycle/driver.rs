@@ -161,6 +161,21 @@ pub trait DriverReservation: Send + Sync + 'static {
             ))
         })
     }
+
+    /// Freezes the running process where it stands (storage and streams stay); idempotent.
+    fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        unsupported("pausing a sandbox")
+    }
+
+    /// Thaws what `pause` froze; idempotent.
+    fn resume(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        unsupported("resuming a sandbox")
+    }
+}
+
+fn unsupported<T: Send + 'static>(what: &str) -> BoxFuture<'static, Result<T, OwnerError>> {
+    let message = format!("{what} is not supported by this driver");
+    Box::pin(async move { Err(OwnerError::Unsupported(message)) })
 }
 
 /// The caller's persistence of recovery records (`{ kind: 'persisted', persist }`).
@@ -176,4 +191,20 @@ pub trait RecoveredDriver: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>>;
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>>;
+
+    /// As `DriverReservation::pause`, for the reconciled sandbox's process.
+    fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        unsupported("pausing a recovered sandbox")
+    }
+
+    /// As `DriverReservation::resume`.
+    fn resume(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        unsupported("resuming a recovered sandbox")
+    }
+
+    /// Attaches again to a process started reattachable, still running: its streams from now
+    /// on (what it wrote while nobody was attached is gone) and its leader's fate.
+    fn attach_process(self: Arc<Self>) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+        unsupported("attaching to a recovered sandbox's process")
+    }
 }

@@ -4,6 +4,7 @@ pub mod admission;
 pub mod cancel;
 pub mod driver;
 pub mod error;
+pub mod freeze;
 pub mod journal;
 pub mod observe;
 pub mod owner;

@@ -9,6 +9,7 @@ use super::admission::check_effective;
 use super::cancel::Cancel;
 use super::driver::{DriverReservation, Persist, ReadyFacts, StartContext};
 use super::error::{CleanupOperation, OperationCode, OwnerError};
+use super::freeze::{observe_freeze, FreezeTo};
 use super::journal::Journal;
 use super::observe::{bounded, enter, observe, sleep_exactly, Actual, Observed};
 use super::state::{Operation, State};
@@ -495,6 +496,27 @@ impl SandboxOwner {
         });
         core.stop = Some(actual.clone());
         actual
+    }
+
+    /// Pauses or resumes the running process: only while compute is ready and the process has
+    /// started (a stop or destroy that comes later still removes a paused sandbox). Observed
+    /// within the cleanup deadline.
+    pub async fn freeze(&self, to: FreezeTo) -> Result<(), OwnerError> {
+        {
+            let core = self.core();
+            let started = core.process.as_ref().is_some_and(|slot| slot.started);
+            if core.state != State::Ready || !started {
+                return Err(OwnerError::state(
+                    "only a ready sandbox whose process has started can be paused or resumed",
+                ));
+            }
+        }
+        let driver = self.driver();
+        let work = match to {
+            FreezeTo::Paused => driver.pause(),
+            FreezeTo::Running => driver.resume(),
+        };
+        observe_freeze(work, to, self.cleanup_limit()).await
     }
 
     pub fn driver(&self) -> Arc<dyn DriverReservation> {

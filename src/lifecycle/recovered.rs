@@ -5,8 +5,11 @@ use std::time::Duration;
 
 use super::driver::RecoveredDriver;
 use super::error::{CleanupOperation, OwnerError};
+use super::freeze::{observe_freeze, FreezeTo};
 use super::observe::{enter, observe, Actual, Observed};
 use crate::limits::CLEANUP_MS_MAX;
+use crate::policy::request::StreamLimits;
+use crate::process::io::ProcessIo;
 use crate::recovery::continuation::{check_continuation, Continuation};
 use crate::recovery::record::SandboxRecoveryRecord;
 
@@ -91,6 +94,50 @@ impl RecoveredOwner {
             }
         };
         Self::observed(actual, CleanupOperation::Destroy).await
+    }
+
+    /// Pauses or resumes the reconciled sandbox's process, observed within the cleanup bound.
+    pub async fn freeze(&self, to: FreezeTo) -> Result<(), OwnerError> {
+        let driver = Arc::clone(&self.inner.driver);
+        let work = match to {
+            FreezeTo::Paused => driver.pause(),
+            FreezeTo::Running => driver.resume(),
+        };
+        observe_freeze(work, to, Duration::from_millis(CLEANUP_MS_MAX)).await
+    }
+
+    /// Attaches again to the reconciled sandbox's reattachable process, with `limits` on its
+    /// streams; crossing one stops the sandbox (as a live owner's streams do). Observed within
+    /// `limit`; once-only per owner is the caller's rule, not this one's.
+    pub async fn attach_process(
+        &self,
+        limits: StreamLimits,
+        limit: Duration,
+    ) -> Result<Arc<ProcessIo>, OwnerError> {
+        let driver = Arc::clone(&self.inner.driver);
+        let attached = enter(async move {
+            let channels = driver.attach_process().await?;
+            Ok(Arc::new(std::sync::Mutex::new(Some(channels))))
+        });
+        let channels = match observe(attached, Some(limit), &[], "attaching to the process").await {
+            Observed::Settled(result) => result?,
+            Observed::Interrupted(reason) => return Err(reason),
+        };
+        let Some(channels) = lock(&channels).take() else {
+            return Err(OwnerError::state("the attached streams were already taken"));
+        };
+        // A weak reference: the streams must not keep the owner alive.
+        let owner = Arc::downgrade(&self.inner);
+        Ok(ProcessIo::new(
+            channels,
+            limits,
+            Arc::new(move || {
+                if let Some(inner) = owner.upgrade() {
+                    // The stop runs as its own task (`enter`); nobody needs to observe it here.
+                    drop(RecoveredOwner { inner }.begin_stop());
+                }
+            }),
+        ))
     }
 
     fn begin_stop(&self) -> Actual<()> {

@@ -64,6 +64,8 @@ pub struct ProcessIo {
     stdout: tokio::sync::Mutex<OutputReader>,
     stderr: tokio::sync::Mutex<OutputReader>,
     output_budget: Arc<Semaphore>,
+    /// Wakes the output pump on `close()` (a stored permit if it is not waiting yet).
+    closed: Arc<tokio::sync::Notify>,
     exit: Shared<BoxFuture<'static, ProcessExit>>,
     violated: Arc<AtomicBool>,
     on_violation: OnViolation,
@@ -98,12 +100,21 @@ impl ProcessIo {
         let pump_budget = Arc::clone(&output_budget);
         let pump_violated = Arc::clone(&violated);
         let pump_violation = Arc::clone(&on_violation);
+        let closed = Arc::new(tokio::sync::Notify::new());
+        let pump_closed = Arc::clone(&closed);
         let max_output = limits.max_output_bytes;
         let piece = output_staging.clamp(1, 64 * 1024);
         tokio::spawn(async move {
             let mut output = output;
             let mut total: u64 = 0;
-            while let Some(item) = output.next().await {
+            loop {
+                // `close()` ends the pump even while the engine sends nothing, so a detached
+                // attachment lets go of its connection at once.
+                let item = tokio::select! {
+                    item = output.next() => item,
+                    () = pump_closed.notified() => None,
+                };
+                let Some(item) = item else { break };
                 let (which, bytes) = match item {
                     Ok(chunk) => chunk,
                     Err(error) => {
@@ -204,6 +215,7 @@ impl ProcessIo {
             stdout: OutputReader::new(stdout_rx),
             stderr: OutputReader::new(stderr_rx),
             output_budget,
+            closed,
             exit: exit.shared(),
             violated,
             on_violation,
@@ -371,6 +383,7 @@ impl ProcessIo {
         self.drop_stdin_sender();
         self.stdin_budget.close();
         self.output_budget.close();
+        self.closed.notify_one();
     }
 }
 

@@ -13,6 +13,10 @@ pub struct SandboxProcessSpec {
     /// Explicit environment in the caller's order; names are unique by construction.
     pub env: Vec<(String, String)>,
     pub cwd: String,
+    /// Whether the process's stdin stays open across attachments, so another controller can
+    /// attach again after this one is gone (a daemon served by the agentproto provider). Never
+    /// read from a recipe: the parser sets `false`, and closing stdin then delivers EOF.
+    pub reattachable: bool,
 }
 
 pub fn parse_sandbox_process_spec(input: &Value) -> Result<SandboxProcessSpec, Vec<Issue>> {
@@ -51,6 +55,7 @@ fn spec(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<SandboxProcess
         args: args?,
         env: env?,
         cwd: cwd?,
+        reattachable: false,
     })
 }
 

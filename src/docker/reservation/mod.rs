@@ -22,6 +22,7 @@ use futures::StreamExt;
 use tokio::sync::Mutex;
 
 use super::engine::{engine_error, is_not_found};
+use super::freezer::{set_frozen, Freeze};
 use super::hardening::{applied, check_exact, host_config, Placement};
 use super::layout::{fixed_environment, labels, WORKSPACE};
 use super::objects::{
@@ -545,5 +546,21 @@ impl DriverReservation for DockerReservation {
         cancel: Cancel,
     ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
         self.run_process(spec, cancel).boxed()
+    }
+
+    fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move {
+            let record = self.record().await;
+            set_frozen(&self.settings.docker, &record, Freeze::Pause).await
+        }
+        .boxed()
+    }
+
+    fn resume(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move {
+            let record = self.record().await;
+            set_frozen(&self.settings.docker, &record, Freeze::Resume).await
+        }
+        .boxed()
     }
 }

@@ -143,4 +143,12 @@ impl DriverReservation for PendingReservation {
     ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
         async move { self.resolved()?.start_process(spec, cancel).await }.boxed()
     }
+
+    fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.resolved()?.pause().await }.boxed()
+    }
+
+    fn resume(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        async move { self.resolved()?.resume().await }.boxed()
+    }
 }

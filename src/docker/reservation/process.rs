@@ -2,26 +2,19 @@
 
 use std::sync::Arc;
 
-use bollard::container::LogOutput;
-use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
 use futures::future::{BoxFuture, FutureExt};
-use futures::StreamExt;
 
 use super::DockerReservation;
-use crate::docker::engine::{engine_error, is_not_found};
-use crate::docker::exit_status::leader_fate;
+use crate::docker::attach::{attach_streams, fate_of, output_chunks, wait_exit_code};
+use crate::docker::engine::engine_error;
 use crate::docker::hardening::applied;
 use crate::docker::layout::fixed_environment;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
-use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
+use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{Identity, Role};
-
-/// How soon, and at most how rarely, a lost wait for the leader's exit is asked again.
-const EXIT_WAIT_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
-const EXIT_WAIT_LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl DockerReservation {
     pub(super) async fn run_process(
@@ -67,7 +60,9 @@ impl DockerReservation {
         body.attach_stdout = Some(true);
         body.attach_stderr = Some(true);
         body.open_stdin = Some(true);
-        body.stdin_once = Some(true);
+        // A reattachable process keeps stdin open when an attachment closes, so a controller
+        // that comes after this one can attach again; any other gets EOF with its one stdin.
+        body.stdin_once = Some(!spec.reattachable);
         // The last moment a stop can keep the container from existing at all; past it, the
         // container is recorded before anything else happens, so the stop finds and kills it.
         cancel.check()?;
@@ -91,16 +86,7 @@ impl DockerReservation {
         }
         cancel.check()?;
 
-        let attach = AttachContainerOptionsBuilder::default()
-            .stdin(true)
-            .stdout(true)
-            .stderr(true)
-            .stream(true)
-            .build();
-        let attached = docker
-            .attach_container(&id, Some(attach))
-            .await
-            .map_err(|e| engine_error("attaching to the process", e))?;
+        let attached = attach_streams(docker, &id).await?;
         {
             // Decided under the lock a stop takes first: either this start is visible to the
             // stop (and killed), or the stop is visible here (and nothing starts).
@@ -116,20 +102,7 @@ impl DockerReservation {
                 .map_err(|e| engine_error("starting the process", e))?;
         }
 
-        let output = attached
-            .output
-            .filter_map(|item| async move {
-                match item {
-                    Ok(LogOutput::StdOut { message }) => Some(Ok((OutputStream::Stdout, message))),
-                    Ok(LogOutput::StdErr { message }) => Some(Ok((OutputStream::Stderr, message))),
-                    Ok(_) => None,
-                    Err(e) => Some(Err(OwnerError::operation(
-                        OperationCode::StreamFailure,
-                        format!("reading the process output failed: {e}"),
-                    ))),
-                }
-            })
-            .boxed();
+        let output = output_chunks(attached.output);
         let exit = Arc::clone(&self).exit_of(id);
         Ok(ProcessChannels {
             input: attached.input,
@@ -145,41 +118,18 @@ impl DockerReservation {
     fn exit_of(self: Arc<Self>, id: String) -> BoxFuture<'static, ProcessExit> {
         let docker = self.settings.docker.clone();
         async move {
-            let mut backoff = EXIT_WAIT_FIRST_RETRY;
-            let code = loop {
-                let options = WaitContainerOptionsBuilder::default()
-                    .condition("not-running")
-                    .build();
-                match docker.wait_container(&id, Some(options)).next().await {
-                    Some(Ok(response)) => break Some(response.status_code),
-                    Some(Err(bollard::errors::Error::DockerContainerWaitError {
-                        code, ..
-                    })) => break Some(code),
-                    Some(Err(e)) if is_not_found(&e) => break None,
-                    _ => {}
-                }
-                if self.state.lock().await.stopped_by_owner {
-                    break None;
-                }
-                tokio::time::sleep(backoff).await;
-                backoff = (backoff * 2).min(EXIT_WAIT_LAST_RETRY);
-            };
+            let code = wait_exit_code(&docker, &id, || {
+                let this = Arc::clone(&self);
+                async move { this.state.lock().await.stopped_by_owner }
+            })
+            .await;
             if self.state.lock().await.stopped_by_owner {
                 return ProcessExit::Unavailable;
             }
-            let Some(code) = code else {
-                return ProcessExit::Unavailable;
-            };
-            // Whether the kernel killed for memory is the container's state; an engine that
-            // cannot be asked leaves the exit as its code says.
-            let oom_killed = docker
-                .inspect_container(&id, None)
-                .await
-                .ok()
-                .and_then(|inspect| inspect.state)
-                .and_then(|state| state.oom_killed)
-                .unwrap_or(false);
-            leader_fate(code, oom_killed)
+            match code {
+                Some(code) => fate_of(&docker, &id, code).await,
+                None => ProcessExit::Unavailable,
+            }
         }
         .boxed()
     }

@@ -1,0 +1,266 @@
+// createDockerSandboxProvider: the @agentproto/sandbox 0.2.1 `SandboxProvider` on this package's
+// Docker sandboxes. A boot starts a sandbox, runs the spec's daemon as its one (reattachable)
+// process and serves it as an MCP Streamable HTTP endpoint on loopback; connect finds the
+// sandbox again, in this process or from its state file in a new one, proving ownership by
+// reconciliation before it touches anything.
+import { SandboxRunError, SandboxStartError, SandboxValidationError, errorFromDescriptor } from '../errors.js';
+import { settle } from '../driver-port.js';
+import { native } from '../native.js';
+import { shared } from '../shared.js';
+import { createDockerSandboxBackend, nativeRecoveredOf } from '../docker.js';
+import { nativeTransfersOf } from '../owner.js';
+import { processStreams, reserveProcess } from '../process.js';
+import { SandboxProviderError } from './errors.js';
+import { daemonRecipe, readBootOptions, readSandboxSpec } from './spec.js';
+import { createToken } from './token.js';
+import { ServedSandbox } from './served-sandbox.js';
+import {
+  checkSandboxId,
+  checkStateDirectory,
+  checkStateDirectoryPath,
+  readState,
+  removeState,
+  writeState,
+} from './state-store.js';
+
+/** Sandboxes served in this process, by namespace and id, whichever provider serves them. */
+const served = shared('agentprotoServed', () => new Map());
+const keyOf = (namespace, sandboxId) => `${namespace}\n${sandboxId}`;
+
+async function loadSdk() {
+  try {
+    const [http, types] = await Promise.all([
+      import('@modelcontextprotocol/sdk/server/streamableHttp.js'),
+      import('@modelcontextprotocol/sdk/types.js'),
+    ]);
+    return { StreamableHTTPServerTransport: http.StreamableHTTPServerTransport, isInitializeRequest: types.isInitializeRequest };
+  } catch (cause) {
+    throw new SandboxProviderError(
+      'sandbox_sdk_missing',
+      'native-sandbox/agentproto serves MCP with @modelcontextprotocol/sdk 1.x, an optional peer dependency that is not installed here: add it beside native-sandbox',
+      { cause },
+    );
+  }
+}
+
+function sameJson(a, b) {
+  return JSON.stringify(a) === JSON.stringify(b);
+}
+
+/** See agentproto.d.ts. */
+export function createDockerSandboxProvider(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) {
+    throw new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected the provider options object' }]);
+  }
+  const { stateDirectory, ...dockerOptions } = options;
+  checkStateDirectoryPath(stateDirectory);
+  // The Docker options are checked now, as createDockerSandboxBackend checks them; the image
+  // comes from each spec.
+  settle(native.parseDockerOptions({ ...dockerOptions, image: `sha256:${'0'.repeat(64)}` }), { owner: undefined, errors: undefined }, errorFromDescriptor);
+  const { namespace } = dockerOptions;
+  const backends = new Map();
+  const backendFor = (image) => {
+    let backend = backends.get(image);
+    if (backend === undefined) {
+      backend = createDockerSandboxBackend({ ...dockerOptions, image });
+      backends.set(image, backend);
+    }
+    return backend;
+  };
+  let directoryChecked;
+  const ready = async () => {
+    directoryChecked ??= checkStateDirectory(stateDirectory).catch((error) => {
+      directoryChecked = undefined;
+      throw error;
+    });
+    await directoryChecked;
+    return loadSdk();
+  };
+
+  async function boot(spec, opts) {
+    const read = readSandboxSpec(spec, { required: true });
+    const bootOptions = readBootOptions(opts);
+    const recipe = daemonRecipe(read.daemon, bootOptions.env);
+    const sdk = await ready();
+    const token = bootOptions.expose === 'private' ? createToken() : undefined;
+    // What the state file says; a later private connect may add a token.
+    const stored = { token, record: undefined };
+    const writeStored = () =>
+      writeState(stateDirectory, {
+        namespace,
+        sandboxId: stored.record.sandboxId,
+        image: read.image,
+        expose: stored.token === undefined ? 'public' : 'private',
+        ...(stored.token === undefined ? {} : { token: stored.token }),
+        request: read.request,
+        record: stored.record,
+      });
+    const reservation = backendFor(read.image).reserve(read.request, {
+      kind: 'persisted',
+      persist: (record) => {
+        stored.record = record;
+        return writeStored();
+      },
+    });
+    const sandboxId = reservation.id;
+    let sandbox;
+    // Once anything may exist on the engine, a failed boot leaves nothing: the sandbox is
+    // destroyed and its state file removed before the error is thrown.
+    const cleanUp = async (error) => {
+      const started = sandbox ?? (error instanceof SandboxStartError ? error.owner : reservation);
+      const owner = Object.freeze({
+        destroy: async () => {
+          await started.destroy();
+          await removeState(stateDirectory, sandboxId);
+        },
+      });
+      try {
+        await owner.destroy();
+      } catch (cleanupError) {
+        throw new SandboxRunError({ primaryError: error, cleanupError, owner });
+      }
+      throw error;
+    };
+    try {
+      sandbox = await reservation.start();
+      const live = nativeTransfersOf(sandbox);
+      const daemon = reserveProcess({
+        owner: live.owner,
+        spec: recipe,
+        context: live.context,
+        limits: read.request.policy.streams,
+        stopSandbox: () => sandbox.stop(),
+        reattachable: true,
+      });
+      const streams = await daemon.start();
+      const entry = new ServedSandbox({
+        sandboxId,
+        sdk,
+        streams,
+        paused: false,
+        control: {
+          freeze: async (paused) => settle(await live.owner.freezeSandbox(paused), live.context, errorFromDescriptor),
+          destroy: () => sandbox.destroy(),
+          forget: async () => {
+            served.delete(keyOf(namespace, sandboxId));
+            await removeState(stateDirectory, sandboxId);
+          },
+        },
+      });
+      served.set(
+        keyOf(namespace, sandboxId),
+        Promise.resolve({
+          entry,
+          image: read.image,
+          imageId: sandbox.recoveryRecord.imageDigest,
+          daemon: read.daemon,
+          token: () => stored.token,
+          storeToken: async (next) => {
+            stored.token = next;
+            await writeStored();
+          },
+        }),
+      );
+      return await entry.serve({ token, idleMs: bootOptions.keepAlive ? undefined : read.idleMs });
+    } catch (error) {
+      served.delete(keyOf(namespace, sandboxId));
+      return cleanUp(error);
+    }
+  }
+
+  /** The served sandbox for `state`, found again on the engine and attached to. */
+  async function recover(state, sdk) {
+    const { sandboxId } = state;
+    const backend = backendFor(state.record.imageDigest);
+    const reconciled = await backend.reconcile(state.record);
+    if (reconciled.kind === 'absent') {
+      await removeState(stateDirectory, sandboxId);
+      throw new SandboxProviderError('sandbox_not_found', `sandbox ${sandboxId} no longer exists on the engine; its state file was removed`, { sandboxId });
+    }
+    if (reconciled.kind === 'conflict') {
+      throw new SandboxProviderError('sandbox_foreign', `sandbox ${sandboxId} cannot be proven this provider's: ${reconciled.reason}; nothing was touched`, { sandboxId });
+    }
+    const owner = reconciled.owner;
+    const recovered = nativeRecoveredOf(owner);
+    const context = { owner, errors: undefined };
+    const gone = (cause) =>
+      new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} cannot be served again: ${cause.message}; the sandbox stays owned (its state file is kept, so stop() of a later connect, or a reconcile of its record, removes it)`, { sandboxId, cause });
+    if (reconciled.kind === 'uncertain') throw gone(new Error('the sandbox never finished booting'));
+    let port;
+    try {
+      settle(await recovered.freeze(false), context, errorFromDescriptor);
+      port = recovered.processPort();
+      settle(await port.attach(state.request), context, errorFromDescriptor);
+    } catch (cause) {
+      throw gone(cause);
+    }
+    const streams = processStreams({ owner: port, context, limits: state.request.policy.streams, stopSandbox: () => owner.stop() });
+    const entry = new ServedSandbox({
+      sandboxId,
+      sdk,
+      streams,
+      paused: false,
+      control: {
+        freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),
+        destroy: async () => {
+          await owner.destroy();
+          await port.detach();
+        },
+        forget: async () => {
+          served.delete(keyOf(namespace, sandboxId));
+          await removeState(stateDirectory, sandboxId);
+        },
+      },
+    });
+    let storedToken = state.token;
+    return {
+      entry,
+      image: state.image,
+      imageId: state.record.imageDigest,
+      daemon: undefined,
+      token: () => storedToken,
+      storeToken: async (next) => {
+        await writeState(stateDirectory, { namespace, sandboxId, image: state.image, expose: 'private', token: next, request: state.request, record: state.record });
+        storedToken = next;
+      },
+    };
+  }
+
+  async function connect(sandboxId, spec, opts) {
+    checkSandboxId(sandboxId);
+    const read = readSandboxSpec(spec, { required: false });
+    const bootOptions = readBootOptions(opts);
+    const sdk = await ready();
+    const key = keyOf(namespace, sandboxId);
+    let pending = served.get(key);
+    if (pending === undefined) {
+      pending = (async () => recover(await readState(stateDirectory, sandboxId, namespace), sdk))();
+      served.set(key, pending);
+      pending.catch(() => {
+        if (served.get(key) === pending) served.delete(key);
+      });
+    }
+    const found = await pending;
+    if (read.image !== undefined && read.image !== found.image && read.image !== found.imageId) {
+      throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'image'], message: `sandbox ${sandboxId} runs image ${found.image}, not ${read.image}` }]);
+    }
+    if (read.daemon !== undefined && found.daemon !== undefined && !sameJson(read.daemon, found.daemon)) {
+      throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'daemon'], message: `sandbox ${sandboxId} runs another daemon` }]);
+    }
+    if (found.entry.daemonGone !== undefined) {
+      throw new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} is gone (${found.entry.daemonGone}); the sandbox stays owned: stop() of the booted sandbox removes it`, { sandboxId });
+    }
+    let token;
+    if (bootOptions.expose === 'private') {
+      token = found.token();
+      if (token === undefined) {
+        // A sandbox booted public gets its token now, stored before anyone is handed it.
+        token = createToken();
+        await found.storeToken(token);
+      }
+    }
+    return found.entry.serve({ token, idleMs: bootOptions.keepAlive ? undefined : read.idleMs });
+  }
+
+  return Object.freeze({ boot, connect });
+}

@@ -1,0 +1,175 @@
+//! The process streams as JavaScript reads and writes them, over one `ProcessIo`: shared by a
+//! live owner's process and a process attached again through a recovered owner.
+
+use std::sync::{Arc, Mutex, PoisonError};
+
+use bytes::Bytes;
+use napi::bindgen_prelude::*;
+use napi_derive::napi;
+
+use super::errors::{failed, outcome};
+use super::js_value::{Captured, JsData};
+use super::owner::request_of;
+use crate::input::Value;
+use crate::lifecycle::driver::{OutputStream, ProcessExit};
+use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::recovered::RecoveredOwner;
+use crate::limits::STARTUP_MS_MAX;
+use crate::process::io::ProcessIo;
+
+/// The streams once a process is there; empty before.
+pub type IoSlot = Arc<Mutex<Option<Arc<ProcessIo>>>>;
+
+pub fn io_of(slot: &IoSlot) -> std::result::Result<Arc<ProcessIo>, OwnerError> {
+    slot.lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .clone()
+        .ok_or_else(|| OwnerError::state("the process has not started"))
+}
+
+pub fn exit_value(exit: &ProcessExit) -> Value {
+    match exit {
+        ProcessExit::Exited(code) => Value::object([
+            ("kind", Value::string("exited")),
+            ("code", Value::Number(*code as f64)),
+        ]),
+        ProcessExit::Signaled(signal) => Value::object([
+            ("kind", Value::string("signaled")),
+            ("signal", Value::string(signal.as_str())),
+        ]),
+        ProcessExit::OutOfMemory => Value::object([
+            ("kind", Value::string("signaled")),
+            ("signal", Value::string("SIGKILL")),
+            ("reason", Value::string("out_of_memory")),
+        ]),
+        ProcessExit::Unavailable => Value::object([
+            ("kind", Value::string("unavailable")),
+            ("reason", Value::string("sandbox_stopped")),
+        ]),
+    }
+}
+
+/// Writes one chunk to stdin; settles when the bounded staging accepted it.
+pub async fn write(slot: &IoSlot, chunk: Buffer) -> JsData {
+    let bytes = Bytes::copy_from_slice(&chunk);
+    let result = match io_of(slot) {
+        Ok(io) => io.write(bytes).await,
+        Err(error) => Err(error),
+    };
+    JsData(outcome(result.map(|()| Value::Null)))
+}
+
+/// Ends stdin: settles after EOF reached the guest.
+pub async fn end(slot: &IoSlot) -> JsData {
+    let result = match io_of(slot) {
+        Ok(io) => io.end().await,
+        Err(error) => Err(error),
+    };
+    JsData(outcome(result.map(|()| Value::Null)))
+}
+
+/// Up to `max` bytes of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
+pub async fn read(slot: &IoSlot, stream: &str, max: u32) -> Either3<Buffer, Null, JsData> {
+    let which = if stream == "stderr" {
+        OutputStream::Stderr
+    } else {
+        OutputStream::Stdout
+    };
+    let result = match io_of(slot) {
+        Ok(io) => io.read(which, max.max(1) as usize).await,
+        Err(error) => Err(error),
+    };
+    match result {
+        Ok(Some(bytes)) => Either3::A(Buffer::from(bytes)),
+        Ok(None) => Either3::B(Null),
+        Err(error) => Either3::C(JsData(failed(&error))),
+    }
+}
+
+pub async fn exit(slot: &IoSlot) -> JsData {
+    let result = match io_of(slot) {
+        Ok(io) => Ok(exit_value(&io.exit().await)),
+        Err(error) => Err(error),
+    };
+    JsData(outcome(result))
+}
+
+/// A reconciled sandbox's process, attached again: `attach(request)` once, then the same
+/// stream calls a live owner's process answers (`js/process.js` reads either).
+#[napi]
+pub struct NativeAttachedProcess {
+    owner: RecoveredOwner,
+    io: IoSlot,
+}
+
+impl NativeAttachedProcess {
+    pub fn new(owner: RecoveredOwner) -> Self {
+        Self {
+            owner,
+            io: Arc::new(Mutex::new(None)),
+        }
+    }
+}
+
+#[napi]
+impl NativeAttachedProcess {
+    /// Attaches with the stream limits of `request` (the sandbox's parsed request), observed
+    /// within `SANDBOX_LIMITS.startupMs`. Once only.
+    #[napi]
+    pub async fn attach(&self, request: Captured) -> JsData {
+        let result = async {
+            let request = request_of(&request.0)
+                .map_err(|e| OwnerError::state(format!("the request is invalid: {e}")))?;
+            if self
+                .io
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .is_some()
+            {
+                return Err(OwnerError::state("the process is already attached"));
+            }
+            let limit = std::time::Duration::from_millis(STARTUP_MS_MAX);
+            let io = self
+                .owner
+                .attach_process(request.policy.streams, limit)
+                .await?;
+            *self.io.lock().unwrap_or_else(PoisonError::into_inner) = Some(io);
+            Ok(Value::Null)
+        }
+        .await;
+        JsData(outcome(result))
+    }
+
+    #[napi(js_name = "processWrite")]
+    pub async fn process_write(&self, chunk: Buffer) -> JsData {
+        write(&self.io, chunk).await
+    }
+
+    #[napi(js_name = "processEnd")]
+    pub async fn process_end(&self) -> JsData {
+        end(&self.io).await
+    }
+
+    #[napi(js_name = "processRead")]
+    pub async fn process_read(&self, stream: String, max: u32) -> Either3<Buffer, Null, JsData> {
+        read(&self.io, &stream, max).await
+    }
+
+    #[napi(js_name = "processExit")]
+    pub async fn process_exit(&self) -> JsData {
+        exit(&self.io).await
+    }
+
+    /// Ends this attachment's streams (the process runs on; its stdin stays open).
+    #[napi]
+    pub async fn detach(&self) {
+        let io = self
+            .io
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(io) = io {
+            io.close().await;
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! Attaching to a process container: its output demultiplexed into the owner's chunks, its
+//! leader's fate, and attaching again to a reattachable process after its controller is gone.
+
+use bollard::container::{AttachContainerResults, LogOutput};
+use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bollard::Docker;
+use futures::future::FutureExt;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+
+use super::engine::{engine_error, is_not_found};
+use super::exit_status::leader_fate;
+use super::objects::provable_container;
+use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
+use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::recovery::record::{Role, SandboxRecoveryRecord};
+
+/// How soon, and at most how rarely, a lost wait for the leader's exit is asked again.
+pub const EXIT_WAIT_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
+pub const EXIT_WAIT_LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Attaches to all three streams of container `id` from now on.
+pub async fn attach_streams(
+    docker: &Docker,
+    id: &str,
+) -> Result<AttachContainerResults, OwnerError> {
+    let options = AttachContainerOptionsBuilder::default()
+        .stdin(true)
+        .stdout(true)
+        .stderr(true)
+        .stream(true)
+        .build();
+    docker
+        .attach_container(id, Some(options))
+        .await
+        .map_err(|e| engine_error("attaching to the process", e))
+}
+
+/// The attached output as the owner's chunks, in the order the guest wrote them.
+pub fn output_chunks(
+    output: BoxStream<'static, Result<LogOutput, bollard::errors::Error>>,
+) -> BoxStream<'static, Result<(OutputStream, bytes::Bytes), OwnerError>> {
+    output
+        .filter_map(|item| async move {
+            match item {
+                Ok(LogOutput::StdOut { message }) => Some(Ok((OutputStream::Stdout, message))),
+                Ok(LogOutput::StdErr { message }) => Some(Ok((OutputStream::Stderr, message))),
+                Ok(_) => None,
+                Err(e) => Some(Err(OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    format!("reading the process output failed: {e}"),
+                ))),
+            }
+        })
+        .boxed()
+}
+
+/// The exit code of container `id` once it is not running: `None` when it no longer exists.
+/// A lost engine connection is asked again with backoff until `give_up` says stop.
+pub async fn wait_exit_code<F, Fut>(docker: &Docker, id: &str, give_up: F) -> Option<i64>
+where
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let mut backoff = EXIT_WAIT_FIRST_RETRY;
+    loop {
+        let options = WaitContainerOptionsBuilder::default()
+            .condition("not-running")
+            .build();
+        match docker.wait_container(id, Some(options)).next().await {
+            Some(Ok(response)) => return Some(response.status_code),
+            Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. })) => {
+                return Some(code)
+            }
+            Some(Err(e)) if is_not_found(&e) => return None,
+            _ => {}
+        }
+        if give_up().await {
+            return None;
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(EXIT_WAIT_LAST_RETRY);
+    }
+}
+
+/// The leader's fate from its exit code and whether the kernel killed for memory (the
+/// container's state; an engine that cannot be asked leaves the exit as its code says).
+pub async fn fate_of(docker: &Docker, id: &str, code: i64) -> ProcessExit {
+    let oom_killed = docker
+        .inspect_container(id, None)
+        .await
+        .ok()
+        .and_then(|inspect| inspect.state)
+        .and_then(|state| state.oom_killed)
+        .unwrap_or(false);
+    leader_fate(code, oom_killed)
+}
+
+/// Attaches again to the process container `record` proves is its own. The process must still
+/// run (paused or not) and must have been started reattachable (its stdin open across
+/// attachments); otherwise a state error says which. Output written while nobody was attached
+/// is not replayed. Once `stopped` is set (the owner removed compute), the leader's fate is
+/// `Unavailable` and a lost wait is not asked again.
+pub async fn attach_again(
+    docker: Docker,
+    record: &SandboxRecoveryRecord,
+    stopped: Arc<AtomicBool>,
+) -> Result<ProcessChannels, OwnerError> {
+    let Some(id) = provable_container(&docker, record, Role::Compute).await? else {
+        return Err(OwnerError::state(
+            "the sandbox's process is gone: it has no process container",
+        ));
+    };
+    let inspect = docker
+        .inspect_container(&id, None)
+        .await
+        .map_err(|e| engine_error("inspecting the process container", e))?;
+    if inspect.state.and_then(|s| s.running) != Some(true) {
+        return Err(OwnerError::state(
+            "the sandbox's process is gone: its container is not running",
+        ));
+    }
+    let config = inspect.config.unwrap_or_default();
+    if config.open_stdin != Some(true) || config.stdin_once != Some(false) {
+        return Err(OwnerError::state(
+            "the sandbox's process was not started reattachable: its stdin closed with its first attachment",
+        ));
+    }
+    let attached = attach_streams(&docker, &id).await?;
+    let exit = async move {
+        let code = wait_exit_code(&docker, &id, || {
+            let stopped = Arc::clone(&stopped);
+            async move { stopped.load(Ordering::SeqCst) }
+        })
+        .await;
+        match code {
+            Some(code) if !stopped.load(Ordering::SeqCst) => fate_of(&docker, &id, code).await,
+            _ => ProcessExit::Unavailable,
+        }
+    }
+    .boxed();
+    Ok(ProcessChannels {
+        input: attached.input,
+        output: output_chunks(attached.output),
+        exit,
+    })
+}
