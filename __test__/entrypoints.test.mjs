@@ -1,7 +1,7 @@
 // Every entry point of the exports map imports as ESM, exposes exactly what is built, and the
 // root has no dependency on ACP packages.
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 
 const ROOT_EXPORTS = [
@@ -36,16 +36,18 @@ const ROOT_EXPORTS = [
 test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
-  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime'], conformance: ['runSandboxConformance'] };
+  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] };
   for (const [subpath, names] of Object.entries(built)) {
     const module = await import(`native-sandbox/${subpath}`);
     assert.deepEqual(Object.keys(module).sort(), names, subpath);
   }
 });
 
-test('the exports map lists the six entry points of the contract', () => {
+test('the exports map lists the seven entry points of the contract', () => {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance']);
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto']);
+  assert.equal(manifest.peerDependenciesMeta['@modelcontextprotocol/sdk'].optional, true);
+  assert.match(manifest.peerDependencies['@modelcontextprotocol/sdk'], /^\^1\./);
   assert.equal(manifest.type, 'module');
   assert.equal(manifest.engines.node, '>=20');
   const platform = JSON.parse(readFileSync(new URL('../npm/linux-x64-gnu/package.json', import.meta.url), 'utf8'));
@@ -83,10 +85,22 @@ test('the root entry point does not reach ACP packages', () => {
   }
 });
 
+test('the MCP SDK is loaded only when the agentproto provider serves a sandbox', () => {
+  const rootSources = ['../index.js', '../js/parsers.js', '../js/errors.js', '../js/constants.js', '../js/native.js', '../js/freeze.js', '../js/with-sandbox.js', '../js/bytes.js'];
+  for (const source of rootSources) {
+    assert.doesNotMatch(readFileSync(new URL(source, import.meta.url), 'utf8'), /modelcontextprotocol/, source);
+  }
+  // In the agentproto entry, only dynamic imports reach it.
+  for (const source of ['../agentproto.js', ...readdirSync(new URL('../js/agentproto/', import.meta.url)).map((f) => `../js/agentproto/${f}`)]) {
+    const text = readFileSync(new URL(source, import.meta.url), 'utf8');
+    assert.doesNotMatch(text, /^import [^;]*modelcontextprotocol/m, source);
+  }
+});
+
 test('require() of every entry point gives the same module as import (Node 20.19+ and 22.12+)', async () => {
   const { createRequire } = await import('node:module');
   const require = createRequire(import.meta.url);
-  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/conformance']) {
+  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/conformance', 'native-sandbox/agentproto']) {
     const required = require(entry);
     const imported = await import(entry);
     assert.deepEqual(Object.keys(required).sort(), Object.keys(imported).sort(), entry);

@@ -48,7 +48,7 @@ test('an installed consumer imports every entry point, loading the platform pack
     import { createRequire } from 'node:module';
     const root = await import('native-sandbox');
     const subpaths = {};
-    for (const name of ['backend', 'node', 'acp', 'docker', 'conformance']) subpaths[name] = Object.keys(await import('native-sandbox/' + name));
+    for (const name of ['backend', 'node', 'acp', 'docker', 'conformance', 'agentproto']) subpaths[name] = Object.keys(await import('native-sandbox/' + name));
     const parsed = root.parseSandboxGuestPath('/sandbox/workspace');
     const require = createRequire(import.meta.url);
     const addon = Object.keys(require.cache).filter((f) => f.endsWith('.node'));
@@ -56,10 +56,25 @@ test('an installed consumer imports every entry point, loading the platform pack
   `;
   const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
   assert.equal(out.root, 26);
-  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime'], conformance: ['runSandboxConformance'] });
+  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] });
   assert.equal(out.parsed, '/sandbox/workspace');
   assert.equal(out.addon.length, 1);
   assert.match(out.addon[0], /node_modules\/native-sandbox-linux-x64-gnu\/native-sandbox\.linux-x64-gnu\.node$/);
+});
+
+test('without the optional MCP SDK, the agentproto entry imports and a boot is refused typed before any engine call', () => {
+  const script = `
+    import { mkdtempSync } from 'node:fs';
+    import { tmpdir } from 'node:os';
+    import { join } from 'node:path';
+    const { createDockerSandboxProvider } = await import('native-sandbox/agentproto');
+    const dir = () => mkdtempSync(join(tmpdir(), 'agentproto-pack-'));
+    const provider = createDockerSandboxProvider({ namespace: 'pack-no-sdk', spillDirectory: dir(), stateDirectory: dir() });
+    const spec = { provider: 'docker', config: { image: 'sha256:${'0'.repeat(64)}', daemon: { executable: '/bin/daemon' } } };
+    try { await provider.boot(spec, { env: {} }); console.log('booted') } catch (e) { console.log(e.name, e.code) }
+  `;
+  const out = run(process.execPath, ['--input-type=module', '-e', script], project);
+  assert.equal(out.trim(), 'SandboxProviderError sandbox_sdk_missing');
 });
 
 test('an installed consumer gets typed validation errors from the native parsers', () => {

@@ -184,7 +184,7 @@ export function createDockerSandboxProvider(options) {
     const recovered = nativeRecoveredOf(owner);
     const context = { owner, errors: undefined };
     const gone = (cause) =>
-      new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} cannot be served again: ${cause.message}; the sandbox stays owned (its state file is kept, so stop() of a later connect, or a reconcile of its record, removes it)`, { sandboxId, cause });
+      new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} cannot be served again: ${cause.message}; the sandbox stays owned (its state file is kept: a reconcile of the record in it removes the sandbox)`, { sandboxId, cause });
     if (reconciled.kind === 'uncertain') throw gone(new Error('the sandbox never finished booting'));
     let port;
     try {
@@ -246,9 +246,6 @@ export function createDockerSandboxProvider(options) {
     }
     if (read.daemon !== undefined && found.daemon !== undefined && !sameJson(read.daemon, found.daemon)) {
       throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'daemon'], message: `sandbox ${sandboxId} runs another daemon` }]);
-    }
-    if (found.entry.daemonGone !== undefined) {
-      throw new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} is gone (${found.entry.daemonGone}); the sandbox stays owned: stop() of the booted sandbox removes it`, { sandboxId });
     }
     let token;
     if (bootOptions.expose === 'private') {

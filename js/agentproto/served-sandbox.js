@@ -42,6 +42,14 @@ export class ServedSandbox {
     });
   }
 
+  #gone(reason) {
+    return new SandboxProviderError(
+      'sandbox_daemon_gone',
+      `the daemon of sandbox ${this.sandboxId} cannot be served: ${reason}; the sandbox stays owned (stop() of its booted sandbox, or a reconcile of the record in its state file, removes it)`,
+      { sandboxId: this.sandboxId },
+    );
+  }
+
   /** Why the daemon is gone, or `undefined` while it serves. */
   get daemonGone() {
     return this.#daemonGone;
@@ -54,10 +62,14 @@ export class ServedSandbox {
   async serve({ token, idleMs }) {
     if (this.#stopped !== undefined) throw new SandboxProviderError('sandbox_not_found', `sandbox ${this.sandboxId} was stopped`, { sandboxId: this.sandboxId });
     await this.#closeEndpoint();
-    if (this.#paused) {
+    // Resuming is also the engine's word that the daemon's process still runs.
+    try {
       await this.#control.freeze(false);
-      this.#paused = false;
+    } catch (cause) {
+      throw this.#gone(cause.message);
     }
+    this.#paused = false;
+    if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
     this.#gate = new IdleGate({
       idleMs,
       freeze: async (paused) => {

@@ -416,6 +416,38 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn close_ends_the_output_even_while_the_engine_sends_nothing() {
+        let (output_tx, output_rx) =
+            mpsc::unbounded_channel::<Result<(OutputStream, Bytes), OwnerError>>();
+        let (input, _guest) = tokio::io::duplex(16);
+        let channels = ProcessChannels {
+            input: Box::pin(input),
+            output: tokio_stream_of(output_rx),
+            exit: futures::future::pending().boxed(),
+        };
+        let io = ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {}));
+        output_tx
+            .send(Ok((OutputStream::Stdout, Bytes::from_static(b"before"))))
+            .expect("the pump listens");
+        let first = settles("the first read", io.read(OutputStream::Stdout, 64)).await;
+        assert_eq!(first.expect("a chunk").as_deref(), Some(&b"before"[..]));
+        io.close().await;
+        // The engine's stream is still open (its sender lives): only close() can end the reads.
+        let end = settles("the read after close", io.read(OutputStream::Stdout, 64)).await;
+        assert_eq!(end.expect("no error"), None);
+        assert!(
+            output_tx.is_closed(),
+            "the pump let go of the engine's stream"
+        );
+    }
+
+    fn tokio_stream_of(
+        mut rx: mpsc::UnboundedReceiver<Result<(OutputStream, Bytes), OwnerError>>,
+    ) -> futures::stream::BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>> {
+        futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+    }
+
+    #[tokio::test]
     async fn a_write_waiting_for_staging_space_does_not_keep_close_out() {
         let (io, _guest) = process(64);
         settles("the first write", io.write(Bytes::from(vec![1; 64])))
