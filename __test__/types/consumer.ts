@@ -142,3 +142,40 @@ export const conformance: SandboxConformanceOptions = {
 };
 export const registerConformance: (options: SandboxConformanceOptions) => void = runSandboxConformance;
 export const runtimeOf: (sandbox: Sandbox) => string = dockerSandboxRuntime;
+
+// native-sandbox/agentproto: the provider contract as a host writes against it.
+import {
+  createDockerSandboxProvider,
+  resolveLifecyclePolicy,
+  SandboxProviderError,
+  type BootedSandbox,
+  type SandboxLifecyclePolicy,
+  type SandboxProvider,
+  type SandboxSpec,
+} from 'native-sandbox/agentproto';
+
+const agentprotoProvider: SandboxProvider = createDockerSandboxProvider({
+  namespace: 'host',
+  spillDirectory: '/var/lib/host/spill',
+  stateDirectory: '/var/lib/host/sandboxes',
+});
+const agentprotoSpec: SandboxSpec = {
+  provider: 'docker',
+  config: { image: 'example/daemon:1', daemon: { executable: '/usr/local/bin/node', args: ['/opt/mcp/server.mjs'] } },
+  limits: { memory_mb: 512 },
+  network: { egress: [] },
+  lifecycle: { pause_after_idle: 'idle-600' },
+};
+const teardown: SandboxLifecyclePolicy['teardown'] = resolveLifecyclePolicy(agentprotoSpec, false).teardown;
+export async function attachExample(): Promise<string | undefined> {
+  const booted: BootedSandbox = await agentprotoProvider.boot(agentprotoSpec, { env: {}, expose: 'private', keepAlive: false });
+  const headers: Readonly<Record<string, string>> | undefined = booted.authHeaders;
+  try {
+    await agentprotoProvider.connect(booted.sandboxId, agentprotoSpec, { env: {} });
+  } catch (error) {
+    if (error instanceof SandboxProviderError && error.code === 'sandbox_daemon_gone') return error.sandboxId;
+  }
+  await booted.pause();
+  await booted.stop();
+  return headers?.authorization ?? teardown;
+}
