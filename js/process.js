@@ -87,6 +87,12 @@ class SandboxStdin extends Writable {
   }
 
   _write(chunk, _encoding, callback) {
+    // Staging with room takes the chunk at once; the acknowledgement still comes on the next
+    // tick, so writes made in the same tick queue (and count toward maxBufferedInputBytes) as
+    // they would behind a write in flight.
+    const tried = this.#owner.processTryWrite(chunk);
+    if (!tried.ok) return void process.nextTick(callback, this.#toError(tried.error));
+    if (tried.value === true) return void process.nextTick(callback);
     this.#owner.processWrite(chunk).then(
       (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
       callback,

@@ -286,6 +286,13 @@ impl NativeOwner {
         self.owner.driver().applied_runtime()
     }
 
+    /// Queues one chunk at once if the staging has room now (`true`), else `false`: the caller
+    /// then waits through `processWrite`. Never waits.
+    #[napi(js_name = "processTryWrite")]
+    pub fn process_try_write(&self, chunk: Buffer) -> JsData {
+        process_streams::try_write(&self.io, &chunk)
+    }
+
     /// Ends stdin: resolves after EOF reached the guest.
     #[napi(js_name = "processEnd")]
     pub async fn process_end(&self) -> JsData {

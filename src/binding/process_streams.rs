@@ -59,6 +59,15 @@ pub async fn write(slot: &IoSlot, chunk: Buffer) -> JsData {
     JsData(outcome(result.map(|()| Value::Null)))
 }
 
+/// Queues one chunk at once if the staging has room now: `true` when queued, `false` when the
+/// caller must wait through `write`, or an error descriptor. Never waits.
+pub fn try_write(slot: &IoSlot, chunk: &[u8]) -> JsData {
+    // A crossed limit stops the sandbox from here, which spawns work: inside the runtime.
+    let result = io_of(slot)
+        .and_then(|io| within_runtime_if_available(|| io.try_write(Bytes::copy_from_slice(chunk))));
+    JsData(outcome(result.map(Value::Bool)))
+}
+
 /// Ends stdin: settles after EOF reached the guest.
 pub async fn end(slot: &IoSlot) -> JsData {
     let result = match io_of(slot) {
@@ -143,6 +152,11 @@ impl NativeAttachedProcess {
     #[napi(js_name = "processWrite")]
     pub async fn process_write(&self, chunk: Buffer) -> JsData {
         write(&self.io, chunk).await
+    }
+
+    #[napi(js_name = "processTryWrite")]
+    pub fn process_try_write(&self, chunk: Buffer) -> JsData {
+        try_write(&self.io, &chunk)
     }
 
     #[napi(js_name = "processEnd")]

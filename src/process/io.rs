@@ -262,19 +262,42 @@ impl ProcessIo {
         let taken = permits(chunk.len().min(staging).min(Semaphore::MAX_PERMITS));
         match self.stdin_budget.acquire_many(taken).await {
             Ok(permit) => permit.forget(),
-            Err(_) => {
-                let failure = self
-                    .stdin_failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner);
-                return Err(failure
-                    .clone()
-                    .unwrap_or_else(|| OwnerError::state("stdin is closed")));
-            }
+            Err(_) => return Err(self.stdin_closed()),
         }
         sender.send((chunk, taken)).map_err(|_| {
             OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
         })
+    }
+
+    /// Queues `chunk` at once if the staging has room for it now: `Ok(true)` when queued,
+    /// `Ok(false)` when the caller must wait through `write` (nothing was counted or taken).
+    /// Never waits, so the JavaScript thread may call it.
+    pub fn try_write(&self, chunk: Bytes) -> Result<bool, OwnerError> {
+        let sender = self.stdin_sender()?;
+        let staging = usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
+        let taken = permits(chunk.len().min(staging).min(Semaphore::MAX_PERMITS));
+        match self.stdin_budget.try_acquire_many(taken) {
+            Ok(permit) => permit.forget(),
+            Err(tokio::sync::TryAcquireError::NoPermits) => return Ok(false),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(self.stdin_closed()),
+        }
+        if let Err(error) = self.count_stdin(chunk.len()) {
+            self.stdin_budget.add_permits(taken as usize);
+            return Err(error);
+        }
+        sender.send((chunk, taken)).map_err(|_| {
+            OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
+        })?;
+        Ok(true)
+    }
+
+    /// Why stdin takes no more: the writer's failure, else closed.
+    fn stdin_closed(&self) -> OwnerError {
+        self.stdin_failure
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| OwnerError::state("stdin is closed"))
     }
 
     fn stdin_sender(&self) -> Result<mpsc::UnboundedSender<(Bytes, u32)>, OwnerError> {
@@ -391,7 +414,7 @@ impl ProcessIo {
 mod tests {
     use super::*;
     use std::time::Duration;
-    use tokio::io::DuplexStream;
+    use tokio::io::{AsyncReadExt, DuplexStream};
 
     /// A process whose stdin is a 16-byte pipe that nobody reads (until the test says so), with
     /// `staging` bytes of stdin staging.
@@ -439,6 +462,62 @@ mod tests {
             output_tx.is_closed(),
             "the pump let go of the engine's stream"
         );
+    }
+
+    #[tokio::test]
+    async fn try_write_queues_only_what_the_staging_holds_now_and_counts_it_once() {
+        let (io, mut guest) = process(8);
+        assert_eq!(io.try_write(Bytes::from_static(b"abcd")), Ok(true));
+        assert_eq!(io.try_write(Bytes::from_static(b"efgh")), Ok(true));
+        // The 16-byte pipe took the first eight bytes off the staging, maybe not yet: either
+        // way a chunk that does not fit now is refused without being counted or queued.
+        let refused = io.try_write(Bytes::from(vec![b'x'; 9]));
+        assert_eq!(
+            refused,
+            Ok(false),
+            "a chunk larger than the staging never fits at once"
+        );
+        settles("the waiting write", io.write(Bytes::from_static(b"ij")))
+            .await
+            .expect("queued");
+        settles("end", io.end()).await.expect("ended");
+        let mut seen = Vec::new();
+        settles("the guest reads", guest.read_to_end(&mut seen))
+            .await
+            .expect("read");
+        assert_eq!(seen, b"abcdefghij");
+        assert_eq!(
+            io.try_write(Bytes::from_static(b"late")),
+            Err(OwnerError::state("stdin is already ended"))
+        );
+    }
+
+    #[tokio::test]
+    async fn try_write_respects_the_stdin_total() {
+        let (input, _guest) = tokio::io::duplex(1024);
+        let channels = ProcessChannels {
+            input: Box::pin(input),
+            output: futures::stream::pending().boxed(),
+            exit: futures::future::pending().boxed(),
+        };
+        let limits = StreamLimits {
+            max_stdin_bytes: Some(6),
+            ..StreamLimits::DEFAULT
+        };
+        let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
+        assert_eq!(io.try_write(Bytes::from_static(b"1234")), Ok(true));
+        let crossing = io.try_write(Bytes::from_static(b"567"));
+        assert!(
+            matches!(
+                crossing,
+                Err(OwnerError::Operation {
+                    code: OperationCode::InputLimit,
+                    ..
+                })
+            ),
+            "{crossing:?}"
+        );
+        assert!(io.violated());
     }
 
     fn tokio_stream_of(
