@@ -75,6 +75,7 @@ test('every refusal is typed, names its field, and comes before any engine objec
     [spec((s) => ({ ...s, extraPorts: [8080] })), SandboxValidationError, ['spec', 'extraPorts']],
     [spec((s) => ({ ...s, limits: { memory_mb: 0 } })), SandboxValidationError, ['spec', 'limits', 'memory_mb']],
     [spec((s) => ({ ...s, lifecycle: { pause_after_idle: '' } })), SandboxValidationError, ['spec', 'lifecycle', 'pause_after_idle']],
+    [spec((s) => ({ ...s, lifecycle: { pause_after_idle: 'idle-2147484' } })), SandboxValidationError, ['spec', 'lifecycle', 'pause_after_idle']],
     [spec((s) => ({ ...s, network: { egress: 'api.example.com' } })), SandboxValidationError, ['spec', 'network', 'egress']],
     [spec((s) => ({ ...s, config: { ...s.config, daemon: { ...daemon, executable: 'node' } } })), SandboxValidationError, ['spec', 'config', 'daemon', 'executable']],
     [spec((s) => ({ ...s, read_only: true })), SandboxProviderError, 'sandbox_read_only'],
@@ -186,6 +187,84 @@ test('pause freezes the sandbox on the engine; connect resumes it with the same 
   assert.deepEqual(stateFiles(), []);
 });
 
+test('two sessions asking for progress with the same token each get their own', async () => {
+  const booted = await provider.boot(spec(), { env: {} });
+  try {
+    const [one, two] = [await mcpClient(booted), await mcpClient(booted)];
+    const progress = { one: [], two: [] };
+    // Both SDK clients number their requests alike, so their progress tokens collide.
+    const [a, b] = await Promise.all([
+      one.callTool({ name: 'sleep', arguments: { ms: 300 } }, undefined, { onprogress: (p) => progress.one.push(p) }),
+      two.callTool({ name: 'sleep', arguments: { ms: 100 } }, undefined, { onprogress: (p) => progress.two.push(p) }),
+    ]);
+    assert.equal(textOf(a), 'slept 300 ms');
+    assert.equal(textOf(b), 'slept 100 ms');
+    assert.deepEqual(progress, { one: [{ progress: 0, total: 1 }], two: [{ progress: 0, total: 1 }] });
+    await one.close();
+    await two.close();
+  } finally {
+    await booted.stop();
+  }
+});
+
+test('connects, pauses and stops of one sandbox apply in call order, leaving one live endpoint', async () => {
+  const booted = await provider.boot(spec(), { env: {}, expose: 'private' });
+  try {
+    const id = processContainer(booted.sandboxId);
+    const [first, second] = await Promise.all([
+      provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }),
+      provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }),
+    ]);
+    await assert.rejects(fetch(first.mcpUrl), 'the earlier endpoint is closed');
+    const client = await mcpClient(second);
+    await call(client, 'write_file', { path: 'order.txt', content: 'ordered' });
+    await client.close();
+    const [, third] = await Promise.all([second.pause(), provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' })]);
+    assert.equal(inspect('{{.State.Status}}', id), 'running', 'the connect after the pause resumed it');
+    const again = await mcpClient(third);
+    assert.equal(await call(again, 'read_file', { path: 'order.txt' }), 'ordered');
+    await again.close();
+    const [paused, stopped] = await Promise.allSettled([third.pause(), booted.stop()]);
+    assert.equal(paused.status, 'fulfilled');
+    assert.equal(stopped.status, 'fulfilled');
+    await assert.rejects(provider.connect(booted.sandboxId, spec(), { env: {} }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_not_found');
+  } finally {
+    await booted.stop();
+  }
+  assert.deepEqual(leftovers(namespace), NOTHING);
+  assert.deepEqual(stateFiles(), []);
+});
+
+test('a controller killed with a request in flight: the late answer reaches nobody in the next controller', async () => {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
+    env: { ...process.env, AGENTPROTO_NAMESPACE: namespace, AGENTPROTO_STATE: stateDirectory, AGENTPROTO_IMAGE: IMAGE, AGENTPROTO_INFLIGHT: '1' },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let line = '';
+  child.stdout.on('data', (chunk) => (line += chunk));
+  await eventually(() => line.includes('\n') || child.exitCode !== null, 'the child boot', 60_000);
+  const booted = JSON.parse(line);
+  child.kill('SIGKILL');
+  await once(child, 'exit');
+  const fresh = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory });
+  const again = await fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' });
+  try {
+    const client = await mcpClient(again);
+    const until = Date.now() + 4000;
+    let calls = 0;
+    while (Date.now() < until) {
+      assert.equal(await call(client, 'read_file', { path: 'from-child.txt' }), 'written before the crash');
+      calls += 1;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    assert.ok(calls > 5);
+    await client.close();
+  } finally {
+    await again.stop();
+  }
+  assert.deepEqual(leftovers(namespace), NOTHING);
+});
+
 test('a controller killed with SIGKILL: a new provider connects from the state directory; another namespace is refused', async () => {
   const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
     env: { ...process.env, AGENTPROTO_NAMESPACE: namespace, AGENTPROTO_STATE: stateDirectory, AGENTPROTO_IMAGE: IMAGE },
@@ -239,9 +318,24 @@ test('idle pause: no traffic for the window pauses the sandbox, the next request
     assert.equal(await call(client, 'read_file', { path: 'idle.txt' }), 'before the pause', 'resumed transparently');
     assert.equal(inspect('{{.State.Status}}', id), 'running');
     // A request longer than the window keeps the sandbox running throughout.
-    assert.equal(await call(client, 'sleep', { ms: 2500 }), 'slept 2500 ms');
+    const states = new Set();
+    const long = call(client, 'sleep', { ms: 2500 });
+    let settled = false;
+    long.finally(() => (settled = true)).catch(() => {});
+    while (!settled) {
+      states.add(inspect('{{.State.Status}}', id));
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    assert.equal(await long, 'slept 2500 ms');
+    assert.deepEqual([...states], ['running'], 'never paused while a request was in flight');
     await eventually(() => inspect('{{.State.Status}}', id) === 'paused', 'the second idle pause');
     await client.close();
+    // A client that connects and then only listens (its event stream open) lets it pause too.
+    const listener = await mcpClient(booted);
+    assert.equal(inspect('{{.State.Status}}', id), 'running', 'initializing resumed it');
+    await eventually(() => inspect('{{.State.Status}}', id) === 'paused', 'the pause with a listener connected');
+    assert.equal(await call(listener, 'read_file', { path: 'idle.txt' }), 'before the pause');
+    await listener.close();
     assert.equal(inspect('{{.State.Status}}', processContainer(kept.sandboxId)), 'running', 'keepAlive: no idle pause');
   } finally {
     await booted.stop();
@@ -252,12 +346,12 @@ test('idle pause: no traffic for the window pauses the sandbox, the next request
 
 test('per-command caps are accepted with a warning', async () => {
   const warnings = [];
-  const onWarning = (warning) => warnings.push(warning);
+  const onWarning = (warning) => warning.code === 'NATIVE_SANDBOX_AGENTPROTO_UNENFORCED_LIMIT' && warnings.push(warning);
   process.on('warning', onWarning);
   const booted = await provider.boot(spec((s) => ({ ...s, limits: { timeout_ms: 30_000, cpu_ms: 5_000 } })), { env: {} });
   try {
     await eventually(() => warnings.length > 0, 'the warning');
-    assert.equal(warnings[0].code, 'NATIVE_SANDBOX_AGENTPROTO_UNENFORCED_LIMIT');
+    assert.equal(warnings.length, 1);
     assert.match(warnings[0].message, /timeout_ms.*cpu_ms/);
   } finally {
     process.off('warning', onWarning);
@@ -294,7 +388,8 @@ test('a daemon gone after the controller died: a new provider refuses it typed, 
   await once(child, 'exit');
   await eventually(() => inspect('{{.State.Status}}', processContainer(booted.sandboxId)) === 'exited', 'the daemon exit');
   const fresh = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory });
-  await assert.rejects(fresh.connect(booted.sandboxId, spec(), { env: {} }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_daemon_gone' && e.sandboxId === booted.sandboxId);
+  await assert.rejects(fresh.connect(booted.sandboxId, spec(), { env: {} }), (e) => e instanceof SandboxValidationError && e.issues[0].path.join('.') === 'spec.config.daemon', 'the stored daemon is checked');
+  await assert.rejects(fresh.connect(booted.sandboxId, { provider: 'docker', config: {} }, { env: {} }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_daemon_gone' && e.sandboxId === booted.sandboxId);
   const file = join(stateDirectory, `${booted.sandboxId}.json`);
   const { record, image } = JSON.parse(execFileSync('cat', [file], { encoding: 'utf8' }));
   assert.equal(image, IMAGE);
@@ -323,7 +418,7 @@ test("a state file naming a sandbox whose process was not started reattachable i
   try {
     const { stdin, stdout } = await sandbox.reserveProcess({ executable: '/usr/local/bin/node', args: ['-e', 'process.stdin.pipe(process.stdout)'], env: {}, cwd: sandbox.workspace }).start();
     const file = join(stateDirectory, `${sandbox.id}.json`);
-    writeFileSync(file, JSON.stringify({ format: 'native-sandbox/agentproto-state', version: 1, namespace, sandboxId: sandbox.id, image: IMAGE, expose: 'public', request: input, record }), { mode: 0o600 });
+    writeFileSync(file, JSON.stringify({ format: 'native-sandbox/agentproto-state', version: 1, namespace, sandboxId: sandbox.id, image: IMAGE, daemon, expose: 'public', request: input, record }), { mode: 0o600 });
     const fresh = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory });
     await assert.rejects(fresh.connect(sandbox.id, spec(), { env: {} }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_daemon_gone' && /not started reattachable/.test(e.message));
     execFileSync('rm', [file]);

@@ -7,6 +7,8 @@ import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
 
 const BODY_BYTES_MAX = 4 * 1024 * 1024;
+/** Sessions one endpoint keeps at once: each holds transport state in this process. */
+const SESSIONS_MAX = 64;
 
 function sendJson(res, status, body, headers = {}) {
   if (res.headersSent) return void res.end();
@@ -55,18 +57,29 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
   async function handle(req, res) {
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not found' });
-    if (gate !== undefined && !gate.allows(req.headers.authorization)) {
+    // Exactly one authorization header, exactly the token's (Node would keep the first of two).
+    const authorization = req.headersDistinct?.authorization;
+    if (gate !== undefined && !(authorization?.length === 1 && gate.allows(authorization[0]))) {
       return sendJson(res, 401, { error: 'unauthorized' }, { 'www-authenticate': 'Bearer' });
     }
     if (closing) return sendJson(res, 503, rpcError(-32000, 'the endpoint is closed'));
     if (!['POST', 'GET', 'DELETE'].includes(req.method)) return sendJson(res, 405, rpcError(-32000, 'method not allowed'), { allow: 'GET, POST, DELETE' });
+    // Only a POST carries work for the daemon: it resumes a paused sandbox and holds the idle
+    // clock until its response ends. The release is armed before the wait, so a client that
+    // goes away meanwhile still releases.
     let release;
+    let gone = false;
+    res.on('close', () => {
+      gone = true;
+      release?.();
+    });
     try {
       release = await admit(req.method === 'POST');
     } catch (error) {
       return sendJson(res, 503, rpcError(-32000, `the sandbox could not be resumed: ${error.message}`));
     }
-    res.on('close', release);
+    if (gone) return release();
+    if (closing) return sendJson(res, 503, rpcError(-32000, 'the endpoint is closed'));
     const sessionId = req.headers['mcp-session-id'];
     if (req.method !== 'POST') {
       const transport = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
@@ -81,20 +94,26 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
     } catch {
       return sendJson(res, 400, rpcError(-32700, 'Parse error'));
     }
-    let transport;
     if (typeof sessionId === 'string') {
-      transport = sessions.get(sessionId);
+      const transport = sessions.get(sessionId);
       if (transport === undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
-    } else {
-      const initializes = Array.isArray(message) ? message.some(sdk.isInitializeRequest) : sdk.isInitializeRequest(message);
-      if (!initializes) return sendJson(res, 400, rpcError(-32000, 'Bad Request: no valid session ID provided'));
-      transport = newSession();
-      await transport.handleRequest(req, res, message);
-      // An initialization the transport refused started no session: nothing may keep it.
-      if (transport.sessionId === undefined || sessions.get(transport.sessionId) !== transport) await transport.close();
-      return;
+      return transport.handleRequest(req, res, message);
     }
-    return transport.handleRequest(req, res, message);
+    const initializes = Array.isArray(message) ? message.some(sdk.isInitializeRequest) : sdk.isInitializeRequest(message);
+    if (!initializes) return sendJson(res, 400, rpcError(-32000, 'Bad Request: no valid session ID provided'));
+    if (closing) return sendJson(res, 503, rpcError(-32000, 'the endpoint is closed'));
+    if (sessions.size >= SESSIONS_MAX) return sendJson(res, 503, rpcError(-32000, `the endpoint serves at most ${SESSIONS_MAX} sessions; end one first`));
+    const transport = newSession();
+    try {
+      await transport.handleRequest(req, res, message);
+    } finally {
+      // An initialization the transport refused started no session, and one that finished while
+      // the endpoint closed is not served: nothing may keep either connected to the daemon.
+      if (closing || transport.sessionId === undefined || sessions.get(transport.sessionId) !== transport) {
+        if (transport.sessionId !== undefined && sessions.get(transport.sessionId) === transport) sessions.delete(transport.sessionId);
+        await transport.close();
+      }
+    }
   }
 
   const server = createServer((req, res) => {

@@ -3,10 +3,15 @@
 // before it is served. Pause and resume run one after another, never overlapping, and a
 // request that arrives while a pause is under way waits for it and then for the resume.
 
+/** setTimeout's largest delay; a longer window is refused when the spec is read. */
+export const IDLE_WINDOW_MS_MAX = 2 ** 31 - 1;
+
 export class IdleGate {
   #idleMs;
   #freeze;
   #paused = false;
+  /** A pause or resume failed: the engine's state is unknown, so the next request resumes. */
+  #uncertain = false;
   #inFlight = 0;
   #timer;
   #closed = false;
@@ -14,37 +19,38 @@ export class IdleGate {
 
   /**
    * `idleMs`: the window, or `undefined` for none. `freeze(paused)` pauses or resumes the
-   * sandbox; `paused` says whether it is paused now.
+   * sandbox (idempotent).
    */
-  constructor({ idleMs, freeze, paused = false }) {
+  constructor({ idleMs, freeze }) {
     this.#idleMs = idleMs;
     this.#freeze = freeze;
-    this.#paused = paused;
     this.touch();
   }
 
-  get paused() {
-    return this.#paused;
-  }
-
   /**
-   * Admits one request: resumes the sandbox first if it is paused (a failure rejects). A
-   * `counted` request holds the idle clock until its `release()`; a long-lived event stream is
-   * not counted, so it never keeps a sandbox awake on its own.
+   * Admits one request. A `counted` request (one that carries work for the daemon) resumes the
+   * sandbox first if it is paused (a failure rejects) and holds the idle clock until its
+   * `release()`. Any other (an event stream, a session's end) needs nothing of the daemon: it
+   * neither wakes the sandbox nor keeps it awake. Rejects once the gate is closed.
    */
   async enter(counted) {
+    if (this.#closed) throw new Error('the endpoint is closing');
+    if (!counted) return () => {};
     await this.#queue(async () => {
-      if (!this.#paused) return;
+      if (this.#closed) throw new Error('the endpoint is closing');
+      if (!this.#paused && !this.#uncertain) return;
+      this.#uncertain = true;
       await this.#freeze(false);
       this.#paused = false;
+      this.#uncertain = false;
     });
-    if (counted) this.#inFlight += 1;
+    this.#inFlight += 1;
     this.#clear();
     let released = false;
     return () => {
       if (released) return;
       released = true;
-      if (counted) this.#inFlight -= 1;
+      this.#inFlight -= 1;
       this.touch();
     };
   }
@@ -60,10 +66,12 @@ export class IdleGate {
   #idle() {
     this.#queue(async () => {
       if (this.#closed || this.#paused || this.#inFlight > 0) return;
+      this.#uncertain = true;
       await this.#freeze(true);
       this.#paused = true;
+      this.#uncertain = false;
     }).catch(() => {
-      // A pause the engine refused leaves the sandbox running; the next traffic rearms.
+      // A pause the engine refused or did not confirm: the next request resumes to be sure.
     });
   }
 
@@ -78,7 +86,7 @@ export class IdleGate {
     this.#timer = undefined;
   }
 
-  /** No more idle pauses; resolves once a pause or resume under way has settled. */
+  /** No more pauses or resumes; resolves once one under way has settled. */
   async close() {
     this.#closed = true;
     this.#clear();

@@ -3,7 +3,7 @@
 // process and serves it as an MCP Streamable HTTP endpoint on loopback; connect finds the
 // sandbox again, in this process or from its state file in a new one, proving ownership by
 // reconciliation before it touches anything.
-import { SandboxRunError, SandboxStartError, SandboxValidationError, errorFromDescriptor } from '../errors.js';
+import { SandboxRunError, SandboxStartError, SandboxStateError, SandboxValidationError, errorFromDescriptor } from '../errors.js';
 import { settle } from '../driver-port.js';
 import { native } from '../native.js';
 import { shared } from '../shared.js';
@@ -43,8 +43,15 @@ async function loadSdk() {
   }
 }
 
-function sameJson(a, b) {
-  return JSON.stringify(a) === JSON.stringify(b);
+/** A connect's spec may leave the image and daemon out; what it names must be what runs. */
+function checkSameSandbox(sandboxId, read, running) {
+  if (read.image !== undefined && read.image !== running.image && read.image !== running.imageId) {
+    throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'image'], message: `sandbox ${sandboxId} runs image ${running.image}, not ${read.image}` }]);
+  }
+  const named = (daemon) => JSON.stringify({ executable: daemon.executable, args: daemon.args ?? [], cwd: daemon.cwd ?? null });
+  if (read.daemon !== undefined && named(read.daemon) !== named(running.daemon)) {
+    throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'daemon'], message: `sandbox ${sandboxId} runs another daemon` }]);
+  }
 }
 
 /** See agentproto.d.ts. */
@@ -85,13 +92,14 @@ export function createDockerSandboxProvider(options) {
     const token = bootOptions.expose === 'private' ? createToken() : undefined;
     // What the state file says; a later private connect may add a token.
     const stored = { token, record: undefined };
-    const writeStored = () =>
+    const writeStored = (token = stored.token) =>
       writeState(stateDirectory, {
         namespace,
         sandboxId: stored.record.sandboxId,
         image: read.image,
-        expose: stored.token === undefined ? 'public' : 'private',
-        ...(stored.token === undefined ? {} : { token: stored.token }),
+        daemon: read.daemon,
+        expose: token === undefined ? 'public' : 'private',
+        ...(token === undefined ? {} : { token }),
         request: read.request,
         record: stored.record,
       });
@@ -137,7 +145,6 @@ export function createDockerSandboxProvider(options) {
         sandboxId,
         sdk,
         streams,
-        paused: false,
         control: {
           freeze: async (paused) => settle(await live.owner.freezeSandbox(paused), live.context, errorFromDescriptor),
           destroy: () => sandbox.destroy(),
@@ -156,8 +163,8 @@ export function createDockerSandboxProvider(options) {
           daemon: read.daemon,
           token: () => stored.token,
           storeToken: async (next) => {
+            await writeStored(next);
             stored.token = next;
-            await writeStored();
           },
         }),
       );
@@ -183,23 +190,25 @@ export function createDockerSandboxProvider(options) {
     const owner = reconciled.owner;
     const recovered = nativeRecoveredOf(owner);
     const context = { owner, errors: undefined };
-    const gone = (cause) =>
-      new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} cannot be served again: ${cause.message}; the sandbox stays owned (its state file is kept: a reconcile of the record in it removes the sandbox)`, { sandboxId, cause });
-    if (reconciled.kind === 'uncertain') throw gone(new Error('the sandbox never finished booting'));
-    let port;
+    const gone = (why, cause) =>
+      new SandboxProviderError('sandbox_daemon_gone', `the daemon of sandbox ${sandboxId} cannot be served again: ${why}; the sandbox stays owned (its state file is kept: a reconcile of the record in it removes the sandbox)`, { sandboxId, cause });
+    if (reconciled.kind === 'uncertain') throw gone('the sandbox never finished booting');
+    // The engine attaches only to a running process: a paused one is resumed first.
+    const port = recovered.processPort();
     try {
       settle(await recovered.freeze(false), context, errorFromDescriptor);
-      port = recovered.processPort();
       settle(await port.attach(state.request), context, errorFromDescriptor);
     } catch (cause) {
-      throw gone(cause);
+      // A process that ended or was not started reattachable is the engine's state; anything
+      // else (an unreachable engine, a deadline) is not a verdict on the daemon.
+      if (cause instanceof SandboxStateError) throw gone(cause.message, cause);
+      throw cause;
     }
     const streams = processStreams({ owner: port, context, limits: state.request.policy.streams, stopSandbox: () => owner.stop() });
     const entry = new ServedSandbox({
       sandboxId,
       sdk,
       streams,
-      paused: false,
       control: {
         freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),
         destroy: async () => {
@@ -217,10 +226,11 @@ export function createDockerSandboxProvider(options) {
       entry,
       image: state.image,
       imageId: state.record.imageDigest,
-      daemon: undefined,
+      daemon: state.daemon,
       token: () => storedToken,
       storeToken: async (next) => {
-        await writeState(stateDirectory, { namespace, sandboxId, image: state.image, expose: 'private', token: next, request: state.request, record: state.record });
+        const { image, daemon, request, record } = state;
+        await writeState(stateDirectory, { namespace, sandboxId, image, daemon, expose: 'private', token: next, request, record });
         storedToken = next;
       },
     };
@@ -234,19 +244,19 @@ export function createDockerSandboxProvider(options) {
     const key = keyOf(namespace, sandboxId);
     let pending = served.get(key);
     if (pending === undefined) {
-      pending = (async () => recover(await readState(stateDirectory, sandboxId, namespace), sdk))();
+      pending = (async () => {
+        const state = await readState(stateDirectory, sandboxId, namespace);
+        // A spec that names another image or daemon is refused before anything is touched.
+        checkSameSandbox(sandboxId, read, { image: state.image, imageId: state.record.imageDigest, daemon: state.daemon });
+        return recover(state, sdk);
+      })();
       served.set(key, pending);
       pending.catch(() => {
         if (served.get(key) === pending) served.delete(key);
       });
     }
     const found = await pending;
-    if (read.image !== undefined && read.image !== found.image && read.image !== found.imageId) {
-      throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'image'], message: `sandbox ${sandboxId} runs image ${found.image}, not ${read.image}` }]);
-    }
-    if (read.daemon !== undefined && found.daemon !== undefined && !sameJson(read.daemon, found.daemon)) {
-      throw new SandboxValidationError([{ code: 'invalid_value', path: ['spec', 'config', 'daemon'], message: `sandbox ${sandboxId} runs another daemon` }]);
-    }
+    checkSameSandbox(sandboxId, read, found);
     let token;
     if (bootOptions.expose === 'private') {
       token = found.token();

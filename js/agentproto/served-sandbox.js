@@ -1,6 +1,8 @@
 // One provider-owned sandbox in this process: its daemon's streams and bridge, the endpoint in
 // service (at most one: each boot or connect serves a fresh one), the idle gate, and the two ways
-// to end: pause (freeze on the engine, keep everything) and stop (destroy, remove the state file).
+// to end: pause (freeze on the engine, keep everything) and stop (destroy, remove the state
+// file). Serve, pause and stop of one sandbox run one after another, never interleaved.
+import { SandboxStateError } from '../errors.js';
 import { authHeadersFor, tokenGate } from './token.js';
 import { IdleGate } from './idle-gate.js';
 import { serveEndpoint } from './endpoint.js';
@@ -12,22 +14,21 @@ export class ServedSandbox {
   #control;
   #endpoint;
   #gate;
-  #paused;
-  #stopped;
+  #stopped = false;
   #daemonGone;
   #bridge;
   #streams;
+  #queue = Promise.resolve();
 
   /**
-   * `control`: `{ freeze(paused), destroy(), forget() }` (forget removes the state file and the
-   * registry entry). `streams`: the daemon's `{ stdin, stdout, stderr }`. `paused`: whether the
-   * sandbox is frozen now.
+   * `control`: `{ freeze(paused), destroy(), forget() }`: `freeze` pauses or resumes on the
+   * engine (idempotent; a state error means the process has ended), `forget` removes the state
+   * file and the registry entry. `streams`: the daemon's `{ stdin, stdout, stderr }`.
    */
-  constructor({ sandboxId, sdk, control, streams, paused }) {
+  constructor({ sandboxId, sdk, control, streams }) {
     this.sandboxId = sandboxId;
     this.#sdk = sdk;
     this.#control = control;
-    this.#paused = paused;
     this.#streams = streams;
     // The daemon's diagnostics are its own: read (so they never hold its stdout back) and dropped.
     streams.stderr.on('data', () => {});
@@ -50,48 +51,55 @@ export class ServedSandbox {
     );
   }
 
-  /** Why the daemon is gone, or `undefined` while it serves. */
-  get daemonGone() {
-    return this.#daemonGone;
+  #stoppedError() {
+    return new SandboxProviderError('sandbox_not_found', `sandbox ${this.sandboxId} was stopped`, { sandboxId: this.sandboxId });
+  }
+
+  /** Runs `step` after every serve, pause and stop before it. */
+  #serialized(step) {
+    const next = this.#queue.then(step);
+    this.#queue = next.catch(() => {});
+    return next;
   }
 
   /**
-   * Resumes the sandbox if paused and serves a fresh endpoint (the previous one closes), with
-   * `token` gating it when given and an idle pause after `idleMs` when given.
+   * Resumes the sandbox and serves a fresh endpoint (the previous one closes), with `token`
+   * gating it when given and an idle pause after `idleMs` when given.
    */
-  async serve({ token, idleMs }) {
-    if (this.#stopped !== undefined) throw new SandboxProviderError('sandbox_not_found', `sandbox ${this.sandboxId} was stopped`, { sandboxId: this.sandboxId });
-    await this.#closeEndpoint();
-    // Resuming is also the engine's word that the daemon's process still runs.
-    try {
-      await this.#control.freeze(false);
-    } catch (cause) {
-      throw this.#gone(cause.message);
-    }
-    this.#paused = false;
-    if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
-    this.#gate = new IdleGate({
-      idleMs,
-      freeze: async (paused) => {
-        await this.#control.freeze(paused);
-        this.#paused = paused;
-      },
-    });
-    const gate = this.#gate;
-    this.#endpoint = await serveEndpoint({
-      sdk: this.#sdk,
-      bridge: this.#bridge,
-      gate: token === undefined ? undefined : tokenGate(token),
-      admit: (counted) => gate.enter(counted),
-    });
-    const stop = () => this.stop();
-    const pause = () => this.pause();
-    return Object.freeze({
-      mcpUrl: this.#endpoint.url,
-      sandboxId: this.sandboxId,
-      ...(token === undefined ? {} : { token, authHeaders: authHeadersFor(token) }),
-      stop,
-      pause,
+  serve({ token, idleMs }) {
+    return this.#serialized(async () => {
+      if (this.#stopped) throw this.#stoppedError();
+      await this.#closeEndpoint();
+      // Resuming is also the engine's word that the daemon's process still runs.
+      try {
+        await this.#control.freeze(false);
+      } catch (cause) {
+        if (cause instanceof SandboxStateError) throw this.#gone(cause.message);
+        throw cause;
+      }
+      if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
+      const gate = new IdleGate({ idleMs, freeze: (paused) => this.#control.freeze(paused) });
+      let endpoint;
+      try {
+        endpoint = await serveEndpoint({
+          sdk: this.#sdk,
+          bridge: this.#bridge,
+          gate: token === undefined ? undefined : tokenGate(token),
+          admit: (counted) => gate.enter(counted),
+        });
+      } catch (error) {
+        await gate.close();
+        throw error;
+      }
+      this.#gate = gate;
+      this.#endpoint = endpoint;
+      return Object.freeze({
+        mcpUrl: endpoint.url,
+        sandboxId: this.sandboxId,
+        ...(token === undefined ? {} : { token, authHeaders: authHeadersFor(token) }),
+        stop: () => this.stop(),
+        pause: () => this.pause(),
+      });
     });
   }
 
@@ -100,23 +108,25 @@ export class ServedSandbox {
     const gate = this.#gate;
     this.#endpoint = undefined;
     this.#gate = undefined;
-    await gate?.close();
+    // The endpoint first (no new request gets in), then the gate (a pause or resume under way
+    // settles).
     await endpoint?.close();
+    await gate?.close();
   }
 
   /** Closes the endpoint and freezes the sandbox; `connect` resumes it. */
-  async pause() {
-    if (this.#stopped !== undefined) throw new SandboxProviderError('sandbox_not_found', `sandbox ${this.sandboxId} was stopped`, { sandboxId: this.sandboxId });
-    await this.#closeEndpoint();
-    if (!this.#paused) {
+  pause() {
+    return this.#serialized(async () => {
+      if (this.#stopped) throw this.#stoppedError();
+      await this.#closeEndpoint();
       await this.#control.freeze(true);
-      this.#paused = true;
-    }
+    });
   }
 
-  /** Closes the endpoint, destroys the sandbox and removes its state file. Joined; retryable. */
+  /** Closes the endpoint, destroys the sandbox and removes its state file. Retryable. */
   stop() {
-    this.#stopped ??= (async () => {
+    return this.#serialized(async () => {
+      if (this.#stopped) return;
       await this.#closeEndpoint();
       this.#bridge.close();
       await this.#control.destroy();
@@ -124,10 +134,7 @@ export class ServedSandbox {
       this.#streams.stdout.destroy();
       this.#streams.stderr.destroy();
       await this.#control.forget();
-    })().catch((error) => {
-      this.#stopped = undefined;
-      throw error;
+      this.#stopped = true;
     });
-    return this.#stopped;
   }
 }

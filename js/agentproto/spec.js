@@ -8,6 +8,7 @@ import { parseSandboxProcessSpec, parseSandboxRequest } from '../parsers.js';
 import { DOCKER_SANDBOX_GUEST } from '../docker.js';
 import { SandboxProviderError } from './errors.js';
 import { idleWindowMs } from './lifecycle.js';
+import { IDLE_WINDOW_MS_MAX } from './idle-gate.js';
 
 const MIB = 1024 * 1024;
 /** The defaults the provider applies where the spec is silent. */
@@ -119,6 +120,10 @@ function readStructure(spec, issues, required) {
     for (const key of ['pause_after_idle', 'destroy_on']) {
       const value = spec.lifecycle[key];
       if (value !== undefined && (typeof value !== 'string' || value === '')) issues.type(['spec', 'lifecycle', key], 'a non-empty string', value);
+    }
+    const idleMs = idleWindowMs(spec.lifecycle.pause_after_idle);
+    if ((idleMs ?? 0) > IDLE_WINDOW_MS_MAX || (typeof spec.lifecycle.pause_after_idle === 'string' && /^idle-\d+$/.test(spec.lifecycle.pause_after_idle) && idleMs === undefined)) {
+      issues.add('too_big', ['spec', 'lifecycle', 'pause_after_idle'], `an idle window of at most ${Math.floor(IDLE_WINDOW_MS_MAX / 1000)} seconds`);
     }
   }
   if (spec.read_only !== undefined && typeof spec.read_only !== 'boolean') issues.type(['spec', 'read_only'], 'a boolean', spec.read_only);

@@ -16,7 +16,7 @@ const VERSION = 1;
 const STATE_BYTES_MAX = 1024 * 1024;
 const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 const TOKEN = /^[A-Za-z0-9_-]{43,}$/;
-const KEYS = ['format', 'version', 'namespace', 'sandboxId', 'image', 'expose', 'token', 'request', 'record'];
+const KEYS = ['format', 'version', 'namespace', 'sandboxId', 'image', 'daemon', 'expose', 'token', 'request', 'record'];
 
 /** A sandbox id as a file name: the provider's ids, nothing that could leave the directory. */
 export function checkSandboxId(sandboxId) {
@@ -140,6 +140,16 @@ export async function readState(directory, sandboxId, namespace) {
     throw new SandboxProviderError('sandbox_foreign', `sandbox ${sandboxId} belongs to another namespace than this provider's (${namespace}); it was left untouched`, { sandboxId });
   }
   if (typeof data.image !== 'string' || data.image === '') throw invalid(sandboxId, 'has no image');
+  const daemon = data.daemon;
+  if (
+    daemon === null ||
+    typeof daemon !== 'object' ||
+    typeof daemon.executable !== 'string' ||
+    (daemon.args !== undefined && !(Array.isArray(daemon.args) && daemon.args.every((arg) => typeof arg === 'string'))) ||
+    (daemon.cwd !== undefined && typeof daemon.cwd !== 'string')
+  ) {
+    throw invalid(sandboxId, 'has no daemon');
+  }
   if (data.expose !== 'public' && data.expose !== 'private') throw invalid(sandboxId, 'has no exposure');
   if (data.expose === 'private' ? typeof data.token !== 'string' || !TOKEN.test(data.token) : data.token !== undefined) {
     throw invalid(sandboxId, 'has a token that does not match its exposure');
@@ -153,5 +163,5 @@ export async function readState(directory, sandboxId, namespace) {
     throw invalid(sandboxId, `holds an invalid record or request (${cause.message})`, cause);
   }
   if (record.sandboxId !== sandboxId || record.namespace !== namespace) throw invalid(sandboxId, 'holds a record of another sandbox or namespace');
-  return Object.freeze({ sandboxId, namespace, image: data.image, expose: data.expose, token: data.token, request, record });
+  return Object.freeze({ sandboxId, namespace, image: data.image, daemon: Object.freeze({ ...daemon }), expose: data.expose, token: data.token, request, record });
 }

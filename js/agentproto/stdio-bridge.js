@@ -1,9 +1,13 @@
 // One MCP stdio daemon shared by any number of MCP sessions. The daemon speaks newline-delimited
 // JSON-RPC on its stdin/stdout as if to one client; each session is a transport (the SDK's
-// Streamable HTTP server transport) with its own request ids. Requests are renumbered on the
-// way in and their answers routed back by that number; a session's cancellations follow its
-// renumbered requests. What the daemon sends on its own: progress goes to the request that asked
-// for it, any other notification to every session, a request to the session heard from last.
+// Streamable HTTP server transport) with its own request ids and progress tokens. Both are
+// renamed on the way in (to names unique to this bridge, and to this bridge among every bridge
+// that ever attached to the daemon) and restored on the way out, so an answer or a progress
+// notification reaches exactly the request that asked. A session's cancellation follows its
+// renamed request. What the daemon sends on its own: a request goes to the session with a
+// request waiting (else the one heard from last), and is answered with an error for it if it
+// cannot be delivered; any other notification goes to every session.
+import { randomBytes } from 'node:crypto';
 
 const LINE_BYTES_MAX = 64 * 1024 * 1024;
 
@@ -13,9 +17,13 @@ const isNotification = (message) => typeof message?.method === 'string' && (mess
 export class StdioBridge {
   #stdin;
   #onTraffic;
-  #nextId = 1;
-  /** bridge id → { session, id, progressToken } */
+  /** Names this bridge gives requests and progress tokens: never those of an earlier bridge. */
+  #prefix = `nsb-${randomBytes(8).toString('hex')}-`;
+  #next = 1;
+  /** bridge id → { session, id, progressToken, bridgeToken } */
   #pending = new Map();
+  /** bridge progress token → bridge id */
+  #tokens = new Map();
   /** daemon request id → session */
   #asked = new Map();
   #sessions = new Set();
@@ -63,10 +71,10 @@ export class StdioBridge {
     const end = (reason) => {
       if (this.#ended !== undefined) return;
       this.#ended = reason;
-      for (const [, entry] of this.#pending) {
+      for (const [bridgeId, entry] of this.#pending) {
+        this.#settle(bridgeId);
         entry.session.send({ jsonrpc: '2.0', id: entry.id, error: { code: -32000, message: `the sandbox daemon is gone: ${reason}` } }).catch(() => {});
       }
-      this.#pending.clear();
       onEnd(reason);
     };
     stdout.on('end', () => end('its stdout ended'));
@@ -90,15 +98,29 @@ export class StdioBridge {
     };
   }
 
+  #settle(bridgeId) {
+    const entry = this.#pending.get(bridgeId);
+    if (entry === undefined) return undefined;
+    this.#pending.delete(bridgeId);
+    if (entry.bridgeToken !== undefined) this.#tokens.delete(entry.bridgeToken);
+    return entry;
+  }
+
   #forget(session) {
     if (!this.#sessions.delete(session)) return;
     if (this.#lastHeard === session) this.#lastHeard = undefined;
-    for (const [bridgeId, entry] of this.#pending) {
+    for (const [bridgeId, entry] of [...this.#pending]) {
       if (entry.session !== session) continue;
-      this.#pending.delete(bridgeId);
+      this.#settle(bridgeId);
       this.#write({ jsonrpc: '2.0', method: 'notifications/cancelled', params: { requestId: bridgeId, reason: 'the MCP session ended' } });
     }
-    for (const [id, asked] of this.#asked) if (asked === session) this.#asked.delete(id);
+    for (const [id, asked] of [...this.#asked]) if (asked === session) this.#refuse(id, 'the MCP session it was sent to ended');
+  }
+
+  /** Answers the daemon's request `id` with an error: nobody else will. */
+  #refuse(id, why) {
+    this.#asked.delete(id);
+    this.#write({ jsonrpc: '2.0', id, error: { code: -32000, message: `the request could not reach an MCP client: ${why}` } });
   }
 
   #write(message) {
@@ -129,17 +151,27 @@ export class StdioBridge {
         session.send({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: `the sandbox daemon is gone: ${this.#ended}` } }).catch(() => {});
         return;
       }
-      const bridgeId = this.#nextId++;
-      this.#pending.set(bridgeId, { session, id: message.id, progressToken: message.params?._meta?.progressToken });
-      this.#write({ ...message, id: bridgeId });
+      const bridgeId = `${this.#prefix}${this.#next++}`;
+      const progressToken = message.params?._meta?.progressToken;
+      let forwarded = { ...message, id: bridgeId };
+      let bridgeToken;
+      if (progressToken !== undefined) {
+        bridgeToken = `${bridgeId}-progress`;
+        this.#tokens.set(bridgeToken, bridgeId);
+        forwarded = { ...forwarded, params: { ...message.params, _meta: { ...message.params._meta, progressToken: bridgeToken } } };
+      }
+      this.#pending.set(bridgeId, { session, id: message.id, progressToken, bridgeToken });
+      this.#write(forwarded);
       return;
     }
     if (isNotification(message)) {
       if (message.method === 'notifications/cancelled') {
         const bridgeId = this.#bridgeIdOf(session, message.params?.requestId);
         if (bridgeId === undefined) return;
-        this.#pending.delete(bridgeId);
+        const entry = this.#settle(bridgeId);
         this.#write({ ...message, params: { ...message.params, requestId: bridgeId } });
+        // No answer follows a cancellation: the request's event stream ends here.
+        session.closeSSEStream?.(entry.id);
         return;
       }
       this.#write(message);
@@ -164,6 +196,13 @@ export class StdioBridge {
     return latest;
   }
 
+  /** Where the daemon's own request goes: a session waiting on it, else the one heard last. */
+  #targetOfRequest() {
+    let waiting;
+    for (const [, entry] of this.#pending) waiting = entry.session;
+    return waiting ?? this.#lastHeard ?? [...this.#sessions].at(-1);
+  }
+
   #fromDaemon(line) {
     let message;
     try {
@@ -174,24 +213,21 @@ export class StdioBridge {
     if (message === null || typeof message !== 'object') return;
     this.#onTraffic();
     if (isRequest(message)) {
-      const session = this.#lastHeard ?? [...this.#sessions].at(-1);
-      if (session === undefined) {
-        this.#write({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: 'no MCP client is connected' } });
-        return;
-      }
+      const session = this.#targetOfRequest();
+      if (session === undefined) return this.#refuse(message.id, 'no MCP client is connected');
       this.#asked.set(message.id, session);
-      session.send(message, { relatedRequestId: this.#related(session) }).catch(() => {});
+      session.send(message, { relatedRequestId: this.#related(session) }).catch((error) => {
+        if (this.#asked.get(message.id) === session) this.#refuse(message.id, error.message);
+      });
       return;
     }
     if (isNotification(message)) {
-      const token = message.method === 'notifications/progress' ? message.params?.progressToken : undefined;
-      if (token !== undefined) {
-        for (const [, entry] of this.#pending) {
-          if (entry.progressToken === token) {
-            entry.session.send(message, { relatedRequestId: entry.id }).catch(() => {});
-            return;
-          }
-        }
+      if (message.method === 'notifications/progress') {
+        const bridgeId = this.#tokens.get(message.params?.progressToken);
+        const entry = bridgeId === undefined ? undefined : this.#pending.get(bridgeId);
+        if (entry === undefined) return;
+        const restored = { ...message, params: { ...message.params, progressToken: entry.progressToken } };
+        entry.session.send(restored, { relatedRequestId: entry.id }).catch(() => {});
         return;
       }
       if (message.method === 'notifications/cancelled') {
@@ -205,15 +241,9 @@ export class StdioBridge {
       for (const session of this.#sessions) session.send(message, { relatedRequestId: this.#related(session) }).catch(() => {});
       return;
     }
-    const entry = this.#pending.get(message.id);
-    if (entry === undefined) return; // its session ended, or it was cancelled
-    this.#pending.delete(message.id);
+    const entry = this.#settle(message.id);
+    if (entry === undefined) return; // its session ended, it was cancelled, or an earlier bridge's
     entry.session.send({ ...message, id: entry.id }).catch(() => {});
-  }
-
-  /** Requests waiting for the daemon's answer. */
-  get inFlight() {
-    return this.#pending.size;
   }
 
   /** Stops listening for sessions (their transports are closed by the endpoint). */

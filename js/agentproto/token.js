@@ -21,7 +21,7 @@ export function tokenGate(token) {
   const expected = digest(`Bearer ${token}`);
   return Object.freeze({
     allows(header) {
-      // A repeated header arrives as an array (or joined): never exactly one value, so refused.
+      // The endpoint passes the one value of exactly one authorization header.
       if (typeof header !== 'string') return false;
       return timingSafeEqual(digest(header), expected);
     },

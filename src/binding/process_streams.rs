@@ -109,6 +109,8 @@ pub async fn exit(slot: &IoSlot) -> JsData {
 pub struct NativeAttachedProcess {
     owner: RecoveredOwner,
     io: IoSlot,
+    /// Taken by the first `attach`: a port attaches once, however its calls interleave.
+    claimed: std::sync::atomic::AtomicBool,
 }
 
 impl NativeAttachedProcess {
@@ -116,6 +118,7 @@ impl NativeAttachedProcess {
         Self {
             owner,
             io: Arc::new(Mutex::new(None)),
+            claimed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 }
@@ -129,13 +132,8 @@ impl NativeAttachedProcess {
         let result = async {
             let request = request_of(&request.0)
                 .map_err(|e| OwnerError::state(format!("the request is invalid: {e}")))?;
-            if self
-                .io
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .is_some()
-            {
-                return Err(OwnerError::state("the process is already attached"));
+            if self.claimed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                return Err(OwnerError::state("this port already attached once"));
             }
             let limit = std::time::Duration::from_millis(STARTUP_MS_MAX);
             let io = self

@@ -39,15 +39,31 @@ pub async fn set_frozen(
         ));
     }
     let paused = state.paused == Some(true);
-    match (want, paused) {
-        (Freeze::Pause, false) => docker
-            .pause_container(&id)
-            .await
-            .map_err(|e| engine_error("pausing the process container", e)),
-        (Freeze::Resume, true) => docker
-            .unpause_container(&id)
-            .await
-            .map_err(|e| engine_error("resuming the process container", e)),
-        _ => Ok(()),
+    let asked = match (want, paused) {
+        (Freeze::Pause, false) => docker.pause_container(&id).await,
+        (Freeze::Resume, true) => docker.unpause_container(&id).await,
+        _ => return Ok(()),
+    };
+    match asked {
+        Ok(()) => Ok(()),
+        // 409: another pause or resume got there between the inspection and this call.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) if frozen_now(docker, &id).await? == (want == Freeze::Pause) => Ok(()),
+        Err(e) => Err(engine_error(
+            match want {
+                Freeze::Pause => "pausing the process container",
+                Freeze::Resume => "resuming the process container",
+            },
+            e,
+        )),
     }
+}
+
+async fn frozen_now(docker: &Docker, id: &str) -> Result<bool, OwnerError> {
+    let inspect = docker
+        .inspect_container(id, None)
+        .await
+        .map_err(|e| engine_error("inspecting the process container", e))?;
+    Ok(inspect.state.and_then(|s| s.paused) == Some(true))
 }

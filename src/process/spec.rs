@@ -15,7 +15,9 @@ pub struct SandboxProcessSpec {
     pub cwd: String,
     /// Whether the process's stdin stays open across attachments, so another controller can
     /// attach again after this one is gone (a daemon served by the agentproto provider). Never
-    /// read from a recipe: the parser sets `false`, and closing stdin then delivers EOF.
+    /// read from a recipe: the parser sets `false`, and closing stdin then delivers EOF. A
+    /// reattachable process never sees EOF from its controller (ending stdin only closes this
+    /// attachment's side); a stop ends it.
     pub reattachable: bool,
 }
 
