@@ -2,7 +2,8 @@
 // MCP stdio daemon (SDK server) inside the Node.js guest image, the SDK's Streamable HTTP client
 // on the host.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFile, execFileSync, spawn } from 'node:child_process';
+import { promisify } from 'node:util';
 import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -17,6 +18,9 @@ import { SandboxProviderError, createDockerSandboxProvider, resolveLifecyclePoli
 import { leftovers, NOTHING, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 
 const IMAGE = process.env.NATIVE_SANDBOX_NODE_GUEST_IMAGE ?? 'native-sandbox/node-agent:1';
+const execFileAsync = promisify(execFile);
+/** A daemon that exits at its first input: it outlives the boot, then goes when asked anything. */
+const QUITTER = { executable: '/usr/local/bin/node', args: ['-e', "process.stdin.once('data', () => process.exit(0))"] };
 const namespace = uniqueNamespace('agentproto');
 const otherNamespace = uniqueNamespace('agentproto-other');
 const stateDirectory = mkdtempSync(join(tmpdir(), 'native-sandbox-agentproto-'));
@@ -127,7 +131,7 @@ test('boot serves the daemon privately: tools write and read the workspace and r
     const client = await mcpClient(booted);
     try {
       const { tools } = await client.listTools();
-      assert.deepEqual(tools.map((t) => t.name).sort(), ['read_env', 'read_file', 'sleep', 'write_file']);
+      assert.deepEqual(tools.map((t) => t.name).sort(), ['ask_host', 'read_env', 'read_file', 'sleep', 'write_file']);
       assert.match(await call(client, 'write_file', { path: 'notes/plan.md', content: 'step one' }), /wrote 8 bytes/);
       assert.equal(await call(client, 'read_file', { path: 'notes/plan.md' }), 'step one');
       assert.equal(await call(client, 'read_env', { name: 'GREETING' }), 'hello from the host');
@@ -207,6 +211,73 @@ test('two sessions asking for progress with the same token each get their own', 
   }
 });
 
+test("the daemon's own requests reach a client that can answer them; with none, the daemon gets an error", async () => {
+  const { CreateMessageRequestSchema } = await import('@modelcontextprotocol/sdk/types.js');
+  const booted = await provider.boot(spec(), { env: {} });
+  try {
+    const host = new Client({ name: 'sampling-host', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    host.setRequestHandler(CreateMessageRequestSchema, async (request) => ({
+      role: 'assistant',
+      model: 'test-model',
+      content: { type: 'text', text: `answer to: ${request.params.messages[0].content.text}` },
+    }));
+    const hostTransport = new StreamableHTTPClientTransport(new URL(booted.mcpUrl));
+    await host.connect(hostTransport);
+    const bystander = await mcpClient(booted);
+    const [asked, other] = await Promise.all([call(host, 'ask_host', { question: 'why?' }), call(bystander, 'sleep', { ms: 50 })]);
+    assert.equal(asked, 'answer to: why?');
+    assert.equal(other, 'slept 50 ms');
+    await hostTransport.terminateSession();
+    await host.close();
+    // The last client to initialize declares sampling (so the daemon asks) but keeps no stream
+    // open to be asked on; the one calling declared none: the daemon's request can reach nobody,
+    // and the daemon is told so instead of waiting.
+    const declared = await fetch(booted.mcpUrl, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream' },
+      body: JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: { sampling: {} }, clientInfo: { name: 'mute', version: '1' } } }),
+    });
+    await declared.text();
+    const refused = await bystander.callTool({ name: 'ask_host', arguments: { question: 'anyone?' } });
+    assert.equal(refused.isError, true);
+    assert.match(textOf(refused), /could not reach an MCP client/);
+    await bystander.close();
+  } finally {
+    await booted.stop();
+  }
+});
+
+test('an endpoint ends the least recently asked idle session to admit a new one past 64', async () => {
+  const booted = await provider.boot(spec(), { env: {} });
+  try {
+    const listening = await mcpClient(booted); // its event stream stays open: never ended for room
+    const idle = [];
+    for (let i = 0; i < 63; i++) {
+      const response = await initialize(booted.mcpUrl);
+      assert.equal(response.status, 200);
+      idle.push(response.headers.get('mcp-session-id'));
+      await response.text();
+    }
+    const late = await mcpClient(booted);
+    assert.equal(await call(late, 'read_env', { name: 'NOTHING' }), '');
+    const ping = (sessionId) =>
+      fetch(booted.mcpUrl, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-session-id': sessionId, 'mcp-protocol-version': '2025-06-18' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 9, method: 'ping' }),
+      });
+    assert.equal((await ping(idle[0])).status, 404, 'the least recently asked idle session was ended');
+    const kept = await ping(idle[1]);
+    assert.equal(kept.status, 200, 'the next one is still served');
+    await kept.text();
+    assert.equal(await call(listening, 'read_env', { name: 'NOTHING' }), '');
+    await late.close();
+    await listening.close();
+  } finally {
+    await booted.stop();
+  }
+});
+
 test('connects, pauses and stops of one sandbox apply in call order, leaving one live endpoint', async () => {
   const booted = await provider.boot(spec(), { env: {}, expose: 'private' });
   try {
@@ -215,11 +286,12 @@ test('connects, pauses and stops of one sandbox apply in call order, leaving one
       provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }),
       provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }),
     ]);
-    await assert.rejects(fetch(first.mcpUrl), 'the earlier endpoint is closed');
-    const client = await mcpClient(second);
+    const live = await Promise.all([first, second].map((b) => fetch(b.mcpUrl, { method: 'DELETE' }).then(() => b, () => undefined)));
+    assert.equal(live.filter(Boolean).length, 1, 'exactly one endpoint is served');
+    const client = await mcpClient(live.find(Boolean));
     await call(client, 'write_file', { path: 'order.txt', content: 'ordered' });
     await client.close();
-    const [, third] = await Promise.all([second.pause(), provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' })]);
+    const [, third] = await Promise.all([live.find(Boolean).pause(), provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' })]);
     assert.equal(inspect('{{.State.Status}}', id), 'running', 'the connect after the pause resumed it');
     const again = await mcpClient(third);
     assert.equal(await call(again, 'read_file', { path: 'order.txt' }), 'ordered');
@@ -250,7 +322,7 @@ test('a controller killed with a request in flight: the late answer reaches nobo
   const again = await fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' });
   try {
     const client = await mcpClient(again);
-    const until = Date.now() + 4000;
+    const until = Date.now() + 6000;
     let calls = 0;
     while (Date.now() < until) {
       assert.equal(await call(client, 'read_file', { path: 'from-child.txt' }), 'written before the crash');
@@ -319,14 +391,18 @@ test('idle pause: no traffic for the window pauses the sandbox, the next request
     assert.equal(inspect('{{.State.Status}}', id), 'running');
     // A request longer than the window keeps the sandbox running throughout.
     const states = new Set();
-    const long = call(client, 'sleep', { ms: 2500 });
+    let inFlight;
+    const started = new Promise((resolve) => (inFlight = resolve));
+    const long = client.callTool({ name: 'sleep', arguments: { ms: 2500 } }, undefined, { onprogress: () => inFlight() });
     let settled = false;
     long.finally(() => (settled = true)).catch(() => {});
+    await started; // the daemon has the request: from here the idle clock must hold
     while (!settled) {
-      states.add(inspect('{{.State.Status}}', id));
+      const { stdout } = await execFileAsync('docker', ['inspect', '--format', '{{.State.Status}}', id]);
+      if (!settled) states.add(stdout.trim());
       await new Promise((resolve) => setTimeout(resolve, 200));
     }
-    assert.equal(await long, 'slept 2500 ms');
+    assert.equal(textOf(await long), 'slept 2500 ms');
     assert.deepEqual([...states], ['running'], 'never paused while a request was in flight');
     await eventually(() => inspect('{{.State.Status}}', id) === 'paused', 'the second idle pause');
     await client.close();
@@ -360,9 +436,11 @@ test('per-command caps are accepted with a warning', async () => {
 });
 
 test('a daemon that is gone is a typed error; the sandbox stays owned until stopped', async () => {
-  const quitter = spec((s) => ({ ...s, config: { ...s.config, daemon: { executable: '/usr/local/bin/node', args: ['-e', 'process.exit(0)'] } } }));
+  const quitter = spec((s) => ({ ...s, config: { ...s.config, daemon: QUITTER } }));
   const booted = await provider.boot(quitter, { env: {} });
   try {
+    const asked = await initialize(booted.mcpUrl);
+    await asked.text().catch(() => {});
     await eventually(() => inspect('{{.State.Status}}', processContainer(booted.sandboxId)) === 'exited', 'the daemon exit');
     await assert.rejects(provider.connect(booted.sandboxId, quitter, { env: {} }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_daemon_gone');
     await assert.rejects(provider.connect(booted.sandboxId, spec(), { env: {} }), (e) => e instanceof SandboxValidationError && e.issues[0].path.join('.') === 'spec.config.daemon');

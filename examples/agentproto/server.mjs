@@ -1,5 +1,6 @@
 // An MCP server on stdio, the daemon an agentproto spec names: tools that write and read files of
-// the workspace (its working directory) and read a value of its environment. It runs inside the
+// the workspace (its working directory), read a value of its environment, sleep with progress,
+// and ask the host's model (a request from the daemon to the client). It runs inside the
 // sandbox (the Node.js guest image carries it with the MCP SDK at /opt/mcp).
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, resolve, sep } from 'node:path';
@@ -44,6 +45,18 @@ server.registerTool(
     if (token !== undefined) await extra.sendNotification({ method: 'notifications/progress', params: { progressToken: token, progress: 0, total: 1 } });
     await new Promise((done) => setTimeout(done, ms));
     return text(`slept ${ms} ms`);
+  },
+);
+server.registerTool(
+  'ask_host',
+  { description: "Asks the host's model a question (MCP sampling) and returns its answer", inputSchema: { question: z.string() } },
+  async ({ question }) => {
+    try {
+      const answer = await server.server.createMessage({ messages: [{ role: 'user', content: { type: 'text', text: question } }], maxTokens: 64 });
+      return text(answer.content.type === 'text' ? answer.content.text : `(${answer.content.type})`);
+    } catch (error) {
+      return { content: [{ type: 'text', text: `the host could not answer: ${error.message}` }], isError: true };
+    }
   },
 );
 await server.connect(new StdioServerTransport());

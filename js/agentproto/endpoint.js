@@ -7,7 +7,8 @@ import { createServer } from 'node:http';
 import { randomUUID } from 'node:crypto';
 
 const BODY_BYTES_MAX = 4 * 1024 * 1024;
-/** Sessions one endpoint keeps at once: each holds transport state in this process. */
+/** Sessions one endpoint keeps at once (each holds transport state in this process); past it,
+ * the least recently asked idle one is ended. */
 const SESSIONS_MAX = 64;
 
 function sendJson(res, status, body, headers = {}) {
@@ -40,6 +41,9 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
   let closing = false;
   let allowedHosts = [];
 
+  /** transport → { lastActive, gets, posts }: when it was last asked, and its open responses. */
+  const activity = new Map();
+
   const newSession = () => {
     const transport = new sdk.StreamableHTTPServerTransport({
       sessionIdGenerator: randomUUID,
@@ -48,10 +52,37 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
       onsessioninitialized: (id) => void sessions.set(id, transport),
     });
     transport.onclose = () => {
-      if (transport.sessionId !== undefined) sessions.delete(transport.sessionId);
+      if (transport.sessionId !== undefined && sessions.get(transport.sessionId) === transport) sessions.delete(transport.sessionId);
+      activity.delete(transport);
     };
-    bridge.connect(transport);
+    activity.set(transport, { lastActive: Date.now(), gets: 0, posts: 0 });
+    bridge.connect(transport, () => activity.get(transport) ?? { gets: 0, posts: 0 });
     return transport;
+  };
+
+  /** Counts `res` as an open response of `transport` until it closes. */
+  const track = (transport, res, kind) => {
+    const open = activity.get(transport);
+    if (open === undefined) return;
+    open.lastActive = Date.now();
+    open[kind] += 1;
+    res.on('close', () => (open[kind] -= 1));
+  };
+
+  /**
+   * Makes room for one more session: clients rarely end theirs (the SDK client's close() only
+   * drops its connections), so the least recently asked session with nothing open goes.
+   */
+  const makeRoom = async () => {
+    if (sessions.size < SESSIONS_MAX) return true;
+    let oldest;
+    for (const transport of sessions.values()) {
+      const open = activity.get(transport);
+      if (open !== undefined && open.gets === 0 && open.posts === 0 && (oldest === undefined || open.lastActive < activity.get(oldest).lastActive)) oldest = transport;
+    }
+    if (oldest === undefined) return false;
+    await oldest.close();
+    return true;
   };
 
   async function handle(req, res) {
@@ -84,6 +115,7 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
     if (req.method !== 'POST') {
       const transport = typeof sessionId === 'string' ? sessions.get(sessionId) : undefined;
       if (transport === undefined) return sendJson(res, typeof sessionId === 'string' ? 404 : 400, rpcError(-32001, 'Session not found'));
+      if (req.method === 'GET') track(transport, res, 'gets');
       return transport.handleRequest(req, res);
     }
     const body = await readBody(req);
@@ -97,13 +129,16 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
     if (typeof sessionId === 'string') {
       const transport = sessions.get(sessionId);
       if (transport === undefined) return sendJson(res, 404, rpcError(-32001, 'Session not found'));
+      track(transport, res, 'posts');
       return transport.handleRequest(req, res, message);
     }
     const initializes = Array.isArray(message) ? message.some(sdk.isInitializeRequest) : sdk.isInitializeRequest(message);
     if (!initializes) return sendJson(res, 400, rpcError(-32000, 'Bad Request: no valid session ID provided'));
     if (closing) return sendJson(res, 503, rpcError(-32000, 'the endpoint is closed'));
-    if (sessions.size >= SESSIONS_MAX) return sendJson(res, 503, rpcError(-32000, `the endpoint serves at most ${SESSIONS_MAX} sessions; end one first`));
+    if (!(await makeRoom())) return sendJson(res, 503, rpcError(-32000, `the endpoint serves at most ${SESSIONS_MAX} sessions, all of them busy`));
+    if (closing) return sendJson(res, 503, rpcError(-32000, 'the endpoint is closed'));
     const transport = newSession();
+    track(transport, res, 'posts');
     try {
       await transport.handleRequest(req, res, message);
     } finally {

@@ -40,7 +40,15 @@ export class IdleGate {
       if (this.#closed) throw new Error('the endpoint is closing');
       if (!this.#paused && !this.#uncertain) return;
       this.#uncertain = true;
-      await this.#freeze(false);
+      try {
+        await this.#freeze(false);
+      } catch (error) {
+        // The engine may have resumed anyway: count it running but uncertain (the next request
+        // resumes again) and let the idle clock run, so a resumed sandbox is paused again.
+        this.#paused = false;
+        this.touch();
+        throw error;
+      }
       this.#paused = false;
       this.#uncertain = false;
     });
@@ -71,7 +79,9 @@ export class IdleGate {
       this.#paused = true;
       this.#uncertain = false;
     }).catch(() => {
-      // A pause the engine refused or did not confirm: the next request resumes to be sure.
+      // A pause the engine refused or did not confirm: the next request resumes to be sure, and
+      // without one the idle clock tries again.
+      this.touch();
     });
   }
 

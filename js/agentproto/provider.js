@@ -261,9 +261,16 @@ export function createDockerSandboxProvider(options) {
     if (bootOptions.expose === 'private') {
       token = found.token();
       if (token === undefined) {
-        // A sandbox booted public gets its token now, stored before anyone is handed it.
-        token = createToken();
-        await found.storeToken(token);
+        // A sandbox booted public gets its token now, stored before anyone is handed it; every
+        // connect that asks meanwhile gets the same one.
+        found.storing ??= (async () => {
+          const fresh = createToken();
+          await found.storeToken(fresh);
+          return fresh;
+        })().finally(() => {
+          found.storing = undefined;
+        });
+        token = await found.storing;
       }
     }
     return found.entry.serve({ token, idleMs: bootOptions.keepAlive ? undefined : read.idleMs });

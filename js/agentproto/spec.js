@@ -122,8 +122,9 @@ function readStructure(spec, issues, required) {
       if (value !== undefined && (typeof value !== 'string' || value === '')) issues.type(['spec', 'lifecycle', key], 'a non-empty string', value);
     }
     const idleMs = idleWindowMs(spec.lifecycle.pause_after_idle);
-    if ((idleMs ?? 0) > IDLE_WINDOW_MS_MAX || (typeof spec.lifecycle.pause_after_idle === 'string' && /^idle-\d+$/.test(spec.lifecycle.pause_after_idle) && idleMs === undefined)) {
-      issues.add('too_big', ['spec', 'lifecycle', 'pause_after_idle'], `an idle window of at most ${Math.floor(IDLE_WINDOW_MS_MAX / 1000)} seconds`);
+    const idleEvent = typeof spec.lifecycle.pause_after_idle === 'string' && /^idle-\d+$/.test(spec.lifecycle.pause_after_idle);
+    if (idleEvent && (idleMs === undefined || idleMs < 1000 || idleMs > IDLE_WINDOW_MS_MAX)) {
+      issues.add('invalid_value', ['spec', 'lifecycle', 'pause_after_idle'], `an idle window of 1 to ${Math.floor(IDLE_WINDOW_MS_MAX / 1000)} seconds`);
     }
   }
   if (spec.read_only !== undefined && typeof spec.read_only !== 'boolean') issues.type(['spec', 'read_only'], 'a boolean', spec.read_only);

@@ -4,12 +4,15 @@
 // renamed on the way in (to names unique to this bridge, and to this bridge among every bridge
 // that ever attached to the daemon) and restored on the way out, so an answer or a progress
 // notification reaches exactly the request that asked. A session's cancellation follows its
-// renamed request. What the daemon sends on its own: a request goes to the session with a
-// request waiting (else the one heard from last), and is answered with an error for it if it
-// cannot be delivered; any other notification goes to every session.
+// renamed request. What the daemon sends on its own: a request goes to a session whose client
+// declared the capability it needs, one with a request waiting (else the one heard from last
+// with its event stream open), and is answered with an error if no session can take it; any
+// other notification goes to every session.
 import { randomBytes } from 'node:crypto';
 
 const LINE_BYTES_MAX = 64 * 1024 * 1024;
+/** The client capability a request from the server needs, by its method's namespace. */
+const CAPABILITY_OF = { sampling: 'sampling', elicitation: 'elicitation', roots: 'roots' };
 
 const isRequest = (message) => typeof message?.method === 'string' && message.id !== undefined && message.id !== null;
 const isNotification = (message) => typeof message?.method === 'string' && (message.id === undefined || message.id === null);
@@ -26,7 +29,10 @@ export class StdioBridge {
   #tokens = new Map();
   /** daemon request id → session */
   #asked = new Map();
-  #sessions = new Set();
+  /** session → () => { gets, posts }: its open responses (what can carry a message now). */
+  #sessions = new Map();
+  /** session → the capabilities its client declared at initialization. */
+  #capabilities = new WeakMap();
   #lastHeard;
   #ended;
   #writing = Promise.resolve();
@@ -87,9 +93,12 @@ export class StdioBridge {
     return this.#ended !== undefined;
   }
 
-  /** Wires `transport` (a session) to the daemon; its close forgets the session. */
-  connect(transport) {
-    this.#sessions.add(transport);
+  /**
+   * Wires `transport` (a session) to the daemon; its close forgets the session. `openStreams()`
+   * says how many of its event streams are open (`gets`: standalone, `posts`: request streams).
+   */
+  connect(transport, openStreams) {
+    this.#sessions.set(transport, openStreams);
     transport.onmessage = (message) => this.#fromSession(transport, message);
     const previous = transport.onclose;
     transport.onclose = () => {
@@ -125,27 +134,33 @@ export class StdioBridge {
 
   #write(message) {
     // One message after another, each after the stream took the one before (its buffer bounds
-    // what may wait: a full buffer is waited out, never overrun).
-    this.#writing = this.#writing.then(
-      () =>
-        new Promise((resolve) => {
-          if (this.#stdin.destroyed || this.#stdin.writableEnded) return resolve();
-          const more = this.#stdin.write(`${JSON.stringify(message)}\n`);
-          if (more) return resolve();
-          const done = () => {
-            this.#stdin.off('drain', done);
-            this.#stdin.off('close', done);
-            resolve();
-          };
-          this.#stdin.on('drain', done);
-          this.#stdin.on('close', done);
-        }),
-    );
+    // what may wait: a full buffer is waited out, never overrun). A step that fails ends only
+    // itself, never the messages after it.
+    this.#writing = this.#writing
+      .then(
+        () =>
+          new Promise((resolve) => {
+            if (this.#stdin.destroyed || this.#stdin.writableEnded) return resolve();
+            const more = this.#stdin.write(`${JSON.stringify(message)}\n`);
+            if (more) return resolve();
+            const done = () => {
+              this.#stdin.off('drain', done);
+              this.#stdin.off('close', done);
+              resolve();
+            };
+            this.#stdin.on('drain', done);
+            this.#stdin.on('close', done);
+          }),
+      )
+      .catch(() => {});
   }
 
   #fromSession(session, message) {
     this.#onTraffic();
     this.#lastHeard = session;
+    if (isRequest(message) && message.method === 'initialize') {
+      this.#capabilities.set(session, message.params?.capabilities ?? {});
+    }
     if (isRequest(message)) {
       if (this.#ended !== undefined) {
         session.send({ jsonrpc: '2.0', id: message.id, error: { code: -32000, message: `the sandbox daemon is gone: ${this.#ended}` } }).catch(() => {});
@@ -196,11 +211,28 @@ export class StdioBridge {
     return latest;
   }
 
-  /** Where the daemon's own request goes: a session waiting on it, else the one heard last. */
-  #targetOfRequest() {
+  /**
+   * Where the daemon's own request can go now: on the stream of a request that waits for the
+   * daemon (the request it serves, as the SDK relates it), else on the standalone stream of the
+   * session heard from last (or any with one open). `undefined` when no stream could carry it.
+   */
+  #targetOfRequest(method) {
+    const able = (session) => this.#capable(session, method);
     let waiting;
-    for (const [, entry] of this.#pending) waiting = entry.session;
-    return waiting ?? this.#lastHeard ?? [...this.#sessions].at(-1);
+    for (const [, entry] of this.#pending) if (able(entry.session) && this.#open(entry.session).posts > 0) waiting = entry;
+    if (waiting !== undefined) return { session: waiting.session, related: waiting.id };
+    const listening = [this.#lastHeard, ...[...this.#sessions.keys()].reverse()].find((s) => s !== undefined && able(s) && this.#open(s).gets > 0);
+    return listening === undefined ? undefined : { session: listening, related: undefined };
+  }
+
+  /** Whether the session's client declared what `method` needs (sampling, elicitation, roots). */
+  #capable(session, method) {
+    const capability = CAPABILITY_OF[method.split('/')[0]];
+    return capability === undefined || this.#capabilities.get(session)?.[capability] !== undefined;
+  }
+
+  #open(session) {
+    return this.#sessions.get(session)?.() ?? { gets: 0, posts: 0 };
   }
 
   #fromDaemon(line) {
@@ -213,10 +245,11 @@ export class StdioBridge {
     if (message === null || typeof message !== 'object') return;
     this.#onTraffic();
     if (isRequest(message)) {
-      const session = this.#targetOfRequest();
-      if (session === undefined) return this.#refuse(message.id, 'no MCP client is connected');
+      const target = this.#targetOfRequest(message.method);
+      if (target === undefined) return this.#refuse(message.id, 'no MCP client has a stream open to receive it');
+      const { session, related } = target;
       this.#asked.set(message.id, session);
-      session.send(message, { relatedRequestId: this.#related(session) }).catch((error) => {
+      session.send(message, { relatedRequestId: related }).catch((error) => {
         if (this.#asked.get(message.id) === session) this.#refuse(message.id, error.message);
       });
       return;
@@ -238,7 +271,7 @@ export class StdioBridge {
         }
         return;
       }
-      for (const session of this.#sessions) session.send(message, { relatedRequestId: this.#related(session) }).catch(() => {});
+      for (const session of this.#sessions.keys()) session.send(message, { relatedRequestId: this.#related(session) }).catch(() => {});
       return;
     }
     const entry = this.#settle(message.id);
@@ -248,6 +281,6 @@ export class StdioBridge {
 
   /** Stops listening for sessions (their transports are closed by the endpoint). */
   close() {
-    for (const session of [...this.#sessions]) this.#forget(session);
+    for (const session of [...this.#sessions.keys()]) this.#forget(session);
   }
 }

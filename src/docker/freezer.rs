@@ -49,7 +49,7 @@ pub async fn set_frozen(
         // 409: another pause or resume got there between the inspection and this call.
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 409, ..
-        }) if frozen_now(docker, &id).await? == (want == Freeze::Pause) => Ok(()),
+        }) if frozen_now(docker, &id).await? == Some(want == Freeze::Pause) => Ok(()),
         Err(e) => Err(engine_error(
             match want {
                 Freeze::Pause => "pausing the process container",
@@ -60,10 +60,13 @@ pub async fn set_frozen(
     }
 }
 
-async fn frozen_now(docker: &Docker, id: &str) -> Result<bool, OwnerError> {
+/// Whether the container is paused now; `None` when it no longer runs (a 409 from a process
+/// that ended in between is no success).
+async fn frozen_now(docker: &Docker, id: &str) -> Result<Option<bool>, OwnerError> {
     let inspect = docker
         .inspect_container(id, None)
         .await
         .map_err(|e| engine_error("inspecting the process container", e))?;
-    Ok(inspect.state.and_then(|s| s.paused) == Some(true))
+    let state = inspect.state.unwrap_or_default();
+    Ok((state.running == Some(true)).then_some(state.paused == Some(true)))
 }
