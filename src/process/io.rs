@@ -107,12 +107,16 @@ impl ProcessIo {
         tokio::spawn(async move {
             let mut output = output;
             let mut total: u64 = 0;
+            // `close()` ends the pump even while the engine sends nothing, so a detached
+            // attachment lets go of its connection at once. One wait for the whole pump (a
+            // permit stored before it is first polled still counts).
+            let closed = pump_closed.notified();
+            tokio::pin!(closed);
             loop {
-                // `close()` ends the pump even while the engine sends nothing, so a detached
-                // attachment lets go of its connection at once.
                 let item = tokio::select! {
+                    biased;
                     item = output.next() => item,
-                    () = pump_closed.notified() => None,
+                    () = &mut closed => None,
                 };
                 let Some(item) = item else { break };
                 let (which, bytes) = match item {
