@@ -61,6 +61,23 @@ async function eventually(check, what, limitMs = 30_000) {
   }
 }
 
+/**
+ * Boots a sandbox in a child controller (fixtures/agentproto-boot-child.mjs, with `extraEnv`),
+ * kills the child with SIGKILL once it printed `{ sandboxId, token }`, and returns that.
+ */
+async function bootInChildThenKill(extraEnv) {
+  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
+    env: { ...process.env, AGENTPROTO_NAMESPACE: namespace, AGENTPROTO_STATE: stateDirectory, AGENTPROTO_IMAGE: IMAGE, ...extraEnv },
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
+  let line = '';
+  child.stdout.on('data', (chunk) => (line += chunk));
+  await eventually(() => line.includes('\n') || child.exitCode !== null, 'the child boot', 60_000);
+  child.kill('SIGKILL');
+  await once(child, 'exit');
+  return JSON.parse(line);
+}
+
 test('resolveLifecyclePolicy follows the 0.2.1 rule', () => {
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { destroy_on: 'workspace-close', pause_after_idle: 'idle-5' } }, true), { teardown: 'kill' });
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'idle-600' } }, false), { teardown: 'pause', pauseAfterIdleMs: 600_000 });
@@ -308,16 +325,7 @@ test('connects, pauses and stops of one sandbox apply in call order, leaving one
 });
 
 test('a controller killed with a request in flight: the late answer reaches nobody in the next controller', async () => {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
-    env: { ...process.env, AGENTPROTO_NAMESPACE: namespace, AGENTPROTO_STATE: stateDirectory, AGENTPROTO_IMAGE: IMAGE, AGENTPROTO_INFLIGHT: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let line = '';
-  child.stdout.on('data', (chunk) => (line += chunk));
-  await eventually(() => line.includes('\n') || child.exitCode !== null, 'the child boot', 60_000);
-  const booted = JSON.parse(line);
-  child.kill('SIGKILL');
-  await once(child, 'exit');
+  const booted = await bootInChildThenKill({ AGENTPROTO_INFLIGHT: '1' });
   const fresh = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory });
   const again = await fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' });
   try {
@@ -338,16 +346,7 @@ test('a controller killed with a request in flight: the late answer reaches nobo
 });
 
 test('a controller killed with SIGKILL: a new provider connects from the state directory; another namespace is refused', async () => {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
-    env: { ...process.env, AGENTPROTO_NAMESPACE: namespace, AGENTPROTO_STATE: stateDirectory, AGENTPROTO_IMAGE: IMAGE },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let line = '';
-  child.stdout.on('data', (chunk) => (line += chunk));
-  await eventually(() => line.includes('\n') || child.exitCode !== null, 'the child boot', 60_000);
-  const booted = JSON.parse(line);
-  child.kill('SIGKILL');
-  await once(child, 'exit');
+  const booted = await bootInChildThenKill({});
 
   const fresh = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory });
   const foreign = createDockerSandboxProvider({ namespace: otherNamespace, spillDirectory: spillDirectory(), stateDirectory });
@@ -454,16 +453,7 @@ test('a daemon that is gone is a typed error; the sandbox stays owned until stop
 });
 
 test('a daemon gone after the controller died: a new provider refuses it typed, and a reconcile of the state file still removes the sandbox', async () => {
-  const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
-    env: { ...process.env, AGENTPROTO_NAMESPACE: namespace, AGENTPROTO_STATE: stateDirectory, AGENTPROTO_IMAGE: IMAGE, AGENTPROTO_QUIT: '1' },
-    stdio: ['ignore', 'pipe', 'inherit'],
-  });
-  let line = '';
-  child.stdout.on('data', (chunk) => (line += chunk));
-  await eventually(() => line.includes('\n') || child.exitCode !== null, 'the child boot', 60_000);
-  const booted = JSON.parse(line);
-  child.kill('SIGKILL');
-  await once(child, 'exit');
+  const booted = await bootInChildThenKill({ AGENTPROTO_QUIT: '1' });
   await eventually(() => inspect('{{.State.Status}}', processContainer(booted.sandboxId)) === 'exited', 'the daemon exit');
   const fresh = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory });
   await assert.rejects(fresh.connect(booted.sandboxId, spec(), { env: {} }), (e) => e instanceof SandboxValidationError && e.issues[0].path.join('.') === 'spec.config.daemon', 'the stored daemon is checked');
