@@ -14,7 +14,6 @@ use crate::input::Value;
 use crate::lifecycle::driver::{OutputStream, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::recovered::RecoveredOwner;
-use crate::limits::STARTUP_MS_MAX;
 use crate::process::io::ProcessIo;
 
 /// The streams once a process is there; empty before.
@@ -126,7 +125,7 @@ impl NativeAttachedProcess {
 #[napi]
 impl NativeAttachedProcess {
     /// Attaches with the stream limits of `request` (the sandbox's parsed request), observed
-    /// within `SANDBOX_LIMITS.startupMs`. Once only.
+    /// within its `deadlines.startupMs`. Once only.
     #[napi]
     pub async fn attach(&self, request: Captured) -> JsData {
         let result = async {
@@ -135,7 +134,7 @@ impl NativeAttachedProcess {
             if self.claimed.swap(true, std::sync::atomic::Ordering::SeqCst) {
                 return Err(OwnerError::state("this port already attached once"));
             }
-            let limit = std::time::Duration::from_millis(STARTUP_MS_MAX);
+            let limit = std::time::Duration::from_millis(request.policy.deadlines.startup_ms);
             let io = self
                 .owner
                 .attach_process(request.policy.streams, limit)
