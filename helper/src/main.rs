@@ -9,6 +9,15 @@
 //!   directory entry of that name, which the host reports as not a regular file;
 //! - nothing: no entry, which the host reports as a missing path.
 //!
+//!
+//! A request of `/tree` (never a workspace-relative path) followed by one workspace-relative
+//! path (empty for the workspace itself) asks for that whole tree instead, named as the engine's
+//! archive endpoint names it (`workspace/…` or the root's last component): a directory entry for
+//! every directory, every regular file with its bytes (a second name of a file already written
+//! as a hard link entry), a symbolic link, device or FIFO as its own entry (which the host
+//! refuses, naming it); sockets are left out. A parent component that is a link is answered by a
+//! link entry of the root's name. A missing root writes nothing at all.
+//!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, starting from the
 //! workspace root, so nothing outside the workspace and nothing outside the selection is ever
 //! opened. Exit status 0 after the end-of-archive blocks; otherwise the stream ends short and
@@ -25,6 +34,10 @@ const ROOT: &str = "/sandbox/workspace";
 const BLOCK: usize = 512;
 /// The largest size the ustar size field holds (eleven octal digits).
 const USTAR_SIZE_MAX: u64 = 0o77_777_777_777;
+/// The request that asks for a tree.
+const TREE_REQUEST: &[u8] = b"/tree";
+/// Directories below the tree's root, at most (the host refuses deeper paths anyway).
+const TREE_DEPTH_MAX: usize = 256;
 
 enum Answer {
     File {
@@ -133,10 +146,12 @@ fn octal(field: &mut [u8], value: u64) {
     field[digits] = 0;
 }
 
-fn header(name: &[u8], size: u64, mode: u64, typeflag: u8) -> [u8; BLOCK] {
+fn header(name: &[u8], size: u64, mode: u64, typeflag: u8, link: &[u8]) -> [u8; BLOCK] {
     let mut block = [0u8; BLOCK];
     let shown = &name[..name.len().min(100)];
     block[..shown.len()].copy_from_slice(shown);
+    let link = &link[..link.len().min(100)];
+    block[157..157 + link.len()].copy_from_slice(link);
     octal(&mut block[100..108], mode);
     octal(&mut block[108..116], 0);
     octal(&mut block[116..124], 0);
@@ -176,19 +191,360 @@ fn entry(
     mode: u64,
     typeflag: u8,
 ) -> std::io::Result<()> {
+    linked_entry(out, name, size, mode, typeflag, b"")
+}
+
+fn linked_entry(
+    out: &mut impl Write,
+    name: &[u8],
+    size: u64,
+    mode: u64,
+    typeflag: u8,
+    link: &[u8],
+) -> std::io::Result<()> {
     let mut pax = Vec::new();
     if name.len() > 100 {
         pax.extend(pax_record("path", name));
+    }
+    if link.len() > 100 {
+        pax.extend(pax_record("linkpath", link));
     }
     if size > USTAR_SIZE_MAX {
         pax.extend(pax_record("size", size.to_string().as_bytes()));
     }
     if !pax.is_empty() {
-        out.write_all(&header(b"././@PaxHeader", pax.len() as u64, 0o644, b'x'))?;
+        out.write_all(&header(
+            b"././@PaxHeader",
+            pax.len() as u64,
+            0o644,
+            b'x',
+            b"",
+        ))?;
         out.write_all(&pax)?;
         out.write_all(&[0u8; BLOCK][..padding(pax.len() as u64)])?;
     }
-    out.write_all(&header(name, size, mode, typeflag))
+    out.write_all(&header(name, size, mode, typeflag, link))
+}
+
+/// Copies exactly `size` bytes of `descriptor` (named `path` in errors), then the padding.
+fn copy_body(
+    out: &mut impl Write,
+    descriptor: &mut File,
+    size: u64,
+    path: &[u8],
+    buffer: &mut [u8],
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
+    let mut left = size;
+    while left > 0 {
+        let want = buffer
+            .len()
+            .min(usize::try_from(left).unwrap_or(usize::MAX));
+        let n = descriptor
+            .read(&mut buffer[..want])
+            .map_err(|e| Failure::Io(format!("reading {}: {e}", String::from_utf8_lossy(path))))?;
+        if n == 0 {
+            return Err(Failure::Io(format!(
+                "{} shrank while it was read",
+                String::from_utf8_lossy(path)
+            )));
+        }
+        out.write_all(&buffer[..n]).map_err(io)?;
+        left -= n as u64;
+    }
+    out.write_all(&[0u8; BLOCK][..padding(size)]).map_err(io)
+}
+
+/// What `fstatat` without following says of `name` in `directory`; `Err(errno)` when it fails.
+fn stat_at(directory: &OwnedFd, name: &[u8]) -> Result<Result<libc::stat, i32>, Failure> {
+    let name =
+        CString::new(name).map_err(|_| Failure::Refused("a path holds a NUL byte".into()))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `directory` is open for the whole call, `name` is NUL-terminated and outlives it,
+    // and `stat` is a valid place for the kernel to write.
+    let done = unsafe {
+        libc::fstatat(
+            directory.as_raw_fd(),
+            name.as_ptr(),
+            &mut stat,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if done < 0 {
+        return Ok(Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(0)));
+    }
+    Ok(Ok(stat))
+}
+
+/// The names in `directory` (not `.` and `..`), sorted, as the engine walks them.
+fn names_in(directory: &OwnedFd, path: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: duplicating a descriptor this function borrows; the duplicate is owned below.
+    let duplicate = unsafe { libc::fcntl(directory.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if duplicate < 0 {
+        return Err(last_error(&String::from_utf8_lossy(path)));
+    }
+    // SAFETY: `duplicate` is an open directory descriptor nothing else owns; `fdopendir` takes it
+    // over, and `closedir` below releases both.
+    let stream = unsafe { libc::fdopendir(duplicate) };
+    if stream.is_null() {
+        // SAFETY: `fdopendir` failed, so the duplicate is still ours to close.
+        unsafe { libc::close(duplicate) };
+        return Err(last_error(&String::from_utf8_lossy(path)));
+    }
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: `stream` is a valid directory stream until `closedir`.
+        let next = unsafe { libc::readdir(stream) };
+        if next.is_null() {
+            break;
+        }
+        // SAFETY: `readdir` returned a valid entry whose `d_name` is NUL-terminated and stays
+        // valid until the next `readdir` on this stream; it is copied at once.
+        let name = unsafe { std::ffi::CStr::from_ptr((*next).d_name.as_ptr()) }.to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    // SAFETY: `stream` came from `fdopendir` and is closed exactly once.
+    unsafe { libc::closedir(stream) };
+    names.sort();
+    Ok(names)
+}
+
+/// Hard links already written in this tree: (device, inode) → the first name.
+type SeenLinks = std::collections::HashMap<(u64, u64), Vec<u8>>;
+
+/// One non-directory entry of the tree, named `name`, found as `name_in_parent` in `parent`.
+fn tree_leaf(
+    out: &mut impl Write,
+    parent: &OwnedFd,
+    name_in_parent: &[u8],
+    name: &[u8],
+    stat: &libc::stat,
+    seen: &mut SeenLinks,
+    buffer: &mut [u8],
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
+    let mode = u64::from(stat.st_mode & 0o7777);
+    match stat.st_mode & libc::S_IFMT {
+        libc::S_IFREG => {
+            let key = (stat.st_dev, stat.st_ino);
+            if stat.st_nlink > 1 {
+                if let Some(first) = seen.get(&key) {
+                    return linked_entry(out, name, 0, mode, b'1', first).map_err(io);
+                }
+                seen.insert(key, name.to_vec());
+            }
+            // O_NONBLOCK: a file swapped for a FIFO meanwhile opens at once (and is refused).
+            let fd = match open_at(parent, name_in_parent, libc::O_RDONLY | libc::O_NONBLOCK)? {
+                Ok(fd) => fd,
+                Err(code) => {
+                    return Err(Failure::Io(format!(
+                        "{}: {}",
+                        String::from_utf8_lossy(name),
+                        std::io::Error::from_raw_os_error(code)
+                    )))
+                }
+            };
+            let mut descriptor = File::from(fd);
+            let meta = descriptor
+                .metadata()
+                .map_err(|e| Failure::Io(format!("{}: {e}", String::from_utf8_lossy(name))))?;
+            if !meta.file_type().is_file() {
+                return Err(Failure::Io(format!(
+                    "{} changed while it was read",
+                    String::from_utf8_lossy(name)
+                )));
+            }
+            use std::os::unix::fs::PermissionsExt;
+            let mode = u64::from(meta.permissions().mode() & 0o7777);
+            linked_entry(out, name, meta.len(), mode, b'0', b"").map_err(io)?;
+            copy_body(out, &mut descriptor, meta.len(), name, buffer)
+        }
+        libc::S_IFLNK => {
+            let target = read_link_at(parent, name_in_parent).unwrap_or_default();
+            linked_entry(out, name, 0, 0o777, b'2', &target).map_err(io)
+        }
+        libc::S_IFCHR => entry(out, name, 0, mode, b'3').map_err(io),
+        libc::S_IFBLK => entry(out, name, 0, mode, b'4').map_err(io),
+        libc::S_IFIFO => entry(out, name, 0, mode, b'6').map_err(io),
+        // Sockets are left out, as the engine leaves them out.
+        _ => Ok(()),
+    }
+}
+
+/// Where a symbolic link points, as written (it is never followed).
+fn read_link_at(directory: &OwnedFd, name: &[u8]) -> Option<Vec<u8>> {
+    let name = CString::new(name).ok()?;
+    use std::os::fd::AsRawFd;
+    let mut target = vec![0u8; 4096];
+    // SAFETY: `directory` is open for the call, `name` is NUL-terminated, and `target` has room
+    // for the length given.
+    let n = unsafe {
+        libc::readlinkat(
+            directory.as_raw_fd(),
+            name.as_ptr(),
+            target.as_mut_ptr().cast(),
+            target.len(),
+        )
+    };
+    let n = usize::try_from(n).ok()?;
+    target.truncate(n);
+    Some(target)
+}
+
+/// Writes `directory` (already written as `name/`) and everything below it.
+fn tree_walk(
+    out: &mut impl Write,
+    directory: &OwnedFd,
+    name: &[u8],
+    depth: usize,
+    seen: &mut SeenLinks,
+    buffer: &mut [u8],
+) -> Result<(), Failure> {
+    if depth > TREE_DEPTH_MAX {
+        return Err(Failure::Io(format!(
+            "{} is more than {TREE_DEPTH_MAX} directories deep",
+            String::from_utf8_lossy(name)
+        )));
+    }
+    let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
+    for child in names_in(directory, name)? {
+        let mut child_name = name.to_vec();
+        child_name.push(b'/');
+        child_name.extend_from_slice(&child);
+        let stat = match stat_at(directory, &child)? {
+            Ok(stat) => stat,
+            // Removed since the listing: it is simply not there any more.
+            Err(libc::ENOENT) => continue,
+            Err(code) => {
+                return Err(Failure::Io(format!(
+                    "{}: {}",
+                    String::from_utf8_lossy(&child_name),
+                    std::io::Error::from_raw_os_error(code)
+                )))
+            }
+        };
+        if stat.st_mode & libc::S_IFMT == libc::S_IFDIR {
+            let fd = match open_at(directory, &child, libc::O_RDONLY | libc::O_DIRECTORY)? {
+                Ok(fd) => fd,
+                Err(libc::ENOENT) => continue,
+                Err(code) => {
+                    return Err(Failure::Io(format!(
+                        "{}: {}",
+                        String::from_utf8_lossy(&child_name),
+                        std::io::Error::from_raw_os_error(code)
+                    )))
+                }
+            };
+            let mut shown = child_name.clone();
+            shown.push(b'/');
+            entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
+            tree_walk(out, &fd, &child_name, depth + 1, seen, buffer)?;
+        } else {
+            tree_leaf(out, directory, &child, &child_name, &stat, seen, buffer)?;
+        }
+    }
+    Ok(())
+}
+
+/// The archive of the tree at `relative` (empty: the workspace). Writes nothing when it is
+/// missing.
+fn tree(
+    out: &mut impl Write,
+    root: &OwnedFd,
+    relative: &[u8],
+    buffer: &mut [u8],
+) -> Result<(), Failure> {
+    let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
+    let mut seen = SeenLinks::new();
+    if relative.is_empty() {
+        // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        use std::os::fd::AsRawFd;
+        // SAFETY: `root` is open for the call and `stat` is a valid place to write.
+        if unsafe { libc::fstat(root.as_raw_fd(), &mut stat) } < 0 {
+            return Err(last_error(ROOT));
+        }
+        entry(
+            out,
+            b"workspace/",
+            0,
+            u64::from(stat.st_mode & 0o7777),
+            b'5',
+        )
+        .map_err(io)?;
+        tree_walk(out, root, b"workspace", 0, &mut seen, buffer)?;
+        return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
+    }
+    let parts: Vec<&[u8]> = relative.split(|&b| b == b'/').collect();
+    if parts
+        .iter()
+        .any(|p| p.is_empty() || *p == b"." || *p == b"..")
+    {
+        return Err(Failure::Refused(format!(
+            "{} is not a workspace-relative path",
+            String::from_utf8_lossy(relative)
+        )));
+    }
+    let last = parts.last().copied().unwrap_or_default();
+    let mut parents: Vec<OwnedFd> = Vec::new();
+    for part in &parts[..parts.len() - 1] {
+        let directory = parents.last().unwrap_or(root);
+        match open_at(directory, part, libc::O_RDONLY | libc::O_DIRECTORY)? {
+            Ok(fd) => parents.push(fd),
+            Err(libc::ENOENT | libc::ENOTDIR) => return Ok(()),
+            Err(libc::ELOOP) => {
+                // A link on the way: answered by a link entry of the root's name (refused).
+                linked_entry(out, last, 0, 0o777, b'2', b"").map_err(io)?;
+                return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
+            }
+            Err(code) => {
+                return Err(Failure::Io(format!(
+                    "{}: {}",
+                    String::from_utf8_lossy(relative),
+                    std::io::Error::from_raw_os_error(code)
+                )))
+            }
+        }
+    }
+    let parent = parents.last().unwrap_or(root);
+    let stat = match stat_at(parent, last)? {
+        Ok(stat) => stat,
+        Err(libc::ENOENT | libc::ENOTDIR) => return Ok(()),
+        Err(code) => {
+            return Err(Failure::Io(format!(
+                "{}: {}",
+                String::from_utf8_lossy(relative),
+                std::io::Error::from_raw_os_error(code)
+            )))
+        }
+    };
+    if stat.st_mode & libc::S_IFMT == libc::S_IFDIR {
+        let fd = match open_at(parent, last, libc::O_RDONLY | libc::O_DIRECTORY)? {
+            Ok(fd) => fd,
+            Err(libc::ENOENT) => return Ok(()),
+            Err(code) => {
+                return Err(Failure::Io(format!(
+                    "{}: {}",
+                    String::from_utf8_lossy(relative),
+                    std::io::Error::from_raw_os_error(code)
+                )))
+            }
+        };
+        let mut shown = last.to_vec();
+        shown.push(b'/');
+        entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
+        tree_walk(out, &fd, last, 0, &mut seen, buffer)?;
+    } else {
+        tree_leaf(out, parent, last, last, &stat, &mut seen, buffer)?;
+    }
+    out.write_all(&[0u8; 2 * BLOCK]).map_err(io)
 }
 
 fn run() -> Result<(), Failure> {
@@ -228,6 +584,19 @@ fn run() -> Result<(), Failure> {
             ));
         }
         path.pop();
+        if path == TREE_REQUEST {
+            let mut relative = Vec::new();
+            requests
+                .read_until(0, &mut relative)
+                .map_err(|e| Failure::Io(format!("reading the paths: {e}")))?;
+            if relative.pop() != Some(0) {
+                return Err(Failure::Refused(
+                    "the tree's root is not NUL-terminated".into(),
+                ));
+            }
+            tree(&mut out, &root, &relative, &mut buffer)?;
+            return out.flush().map_err(io);
+        }
         match answer(&root, &path)? {
             Answer::Missing => {}
             Answer::NotRegular => entry(&mut out, &path, 0, 0o755, b'5').map_err(io)?,
@@ -244,24 +613,7 @@ fn run() -> Result<(), Failure> {
                     b'0',
                 )
                 .map_err(io)?;
-                let mut left = size;
-                while left > 0 {
-                    let want = buffer
-                        .len()
-                        .min(usize::try_from(left).unwrap_or(usize::MAX));
-                    let n = descriptor.read(&mut buffer[..want]).map_err(|e| {
-                        Failure::Io(format!("reading {}: {e}", String::from_utf8_lossy(&path)))
-                    })?;
-                    if n == 0 {
-                        return Err(Failure::Io(format!(
-                            "{} shrank while it was read",
-                            String::from_utf8_lossy(&path)
-                        )));
-                    }
-                    out.write_all(&buffer[..n]).map_err(io)?;
-                    left -= n as u64;
-                }
-                out.write_all(&[0u8; BLOCK][..padding(size)]).map_err(io)?;
+                copy_body(&mut out, &mut descriptor, size, &path, &mut buffer)?;
             }
         }
     }

@@ -1,0 +1,114 @@
+// Workspace and subtree exports through the export helper (a tree walk in the holder, never
+// following a link), held to the rules the engine's archive endpoint gave them: the same
+// entries, and the same refusals of what the guest may have made.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, test } from 'node:test';
+import { SandboxOperationError, SandboxValidationError } from 'native-sandbox';
+import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+
+const namespace = uniqueNamespace('export-tree');
+const backend = dockerBackend(namespace);
+after(() => assert.deepEqual(leftovers(namespace), NOTHING));
+
+/** A stopped sandbox after `script` ran in its workspace. */
+async function prepared(script) {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  const result = await runShell(sandbox, script);
+  assert.deepEqual(result.exit, { kind: 'exited', code: 0 }, result.stderr);
+  await sandbox.stop();
+  return sandbox;
+}
+
+async function collect(sandbox, selection) {
+  const entries = [];
+  const summary = await sandbox.exportTree(selection, async (entry) => {
+    if (entry.kind === 'file') {
+      const chunks = [];
+      for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+      entries.push([entry.path, Buffer.concat(chunks).toString(), entry.executable]);
+    } else {
+      entries.push([entry.path]);
+    }
+  });
+  return { entries, summary };
+}
+
+/** The workspace as the engine's archive endpoint lists it (`tar -t` of its archive). */
+function engineListing(sandbox, path) {
+  const holder = execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
+  const archive = execFileSync('curl', ['-sf', '--unix-socket', '/var/run/docker.sock', `http://engine/containers/${holder}/archive?path=${encodeURIComponent(path)}`]);
+  return execFileSync('tar', ['-tf', '-'], { input: archive, encoding: 'utf8' }).split('\n').filter(Boolean).map((name) => name.replace(/\/$/, ''));
+}
+
+test('a workspace export lists what the engine lists: directories, files, modes, long and deep names, empty files', async () => {
+  const long = 'n'.repeat(200);
+  const sandbox = await prepared(
+    `mkdir -p a/b/c/d e "${long}" && printf one > a/one.txt && printf two > a/b/c/d/two.txt && : > e/empty && printf run > run.sh && chmod 755 run.sh && printf long > "${long}/${long}"`,
+  );
+  try {
+    const { entries, summary } = await collect(sandbox, { kind: 'workspace' });
+    const engine = engineListing(sandbox, '/sandbox/workspace').filter((name) => name !== 'workspace').map((name) => name.replace(/^workspace\//, ''));
+    assert.deepEqual(entries.map(([path]) => path).sort(), engine.sort());
+    assert.deepEqual(entries.find(([path]) => path === 'run.sh'), ['run.sh', 'run', true]);
+    assert.deepEqual(entries.find(([path]) => path === 'a/b/c/d/two.txt'), ['a/b/c/d/two.txt', 'two', false]);
+    assert.deepEqual(entries.find(([path]) => path === 'e/empty'), ['e/empty', '', false]);
+    assert.deepEqual(entries.find(([path]) => path === `${long}/${long}`), [`${long}/${long}`, 'long', false]);
+    assert.equal(summary.files, 5n);
+    const subtree = await collect(sandbox, { kind: 'subtree', path: 'a/b' });
+    assert.deepEqual(subtree.entries, [['a/b'], ['a/b/c'], ['a/b/c/d'], ['a/b/c/d/two.txt', 'two', false]]);
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
+test("what the guest made that a tree may not hold is refused by name: hard links, FIFOs, devices; sockets are left out", async () => {
+  const cases = [
+    ['printf x > a && ln a b', /b is a hard link/],
+    ['mkfifo pipe', /pipe is a FIFO/],
+    ['mkdir d && ln -s ../../.. d/up', /d\/up is a symbolic link/],
+  ];
+  for (const [script, refusal] of cases) {
+    const sandbox = await prepared(script);
+    try {
+      const error = await collect(sandbox, { kind: 'workspace' }).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError, `${script}: ${error}`);
+      assert.match(error.message, refusal, script);
+    } finally {
+      await sandbox.destroy();
+    }
+  }
+  const withSocket = await prepared('printf k > kept && (nc -lU sock >/dev/null 2>&1 & sleep 1; kill $! 2>/dev/null; true)');
+  try {
+    const hasSocket = runShellListing(withSocket);
+    const { entries } = await collect(withSocket, { kind: 'workspace' });
+    assert.deepEqual(entries.map(([path]) => path), hasSocket ? ['kept'] : entries.map(([path]) => path));
+  } finally {
+    await withSocket.destroy();
+  }
+});
+
+/** Whether the engine lists a socket in the workspace (busybox `nc -lU` may be absent). */
+function runShellListing(sandbox) {
+  return engineListing(sandbox, '/sandbox/workspace').includes('workspace/sock');
+}
+
+test('subtree roots: missing, a file, a link, or reached through a link are refused as before', async () => {
+  const sandbox = await prepared('mkdir real && printf f > real/f && printf x > file && ln -s real link');
+  try {
+    const missing = await collect(sandbox, { kind: 'subtree', path: 'nothing/here' }).catch((e) => e);
+    assert.ok(missing instanceof SandboxValidationError, `${missing}`);
+    assert.match(missing.message, /does not exist/);
+    const file = await collect(sandbox, { kind: 'subtree', path: 'file' }).catch((e) => e);
+    assert.match(file.message, /file is not a directory/);
+    const link = await collect(sandbox, { kind: 'subtree', path: 'link' }).catch((e) => e);
+    assert.ok(link instanceof SandboxOperationError || link instanceof SandboxValidationError, `${link}`);
+    assert.match(link.message, /link/);
+    const through = await collect(sandbox, { kind: 'subtree', path: 'link/f' }).catch((e) => e);
+    assert.ok(through instanceof Error, 'a path through a link is never followed');
+    const { entries } = await collect(sandbox, { kind: 'subtree', path: 'real' });
+    assert.deepEqual(entries, [['real'], ['real/f', 'f', false]]);
+  } finally {
+    await sandbox.destroy();
+  }
+});
