@@ -93,6 +93,20 @@ function runShellListing(sandbox) {
   return engineListing(sandbox, '/sandbox/workspace').includes('workspace/sock');
 }
 
+test("the tree is read as the sandbox's user: what it cannot read fails the export, naming it", async () => {
+  for (const script of ['printf s > secret && chmod 000 secret', 'mkdir secret && printf s > secret/f && chmod 000 secret']) {
+    const sandbox = await prepared(script);
+    try {
+      const error = await collect(sandbox, { kind: 'workspace' }).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError, `${script}: ${error}`);
+      assert.match(error.message, /secret/, script);
+      assert.match(error.message, /Permission denied/, script);
+    } finally {
+      await sandbox.destroy();
+    }
+  }
+});
+
 test('subtree roots: missing, a file, a link, or reached through a link are refused as before', async () => {
   const sandbox = await prepared('mkdir real && printf f > real/f && printf x > file && ln -s real link');
   try {
