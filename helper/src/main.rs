@@ -1,5 +1,5 @@
-//! The export helper: the entrypoint of a sandbox's workspace holder container, run for exports
-//! of exact files. It reads workspace-relative paths from stdin, each ended by a NUL byte, and
+//! The export helper: the entrypoint of a sandbox's workspace holder container, run for exports.
+//! For exact files it reads workspace-relative paths from stdin, each ended by a NUL byte, and
 //! writes one tar stream to stdout, one answer per path in the order asked:
 //! - a regular file: a ustar entry named by its path (after a PAX record when the name or size
 //!   does not fit the header), mode 0644 or 0755, the size its descriptor reports, then exactly
@@ -15,8 +15,8 @@
 //! archive endpoint names it (`workspace/…` or the root's last component): a directory entry for
 //! every directory, every regular file with its bytes (a second name of a file already written
 //! as a hard link entry), a symbolic link, device or FIFO as its own entry (which the host
-//! refuses, naming it); sockets are left out. A parent component that is a link is answered by a
-//! link entry of the root's name. A missing root writes nothing at all.
+//! refuses, naming it); sockets are left out. A root that does not exist without following a
+//! link (a parent component that is a link or no directory) writes nothing at all.
 //!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, starting from the
 //! workspace root, so nothing outside the workspace and nothing outside the selection is ever
@@ -37,7 +37,7 @@ const USTAR_SIZE_MAX: u64 = 0o77_777_777_777;
 /// The request that asks for a tree.
 const TREE_REQUEST: &[u8] = b"/tree";
 /// Directories below the tree's root, at most (the host refuses deeper paths anyway).
-const TREE_DEPTH_MAX: usize = 256;
+const TREE_DEPTH_MAX: usize = 64;
 
 enum Answer {
     File {
@@ -292,15 +292,29 @@ fn names_in(directory: &OwnedFd, path: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
     // over, and `closedir` below releases both.
     let stream = unsafe { libc::fdopendir(duplicate) };
     if stream.is_null() {
+        let failure = last_error(&String::from_utf8_lossy(path));
         // SAFETY: `fdopendir` failed, so the duplicate is still ours to close.
         unsafe { libc::close(duplicate) };
-        return Err(last_error(&String::from_utf8_lossy(path)));
+        return Err(failure);
     }
     let mut names = Vec::new();
     loop {
+        // `readdir` says "end" and "failed" both with NULL: only errno tells them apart.
+        // SAFETY: `__errno_location` gives this thread's errno, always valid to write.
+        unsafe { *libc::__errno_location() = 0 };
         // SAFETY: `stream` is a valid directory stream until `closedir`.
         let next = unsafe { libc::readdir(stream) };
         if next.is_null() {
+            let code = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            if code != 0 {
+                // SAFETY: `stream` came from `fdopendir` and is closed exactly once.
+                unsafe { libc::closedir(stream) };
+                return Err(Failure::Io(format!(
+                    "listing {}: {}",
+                    String::from_utf8_lossy(path),
+                    std::io::Error::from_raw_os_error(code)
+                )));
+            }
             break;
         }
         // SAFETY: `readdir` returned a valid entry whose `d_name` is NUL-terminated and stays
@@ -498,12 +512,8 @@ fn tree(
         let directory = parents.last().unwrap_or(root);
         match open_at(directory, part, libc::O_RDONLY | libc::O_DIRECTORY)? {
             Ok(fd) => parents.push(fd),
-            Err(libc::ENOENT | libc::ENOTDIR) => return Ok(()),
-            Err(libc::ELOOP) => {
-                // A link on the way: answered by a link entry of the root's name (refused).
-                linked_entry(out, last, 0, 0o777, b'2', b"").map_err(io)?;
-                return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
-            }
+            // Not there without following a link: a missing tree.
+            Err(libc::ENOENT | libc::ENOTDIR | libc::ELOOP) => return Ok(()),
             Err(code) => {
                 return Err(Failure::Io(format!(
                     "{}: {}",
@@ -548,6 +558,9 @@ fn tree(
 }
 
 fn run() -> Result<(), Failure> {
+    // stdout as a plain file: std's stdout flushes at every newline, which binary data is full of.
+    // SAFETY: descriptor 1 is this process's stdout, open for its whole life; only this owns it.
+    let stdout = unsafe { File::from_raw_fd(1) };
     let root = CString::new(ROOT).map_err(|_| Failure::Refused("root".into()))?;
     // SAFETY: `root` is a NUL-terminated string that outlives the call.
     let fd = unsafe {
@@ -561,9 +574,6 @@ fn run() -> Result<(), Failure> {
     }
     // SAFETY: `open` just returned this descriptor, and nothing else owns it.
     let root = unsafe { OwnedFd::from_raw_fd(fd) };
-    // stdout as a plain file: std's stdout flushes at every newline, which binary data is full of.
-    // SAFETY: descriptor 1 is this process's stdout, open for its whole life; only this owns it.
-    let stdout = unsafe { File::from_raw_fd(1) };
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
     let stdin = std::io::stdin();
     let mut requests = stdin.lock();

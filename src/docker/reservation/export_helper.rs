@@ -36,6 +36,15 @@ const TREE_REQUEST: &str = "/tree";
 /// abandoned helper may take, before the export gives up on it.
 const EXIT_WAIT: Duration = Duration::from_secs(10);
 
+/// Whether an export may take another way when the holder cannot run the helper now.
+#[derive(Clone, Copy)]
+enum Fallback {
+    /// Any failure to run it lets the caller take another way (exact files: file by file).
+    Allowed,
+    /// Only a holder without the helper does; any other failure is the export's error.
+    OnlyWithoutHelper,
+}
+
 /// Aborts its task when dropped (a finished task is unaffected).
 struct AbortOnDrop(tokio::task::AbortHandle);
 
@@ -53,24 +62,32 @@ impl DockerReservation {
         &self,
         paths: Vec<String>,
     ) -> Result<Option<ArchiveDownload>, OwnerError> {
-        self.run_helper(paths).await
+        self.run_helper(paths, Fallback::Allowed).await
     }
 
     /// The archive of the tree at `relative` (empty: the workspace) from the export helper,
     /// named as the engine's archive endpoint names it: `Ok(Some(None))` when the tree does not
-    /// exist, `Ok(None)` when this holder cannot run the helper (the caller then asks the
-    /// engine).
+    /// exist, `Ok(None)` when this holder has no helper (one made by an earlier version: the
+    /// caller then asks the engine). A holder with the helper that fails to run it is an error,
+    /// never the engine's endpoint instead (which reads as root and follows parent links).
     pub(super) async fn run_open_export_tree(
         &self,
         relative: String,
     ) -> Result<Option<Option<ArchiveDownload>>, OwnerError> {
-        let Some(mut archive) = self.run_helper(vec![TREE_REQUEST.into(), relative]).await? else {
+        let request = vec![TREE_REQUEST.into(), relative];
+        let Some(mut archive) = self
+            .run_helper(request, Fallback::OnlyWithoutHelper)
+            .await?
+        else {
             return Ok(None);
         };
         // A missing tree is an archive of no bytes at all; any tree writes its root first.
-        let first = match archive.next().await {
-            None => return Ok(Some(None)),
-            Some(first) => first,
+        let first = loop {
+            match archive.next().await {
+                None => return Ok(Some(None)),
+                Some(Ok(piece)) if piece.is_empty() => continue,
+                Some(first) => break first,
+            }
         };
         Ok(Some(Some(
             futures::stream::iter([first]).chain(archive).boxed(),
@@ -79,7 +96,11 @@ impl DockerReservation {
 
     /// Runs the export helper with `requests` (see `helper/src/main.rs`), or `None` when this
     /// holder cannot run it.
-    async fn run_helper(&self, paths: Vec<String>) -> Result<Option<ArchiveDownload>, OwnerError> {
+    async fn run_helper(
+        &self,
+        paths: Vec<String>,
+        fallback: Fallback,
+    ) -> Result<Option<ArchiveDownload>, OwnerError> {
         let holder = self.holder().await?;
         let docker = self.settings.docker.clone();
         let inspect = docker
@@ -101,8 +122,15 @@ impl DockerReservation {
             .unwrap_or(false);
         // Transfers run one at a time: a running holder is the previous export's helper, being
         // killed or finishing. Wait for it (bounded); one that does not stop is not used.
+        let unavailable = |why: String| match fallback {
+            Fallback::Allowed => Ok(None),
+            Fallback::OnlyWithoutHelper => Err(OwnerError::driver(why)),
+        };
         if running && !stopped_within(&docker, &holder, EXIT_WAIT).await {
-            return Ok(None);
+            return unavailable(format!(
+                "the previous export's helper did not stop within {} s",
+                EXIT_WAIT.as_secs()
+            ));
         }
         let attach = AttachContainerOptionsBuilder::default()
             .stdin(true)
@@ -110,11 +138,17 @@ impl DockerReservation {
             .stderr(true)
             .stream(true)
             .build();
-        let Ok(attached) = docker.attach_container(&holder, Some(attach)).await else {
-            return Ok(None);
+        let attached = match docker.attach_container(&holder, Some(attach)).await {
+            Ok(attached) => attached,
+            Err(e) => {
+                return unavailable(format!(
+                    "attaching to the export helper: {}",
+                    with_causes(&e)
+                ))
+            }
         };
-        if docker.start_container(&holder, None).await.is_err() {
-            return Ok(None);
+        if let Err(e) = docker.start_container(&holder, None).await {
+            return unavailable(format!("starting the export helper: {}", with_causes(&e)));
         }
         // From here the helper runs: the relay owns it until it exits, and kills it when the
         // export is abandoned.
@@ -164,7 +198,7 @@ async fn relay(
 ) {
     let AttachContainerResults { mut output, input } = attached;
     // The helper answers while it reads, so the request is written beside the reading.
-    let writer = tokio::spawn(request(input, paths));
+    let mut writer = tokio::spawn(request(input, paths));
     let _writer = AbortOnDrop(writer.abort_handle());
     let mut stderr = Vec::new();
     let relayed = loop {
@@ -200,7 +234,17 @@ async fn relay(
     match relayed {
         Relayed::Abandoned => kill(&docker, &holder).await,
         Relayed::Ended(stderr) => {
-            if let Some(failure) = exit_failure(&docker, &holder, &stderr).await {
+            // The archive answers the request only if all of it reached the helper: one that
+            // lost its stdin would answer a shorter request (or none) as if it were whole.
+            let sent = match tokio::time::timeout(EXIT_WAIT, &mut writer).await {
+                Ok(Ok(Ok(()))) => None,
+                Ok(Ok(Err(e))) => Some(format!("writing the export helper's request: {e}")),
+                Ok(Err(e)) => Some(format!(
+                    "writing the export helper's request ended abnormally: {e}"
+                )),
+                Err(_) => Some("the export helper's request was not written in time".to_owned()),
+            };
+            if let Some(failure) = exit_failure(&docker, &holder, &stderr).await.or(sent) {
                 let _ = sender.send(Err(failure)).await;
             }
         }

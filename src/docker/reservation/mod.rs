@@ -371,7 +371,7 @@ impl DockerReservation {
     }
 
     /// The container that holds the workspace volume for archive transfers; it runs only the
-    /// export helper, only for exports of exact files.
+    /// export helper, only for exports.
     async fn create_holder(
         &self,
         context: &StartContext,
@@ -388,8 +388,8 @@ impl DockerReservation {
         // Created from the seed image, whose workspace directory belongs to the sandbox user:
         // the engine copies that ownership onto the fresh volume's root.
         body.image = Some(ensure_seed_image(&self.settings.docker, &self.settings.user).await?);
-        // Started only for exports of exact files: the export helper reads the paths on stdin
-        // and writes their archive on stdout, then exits (see `archive.rs`).
+        // Started only for exports: the export helper reads its request on stdin and writes
+        // the archive on stdout, then exits (see `export_helper.rs`).
         body.entrypoint = Some(vec![EXPORT_HELPER_PATH.into()]);
         body.attach_stdin = Some(true);
         body.attach_stdout = Some(true);
