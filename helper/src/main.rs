@@ -54,6 +54,15 @@ enum Failure {
     Refused(String),
 }
 
+/// `errno` `code` of an operation on `name`.
+fn os_failure(name: &[u8], code: i32) -> Failure {
+    Failure::Io(format!(
+        "{}: {}",
+        String::from_utf8_lossy(name),
+        std::io::Error::from_raw_os_error(code)
+    ))
+}
+
 fn last_error(what: &str) -> Failure {
     Failure::Io(format!("{what}: {}", std::io::Error::last_os_error()))
 }
@@ -82,7 +91,16 @@ fn open_at(directory: &OwnedFd, name: &[u8], flags: i32) -> Result<Result<OwnedF
     Ok(Ok(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
-fn answer(root: &OwnedFd, path: &[u8]) -> Result<Answer, Failure> {
+/// Where a workspace-relative path's parent components lead, opened one by one from the root
+/// without following a link.
+enum Parent<'a> {
+    /// The parent directory (`None`: the root itself) and the last component.
+    Found(Option<OwnedFd>, &'a [u8]),
+    /// A parent component could not be opened as a directory: its errno.
+    Stopped(i32),
+}
+
+fn parent_of<'a>(root: &OwnedFd, path: &'a [u8]) -> Result<Parent<'a>, Failure> {
     let parts: Vec<&[u8]> = path.split(|&b| b == b'/').collect();
     if parts
         .iter()
@@ -93,36 +111,36 @@ fn answer(root: &OwnedFd, path: &[u8]) -> Result<Answer, Failure> {
             String::from_utf8_lossy(path)
         )));
     }
-    let mut parents: Vec<OwnedFd> = Vec::new();
+    let mut parent: Option<OwnedFd> = None;
     for part in &parts[..parts.len() - 1] {
-        let directory = parents.last().unwrap_or(root);
+        let directory = parent.as_ref().unwrap_or(root);
         match open_at(directory, part, libc::O_RDONLY | libc::O_DIRECTORY)? {
-            Ok(fd) => parents.push(fd),
-            Err(libc::ENOENT) => return Ok(Answer::Missing),
-            Err(libc::ELOOP | libc::ENOTDIR) => return Ok(Answer::NotRegular),
-            Err(code) => {
-                return Err(Failure::Io(format!(
-                    "{}: {}",
-                    String::from_utf8_lossy(path),
-                    std::io::Error::from_raw_os_error(code)
-                )))
+            Ok(fd) => parent = Some(fd),
+            Err(code @ (libc::ENOENT | libc::ELOOP | libc::ENOTDIR)) => {
+                return Ok(Parent::Stopped(code))
             }
+            Err(code) => return Err(os_failure(path, code)),
         }
     }
-    let directory = parents.last().unwrap_or(root);
-    let last = parts.last().copied().unwrap_or_default();
+    Ok(Parent::Found(
+        parent,
+        parts.last().copied().unwrap_or_default(),
+    ))
+}
+
+fn answer(root: &OwnedFd, path: &[u8]) -> Result<Answer, Failure> {
+    let (parent, last) = match parent_of(root, path)? {
+        Parent::Found(parent, last) => (parent, last),
+        Parent::Stopped(libc::ENOENT) => return Ok(Answer::Missing),
+        Parent::Stopped(_) => return Ok(Answer::NotRegular),
+    };
+    let directory = parent.as_ref().unwrap_or(root);
     // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (and is then refused).
     let fd = match open_at(directory, last, libc::O_RDONLY | libc::O_NONBLOCK)? {
         Ok(fd) => fd,
         Err(libc::ENOENT) => return Ok(Answer::Missing),
         Err(libc::ELOOP | libc::ENOTDIR | libc::ENXIO) => return Ok(Answer::NotRegular),
-        Err(code) => {
-            return Err(Failure::Io(format!(
-                "{}: {}",
-                String::from_utf8_lossy(path),
-                std::io::Error::from_raw_os_error(code)
-            )))
-        }
+        Err(code) => return Err(os_failure(path, code)),
     };
     let descriptor = File::from(fd);
     let meta = descriptor
@@ -357,13 +375,7 @@ fn tree_leaf(
             // O_NONBLOCK: a file swapped for a FIFO meanwhile opens at once (and is refused).
             let fd = match open_at(parent, name_in_parent, libc::O_RDONLY | libc::O_NONBLOCK)? {
                 Ok(fd) => fd,
-                Err(code) => {
-                    return Err(Failure::Io(format!(
-                        "{}: {}",
-                        String::from_utf8_lossy(name),
-                        std::io::Error::from_raw_os_error(code)
-                    )))
-                }
+                Err(code) => return Err(os_failure(name, code)),
             };
             let mut descriptor = File::from(fd);
             let meta = descriptor
@@ -436,25 +448,13 @@ fn tree_walk(
             Ok(stat) => stat,
             // Removed since the listing: it is simply not there any more.
             Err(libc::ENOENT) => continue,
-            Err(code) => {
-                return Err(Failure::Io(format!(
-                    "{}: {}",
-                    String::from_utf8_lossy(&child_name),
-                    std::io::Error::from_raw_os_error(code)
-                )))
-            }
+            Err(code) => return Err(os_failure(&child_name, code)),
         };
         if stat.st_mode & libc::S_IFMT == libc::S_IFDIR {
             let fd = match open_at(directory, &child, libc::O_RDONLY | libc::O_DIRECTORY)? {
                 Ok(fd) => fd,
                 Err(libc::ENOENT) => continue,
-                Err(code) => {
-                    return Err(Failure::Io(format!(
-                        "{}: {}",
-                        String::from_utf8_lossy(&child_name),
-                        std::io::Error::from_raw_os_error(code)
-                    )))
-                }
+                Err(code) => return Err(os_failure(&child_name, code)),
             };
             let mut shown = child_name.clone();
             shown.push(b'/');
@@ -496,56 +496,22 @@ fn tree(
         tree_walk(out, root, b"workspace", 0, &mut seen, buffer)?;
         return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
     }
-    let parts: Vec<&[u8]> = relative.split(|&b| b == b'/').collect();
-    if parts
-        .iter()
-        .any(|p| p.is_empty() || *p == b"." || *p == b"..")
-    {
-        return Err(Failure::Refused(format!(
-            "{} is not a workspace-relative path",
-            String::from_utf8_lossy(relative)
-        )));
-    }
-    let last = parts.last().copied().unwrap_or_default();
-    let mut parents: Vec<OwnedFd> = Vec::new();
-    for part in &parts[..parts.len() - 1] {
-        let directory = parents.last().unwrap_or(root);
-        match open_at(directory, part, libc::O_RDONLY | libc::O_DIRECTORY)? {
-            Ok(fd) => parents.push(fd),
-            // Not there without following a link: a missing tree.
-            Err(libc::ENOENT | libc::ENOTDIR | libc::ELOOP) => return Ok(()),
-            Err(code) => {
-                return Err(Failure::Io(format!(
-                    "{}: {}",
-                    String::from_utf8_lossy(relative),
-                    std::io::Error::from_raw_os_error(code)
-                )))
-            }
-        }
-    }
-    let parent = parents.last().unwrap_or(root);
+    let (parent, last) = match parent_of(root, relative)? {
+        Parent::Found(parent, last) => (parent, last),
+        // Not there without following a link: a missing tree.
+        Parent::Stopped(_) => return Ok(()),
+    };
+    let parent = parent.as_ref().unwrap_or(root);
     let stat = match stat_at(parent, last)? {
         Ok(stat) => stat,
         Err(libc::ENOENT | libc::ENOTDIR) => return Ok(()),
-        Err(code) => {
-            return Err(Failure::Io(format!(
-                "{}: {}",
-                String::from_utf8_lossy(relative),
-                std::io::Error::from_raw_os_error(code)
-            )))
-        }
+        Err(code) => return Err(os_failure(relative, code)),
     };
     if stat.st_mode & libc::S_IFMT == libc::S_IFDIR {
         let fd = match open_at(parent, last, libc::O_RDONLY | libc::O_DIRECTORY)? {
             Ok(fd) => fd,
             Err(libc::ENOENT) => return Ok(()),
-            Err(code) => {
-                return Err(Failure::Io(format!(
-                    "{}: {}",
-                    String::from_utf8_lossy(relative),
-                    std::io::Error::from_raw_os_error(code)
-                )))
-            }
+            Err(code) => return Err(os_failure(relative, code)),
         };
         let mut shown = last.to_vec();
         shown.push(b'/');
