@@ -2,6 +2,8 @@
 # Makes sure a Docker engine answers, installing and starting one when none does.
 # Idempotent and quiet when an engine is already reachable (DOCKER_HOST or the default socket).
 set -euo pipefail
+# shellcheck source=apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
 
 log_file="${NATIVE_SANDBOX_DOCKERD_LOG:-/var/log/native-sandbox-dockerd.log}"
 wait_seconds="${NATIVE_SANDBOX_DOCKERD_WAIT:-60}"
@@ -26,22 +28,7 @@ if ! command -v dockerd >/dev/null 2>&1 || ! command -v busybox >/dev/null 2>&1 
     exit 1
   fi
   echo "ensure-docker: installing docker.io and busybox-static from Debian" >&2
-  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
-  # A mirror hiccup or another apt holding the lock must not fail a fresh machine's first run.
-  installed=""
-  for attempt in 1 2 3; do
-    if apt-get -o DPkg::Lock::Timeout=120 update -qq >/dev/null \
-       && apt-get -o DPkg::Lock::Timeout=120 install -y -qq docker.io busybox-static >/dev/null; then
-      installed="yes"
-      break
-    fi
-    echo "ensure-docker: apt-get failed (attempt ${attempt} of 3)" >&2
-    sleep $((attempt * 5))
-  done
-  if [ -z "${installed}" ]; then
-    echo "ensure-docker: could not install docker.io and busybox-static with apt-get" >&2
-    exit 1
-  fi
+  apt_install ensure-docker docker.io busybox-static
 fi
 
 # A machine restored from a snapshot keeps the pid files of an engine that no longer runs.

@@ -5,6 +5,8 @@
 # the running dockerd reload its configuration. Idempotent and quiet when the engine already
 # lists the runtime. Run after scripts/ensure-docker.sh.
 set -euo pipefail
+# shellcheck source=apt-install.sh
+source "$(dirname "${BASH_SOURCE[0]}")/apt-install.sh"
 
 config="${NATIVE_SANDBOX_DOCKERD_CONFIG:-/etc/docker/daemon.json}"
 wait_seconds="${NATIVE_SANDBOX_DOCKERD_WAIT:-60}"
@@ -28,21 +30,7 @@ fi
 
 if ! command -v runsc >/dev/null 2>&1; then
   echo "ensure-runsc: installing runsc (gVisor) from Debian" >&2
-  export DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1
-  installed=""
-  for attempt in 1 2 3; do
-    if apt-get -o DPkg::Lock::Timeout=120 update -qq >/dev/null \
-       && apt-get -o DPkg::Lock::Timeout=120 install -y -qq runsc >/dev/null; then
-      installed="yes"
-      break
-    fi
-    echo "ensure-runsc: apt-get failed (attempt ${attempt} of 3)" >&2
-    sleep $((attempt * 5))
-  done
-  if [ -z "${installed}" ]; then
-    echo "ensure-runsc: could not install runsc with apt-get" >&2
-    exit 1
-  fi
+  apt_install ensure-runsc runsc
 fi
 
 # Merge the runtime into the engine's configuration, keeping whatever else it holds.
