@@ -1,5 +1,5 @@
-//! The addon's build: napi's link setup, and the export helper (`helper/`), built statically for
-//! the engine's Linux and embedded in the addon (`NATIVE_SANDBOX_EXPORT_HELPER` names the file).
+//! The addon's build: napi's link setup, and the workspace helper (`helper/`), built statically for
+//! the engine's Linux and embedded in the addon (`NATIVE_SANDBOX_HELPER` names the file).
 
 use std::env;
 use std::path::PathBuf;
@@ -7,12 +7,12 @@ use std::process::Command;
 
 fn main() {
     napi_build::setup();
-    build_export_helper();
+    build_helper();
 }
 
 /// Builds `helper/` with its own cargo run: its own target directory, static linking, and none
 /// of the outer build's wrappers or flags (clippy, sanitizers), which are not for it.
-fn build_export_helper() {
+fn build_helper() {
     let manifest_dir =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -23,7 +23,7 @@ fn build_export_helper() {
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     // The helper runs in the engine's Linux containers, which this package supports on x86-64.
     let target = "x86_64-unknown-linux-gnu";
-    let target_dir = out_dir.join("export-helper");
+    let target_dir = out_dir.join("helper");
     let mut command = Command::new(cargo);
     command
         .args([
@@ -54,17 +54,14 @@ fn build_export_helper() {
     command.stdout(std::io::stderr());
     let status = command
         .status()
-        .expect("running cargo for the export helper");
+        .expect("running cargo for the workspace helper");
     assert!(
         status.success(),
-        "building the export helper failed: {status}"
+        "building the workspace helper failed: {status}"
     );
     let binary = target_dir
         .join(target)
         .join("release")
-        .join("native-sandbox-export-helper");
-    println!(
-        "cargo:rustc-env=NATIVE_SANDBOX_EXPORT_HELPER={}",
-        binary.display()
-    );
+        .join("native-sandbox-helper");
+    println!("cargo:rustc-env=NATIVE_SANDBOX_HELPER={}", binary.display());
 }

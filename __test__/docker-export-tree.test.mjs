@@ -1,4 +1,4 @@
-// Workspace and subtree exports through the export helper (a tree walk in the holder, never
+// Workspace and subtree exports through the workspace helper (a tree walk in the holder, never
 // following a link), held to the rules the engine's archive endpoint gave them: the same
 // entries, and the same refusals of what the guest may have made.
 import assert from 'node:assert/strict';

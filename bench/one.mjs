@@ -6,8 +6,15 @@
 //   node bench/one.mjs stdin <native|dockerode> <bytes>
 //   node bench/one.mjs start <native|docker-run|dockerode> <runs> [runtime]
 //   node bench/one.mjs concurrent <native|docker-run> <count>
+//   node bench/one.mjs cleanup <keepFile>
+// With NATIVE_SANDBOX_BENCH_KEEP=<file>, transfer and exact runs leave what they wrote (sandboxes,
+// containers, volumes, host directories) in place and list it in that file, one JSON line each;
+// `cleanup` removes it all at the end of the bench. Deleting thousands of files makes the next
+// thousands of file creations slow on an ext4 file system without a journal (the kernel skips
+// every recently freed inode, for up to 6 minutes), which would land on whichever contender runs
+// next.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -42,10 +49,53 @@ const hardening = (runtime) => ({
   ...(runtime ? { Runtime: runtime } : {}),
 });
 
-function nativeBackend(runtime) {
+function nativeBackend(runtime, namespace = `bench-${process.pid}`) {
   const spill = mkdtempSync(join(tmpdir(), 'native-sandbox-bench-spill-'));
-  const backend = createDockerSandboxBackend({ image: IMAGE, namespace: `bench-${process.pid}`, spillDirectory: spill, ...(runtime ? { runtime } : {}) });
+  const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spill, ...(runtime ? { runtime } : {}) });
   return { backend, close: () => rmSync(spill, { recursive: true, force: true }) };
+}
+
+const KEEP = process.env.NATIVE_SANDBOX_BENCH_KEEP;
+/** Removes what a run wrote now, or lists it for `cleanup` when the bench keeps it. */
+const leave = {
+  async sandbox(sandbox) {
+    if (KEEP) appendFileSync(KEEP, `${JSON.stringify({ sandbox: sandbox.recoveryRecord, namespace: `bench-${process.pid}` })}\n`);
+    else await sandbox.destroy();
+  },
+  async container(container, volume) {
+    if (KEEP) appendFileSync(KEEP, `${JSON.stringify({ container: container.id, volume })}\n`);
+    else {
+      await container.remove({ force: true });
+      await docker.getVolume(volume).remove();
+    }
+  },
+  directory(path) {
+    if (KEEP) appendFileSync(KEEP, `${JSON.stringify({ directory: path })}\n`);
+    else rmSync(path, { recursive: true, force: true });
+  },
+};
+
+/** Removes everything listed in `keepFile`: sandboxes by reconciling their records, then destroying. */
+async function cleanup(keepFile) {
+  const lines = readFileSync(keepFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+  for (const line of lines) {
+    if (line.sandbox) {
+      const { backend, close } = nativeBackend(undefined, line.namespace);
+      try {
+        const found = await backend.reconcile(line.sandbox);
+        if (found.kind !== 'absent') {
+          if (found.kind !== 'matched') throw new Error(`cleanup: sandbox ${line.sandbox.sandboxId}: ${found.kind} ${found.reason ?? ''}`);
+          await found.owner.destroy();
+        }
+      } finally {
+        close();
+      }
+    } else if (line.container) {
+      await docker.getContainer(line.container).remove({ force: true });
+      await docker.getVolume(line.volume).remove();
+    } else rmSync(line.directory, { recursive: true, force: true });
+  }
+  return { removed: lines.length };
 }
 
 const seconds = (t0) => (performance.now() - t0) / 1000;
@@ -94,7 +144,7 @@ async function transfer(source) {
         const exported = await withRss(() => exportSandboxDirectory(sandbox, { kind: 'workspace' }, destination));
         return { importSeconds, exportSeconds: seconds(t0), importRssMiB: imported.rssAboveIdleMiB, exportRssMiB: exported.rssAboveIdleMiB };
       } finally {
-        await sandbox.destroy();
+        await leave.sandbox(sandbox);
         close();
       }
     }
@@ -123,11 +173,10 @@ async function transfer(source) {
       }
       return { importSeconds, exportSeconds: seconds(t0), importRssMiB: imported?.rssAboveIdleMiB, exportRssMiB: exported?.rssAboveIdleMiB };
     } finally {
-      await container.remove({ force: true });
-      await docker.getVolume(volume).remove();
+      await leave.container(container, volume);
     }
   } finally {
-    rmSync(out, { recursive: true, force: true });
+    leave.directory(out);
   }
 }
 
@@ -149,7 +198,7 @@ async function exact(files) {
     if (read !== files) throw new Error(`exported ${read} of ${files}`);
     return { seconds: seconds(t0), filesPerSecond: files / seconds(t0) };
   } finally {
-    await sandbox.destroy();
+    await leave.sandbox(sandbox);
     close();
   }
 }
@@ -340,6 +389,7 @@ const measurements = {
   stdin: () => stdin(Number(rest[0])),
   start: () => start(Number(rest[0]), rest[1]),
   concurrent: () => concurrent(Number(rest[0])),
+  cleanup: () => cleanup(contender),
 };
 if (!measurements[measurement]) throw new Error(`unknown measurement ${measurement}`);
 const result = await measurements[measurement]();

@@ -5,7 +5,7 @@
 // Sizes: NATIVE_SANDBOX_BENCH_ROUNDS (3), _SMALL_FILES (20,000 of 4 KiB), _LARGE_BYTES (1 GiB),
 // _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB), _START_RUNS (10), _CONCURRENT (16), _EXACT_FILES (4,200).
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus, release, totalmem, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -27,6 +27,10 @@ const config = {
 const one = fileURLToPath(new URL('./one.mjs', import.meta.url));
 const here = fileURLToPath(new URL('.', import.meta.url));
 const root = mkdtempSync(join(tmpdir(), 'native-sandbox-bench-src-'));
+// Runs that write thousands of files leave them until the end (see bench/one.mjs): on an ext4
+// file system without a journal, creating files soon after deleting many is several times slower
+// in the kernel, and that cost would fall on whichever contender runs next.
+const keepFile = join(root, 'kept.jsonl');
 
 function smallTree() {
   const dir = join(root, 'small');
@@ -53,10 +57,11 @@ function largeTree() {
  * One contender's run in its own process, after the host's disk settled: the previous run's
  * deletions and written files are flushed first, so they do not land on the next contender.
  */
-function runOne(args) {
+function runOne(args, keep) {
   execFileSync('sync');
   execFileSync('sleep', ['2']);
-  const out = execFileSync(process.execPath, [one, ...args], { encoding: 'utf8', maxBuffer: 1 << 20, env: { ...process.env, NATIVE_SANDBOX_GUEST_IMAGE: config.image } });
+  const env = { ...process.env, NATIVE_SANDBOX_GUEST_IMAGE: config.image, ...(keep ? { NATIVE_SANDBOX_BENCH_KEEP: keepFile } : {}) };
+  const out = execFileSync(process.execPath, [one, ...args], { encoding: 'utf8', maxBuffer: 1 << 20, env });
   return JSON.parse(out.trim().split('\n').at(-1));
 }
 
@@ -76,9 +81,9 @@ const small = smallTree();
 const large = largeTree();
 // name → { contenders, args(contender) }: each round runs every contender of every measurement.
 const measurements = {
-  'transfer-small': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, small] },
+  'transfer-small': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, small], keep: true },
   'transfer-large': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, large] },
-  exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles] },
+  exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles], keep: true },
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
   stdin: { contenders: ['native', 'dockerode'], args: (c) => ['stdin', c, config.stdinBytes] },
   start: { contenders: ['native', 'docker-run', 'dockerode'], args: (c) => ['start', c, config.startRuns] },
@@ -95,18 +100,22 @@ const rounds = [];
 try {
   for (let round = 0; round < config.rounds; round++) {
     const results = {};
-    for (const [name, { contenders, args }] of Object.entries(measurements)) {
+    for (const [name, { contenders, args, keep }] of Object.entries(measurements)) {
       const order = contenders.map((_, i) => contenders[(i + round) % contenders.length]);
       results[name] = {};
       for (const contender of order) {
-        results[name][contender] = runOne(args(contender));
+        results[name][contender] = runOne(args(contender), keep);
         console.log(`round ${round + 1} ${name} ${contender}: ${JSON.stringify(results[name][contender])}`);
       }
     }
     rounds.push(results);
   }
 } finally {
-  rmSync(root, { recursive: true, force: true });
+  try {
+    if (existsSync(keepFile)) execFileSync(process.execPath, [one, 'cleanup', keepFile], { stdio: 'inherit' });
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
 }
 
 const results = {

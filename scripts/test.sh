@@ -36,9 +36,10 @@ cargo fmt --check || fail "cargo fmt --check found unformatted code (run cargo f
 cargo fmt --check --manifest-path helper/Cargo.toml || fail "cargo fmt --check found unformatted code in helper/"
 step "cargo clippy --all-targets -- -D warnings"
 cargo clippy --quiet --all-targets --locked -- -D warnings || fail "clippy"
-cargo clippy --quiet --locked --manifest-path helper/Cargo.toml --target-dir target/helper-clippy -- -D warnings || fail "clippy (helper/)"
+cargo clippy --quiet --all-targets --locked --manifest-path helper/Cargo.toml --target-dir target/helper-clippy -- -D warnings || fail "clippy (helper/)"
 step "cargo test"
 cargo test --quiet --locked || fail "cargo test"
+cargo test --quiet --locked --manifest-path helper/Cargo.toml --target-dir target/helper-clippy || fail "cargo test (helper/)"
 
 step "release addon"
 "${node20}" scripts/build-addon.mjs || fail "addon build"

@@ -1,5 +1,5 @@
-//! The export helper: the entrypoint of a sandbox's workspace holder container, run for exports.
-//! For exact files it reads workspace-relative paths from stdin, each ended by a NUL byte, and
+//! The workspace helper: the entrypoint of a sandbox's workspace holder container, run for each
+//! transfer through the holder. For exact files it reads workspace-relative paths from stdin, each ended by a NUL byte, and
 //! writes one tar stream to stdout, one answer per path in the order asked:
 //! - a regular file: a ustar entry named by its path (after a PAX record when the name or size
 //!   does not fit the header), mode 0644 or 0755, the size its descriptor reports, then exactly
@@ -9,7 +9,6 @@
 //!   directory entry of that name, which the host reports as not a regular file;
 //! - nothing: no entry, which the host reports as a missing path.
 //!
-//!
 //! A request of `/tree` (never a workspace-relative path) followed by one workspace-relative
 //! path (empty for the workspace itself) asks for that whole tree instead, named as the engine's
 //! archive endpoint names it (`workspace/…` or the root's last component): a directory entry for
@@ -18,17 +17,25 @@
 //! refuses, naming it); sockets are left out. A root that does not exist without following a
 //! link (a parent component that is a link or no directory) writes nothing at all.
 //!
+//! A request of `/import` is followed by an import archive, which the helper extracts into the
+//! workspace (`import.rs`); it writes nothing on stdout.
+//!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, starting from the
 //! workspace root, so nothing outside the workspace and nothing outside the selection is ever
 //! opened. Exit status 0 after the end-of-archive blocks; otherwise the stream ends short and
 //! stderr says why (2: opening, reading or writing failed, 4: a request that is not a
-//! workspace-relative path).
+//! workspace-relative path, or an import archive the helper does not extract).
+
+mod fs;
+mod import;
 
 use std::ffi::CString;
 use std::fs::File;
-use std::io::{BufRead, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
+
+use fs::{last_error, names_in, open_at, os_failure, read_link_at, stat_at, Failure};
 
 const ROOT: &str = "/sandbox/workspace";
 const BLOCK: usize = 512;
@@ -36,6 +43,10 @@ const BLOCK: usize = 512;
 const USTAR_SIZE_MAX: u64 = 0o77_777_777_777;
 /// The request that asks for a tree.
 const TREE_REQUEST: &[u8] = b"/tree";
+/// The request that asks the helper to extract the import archive that follows it.
+const IMPORT_REQUEST: &[u8] = b"/import";
+/// How much of the import archive is read at once.
+const IMPORT_READ_BYTES: usize = 256 * 1_024;
 /// Directories below the tree's root, at most (the host refuses deeper paths anyway).
 const TREE_DEPTH_MAX: usize = 64;
 
@@ -47,48 +58,6 @@ enum Answer {
     },
     NotRegular,
     Missing,
-}
-
-enum Failure {
-    Io(String),
-    Refused(String),
-}
-
-/// `errno` `code` of an operation on `name`.
-fn os_failure(name: &[u8], code: i32) -> Failure {
-    Failure::Io(format!(
-        "{}: {}",
-        String::from_utf8_lossy(name),
-        std::io::Error::from_raw_os_error(code)
-    ))
-}
-
-fn last_error(what: &str) -> Failure {
-    Failure::Io(format!("{what}: {}", std::io::Error::last_os_error()))
-}
-
-/// Opens `name` relative to `directory` without following a link; `Ok(None)` when absent or
-/// when a component is a link or not a directory (the caller answers for the whole path).
-fn open_at(directory: &OwnedFd, name: &[u8], flags: i32) -> Result<Result<OwnedFd, i32>, Failure> {
-    let name =
-        CString::new(name).map_err(|_| Failure::Refused("a path holds a NUL byte".into()))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: `directory` is an open descriptor owned by the caller for the whole call, and
-    // `name` is a NUL-terminated string that outlives it.
-    let fd = unsafe {
-        libc::openat(
-            directory.as_raw_fd(),
-            name.as_ptr(),
-            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Ok(Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(0)));
-    }
-    // SAFETY: `openat` just returned this descriptor, and nothing else owns it.
-    Ok(Ok(unsafe { OwnedFd::from_raw_fd(fd) }))
 }
 
 /// Where a workspace-relative path's parent components lead, opened one by one from the root
@@ -273,81 +242,6 @@ fn copy_body(
     out.write_all(&[0u8; BLOCK][..padding(size)]).map_err(io)
 }
 
-/// What `fstatat` without following says of `name` in `directory`; `Err(errno)` when it fails.
-fn stat_at(directory: &OwnedFd, name: &[u8]) -> Result<Result<libc::stat, i32>, Failure> {
-    let name =
-        CString::new(name).map_err(|_| Failure::Refused("a path holds a NUL byte".into()))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `directory` is open for the whole call, `name` is NUL-terminated and outlives it,
-    // and `stat` is a valid place for the kernel to write.
-    let done = unsafe {
-        libc::fstatat(
-            directory.as_raw_fd(),
-            name.as_ptr(),
-            &mut stat,
-            libc::AT_SYMLINK_NOFOLLOW,
-        )
-    };
-    if done < 0 {
-        return Ok(Err(std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(0)));
-    }
-    Ok(Ok(stat))
-}
-
-/// The names in `directory` (not `.` and `..`), sorted, as the engine walks them.
-fn names_in(directory: &OwnedFd, path: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
-    use std::os::fd::AsRawFd;
-    // SAFETY: duplicating a descriptor this function borrows; the duplicate is owned below.
-    let duplicate = unsafe { libc::fcntl(directory.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
-    if duplicate < 0 {
-        return Err(last_error(&String::from_utf8_lossy(path)));
-    }
-    // SAFETY: `duplicate` is an open directory descriptor nothing else owns; `fdopendir` takes it
-    // over, and `closedir` below releases both.
-    let stream = unsafe { libc::fdopendir(duplicate) };
-    if stream.is_null() {
-        let failure = last_error(&String::from_utf8_lossy(path));
-        // SAFETY: `fdopendir` failed, so the duplicate is still ours to close.
-        unsafe { libc::close(duplicate) };
-        return Err(failure);
-    }
-    let mut names = Vec::new();
-    loop {
-        // `readdir` says "end" and "failed" both with NULL: only errno tells them apart.
-        // SAFETY: `__errno_location` gives this thread's errno, always valid to write.
-        unsafe { *libc::__errno_location() = 0 };
-        // SAFETY: `stream` is a valid directory stream until `closedir`.
-        let next = unsafe { libc::readdir(stream) };
-        if next.is_null() {
-            let code = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
-            if code != 0 {
-                // SAFETY: `stream` came from `fdopendir` and is closed exactly once.
-                unsafe { libc::closedir(stream) };
-                return Err(Failure::Io(format!(
-                    "listing {}: {}",
-                    String::from_utf8_lossy(path),
-                    std::io::Error::from_raw_os_error(code)
-                )));
-            }
-            break;
-        }
-        // SAFETY: `readdir` returned a valid entry whose `d_name` is NUL-terminated and stays
-        // valid until the next `readdir` on this stream; it is copied at once.
-        let name = unsafe { std::ffi::CStr::from_ptr((*next).d_name.as_ptr()) }.to_bytes();
-        if name != b"." && name != b".." {
-            names.push(name.to_vec());
-        }
-    }
-    // SAFETY: `stream` came from `fdopendir` and is closed exactly once.
-    unsafe { libc::closedir(stream) };
-    names.sort();
-    Ok(names)
-}
-
 /// Hard links already written in this tree: (device, inode) → the first name.
 type SeenLinks = std::collections::HashMap<(u64, u64), Vec<u8>>;
 
@@ -402,26 +296,6 @@ fn tree_leaf(
         // Sockets are left out, as the engine leaves them out.
         _ => Ok(()),
     }
-}
-
-/// Where a symbolic link points, as written (it is never followed).
-fn read_link_at(directory: &OwnedFd, name: &[u8]) -> Option<Vec<u8>> {
-    let name = CString::new(name).ok()?;
-    use std::os::fd::AsRawFd;
-    let mut target = vec![0u8; 4096];
-    // SAFETY: `directory` is open for the call, `name` is NUL-terminated, and `target` has room
-    // for the length given.
-    let n = unsafe {
-        libc::readlinkat(
-            directory.as_raw_fd(),
-            name.as_ptr(),
-            target.as_mut_ptr().cast(),
-            target.len(),
-        )
-    };
-    let n = usize::try_from(n).ok()?;
-    target.truncate(n);
-    Some(target)
 }
 
 /// Writes `directory` (already written as `name/`) and everything below it.
@@ -560,6 +434,10 @@ fn run() -> Result<(), Failure> {
             ));
         }
         path.pop();
+        if path == IMPORT_REQUEST {
+            let mut archive = BufReader::with_capacity(IMPORT_READ_BYTES, requests);
+            return import::import(&mut archive, &root);
+        }
         if path == TREE_REQUEST {
             let mut relative = Vec::new();
             requests

@@ -2,8 +2,8 @@
 //! sandbox user. A fresh named volume mounted there by a container of this image takes that
 //! ownership, so the non-root process can write its workspace even when nothing was imported.
 //! Built locally from a tar stream (no registry), once per uid:gid and helper build, and kept as
-//! a cache. It also carries the export helper (`helper/`, embedded in the addon), the holder's
-//! entrypoint: run, it streams exact workspace files as one archive.
+//! a cache. It also carries the workspace helper (`helper/`, embedded in the addon), the holder's
+//! entrypoint: run, it writes workspace files as one archive, or extracts an import archive.
 
 use bollard::body_full;
 use bollard::query_parameters::CreateImageOptionsBuilder;
@@ -14,15 +14,16 @@ use super::engine::{engine_error, is_not_found};
 use crate::lifecycle::error::OwnerError;
 
 const SEED_REPOSITORY: &str = "native-sandbox/workspace-seed";
-/// The export helper, a static Linux executable built by `build.rs` from `helper/`.
-const EXPORT_HELPER: &[u8] = include_bytes!(env!("NATIVE_SANDBOX_EXPORT_HELPER"));
-/// Where the seed image holds the export helper (owned by root, read-only like the whole root
-/// filesystem of the holder).
-pub const EXPORT_HELPER_PATH: &str = "/native-sandbox-export";
+/// The workspace helper, a static Linux executable built by `build.rs` from `helper/`.
+const HELPER: &[u8] = include_bytes!(env!("NATIVE_SANDBOX_HELPER"));
+/// Where the seed image holds the workspace helper (owned by root, read-only like the whole
+/// root filesystem of the holder). A holder whose entrypoint is anything else (one made by a
+/// version whose helper did not extract imports) is used through the engine's archive endpoint.
+pub const HELPER_PATH: &str = "/native-sandbox-helper";
 
 /// The seed image's tag for `uid`:`gid`: a new helper build makes a new image.
 fn seed_tag(uid: u64, gid: u64) -> String {
-    let digest = crate::digest::sha256(EXPORT_HELPER);
+    let digest = crate::digest::sha256(HELPER);
     let short = digest
         .trim_start_matches("sha256:")
         .get(..12)
@@ -91,14 +92,10 @@ fn seed_archive(uid: u64, gid: u64) -> Result<Vec<u8>, OwnerError> {
     header.set_mode(0o755);
     header.set_uid(0);
     header.set_gid(0);
-    header.set_size(EXPORT_HELPER.len() as u64);
+    header.set_size(HELPER.len() as u64);
     header.set_mtime(0);
     builder
-        .append_data(
-            &mut header,
-            EXPORT_HELPER_PATH.trim_start_matches('/'),
-            EXPORT_HELPER,
-        )
+        .append_data(&mut header, HELPER_PATH.trim_start_matches('/'), HELPER)
         .map_err(failed)?;
     builder.into_inner().map_err(failed)
 }

@@ -116,7 +116,8 @@ impl ImportSession {
         if sink.send(bytes).await.is_ok() {
             return Ok(());
         }
-        // The upload ended early; its own error says why (an engine gone, a refused archive).
+        // The upload ended early; its own error says why (an engine gone, a refused archive, a
+        // helper that failed).
         let why = match self.done.take() {
             Some(done) => match tokio::time::timeout(UPLOAD_ERROR_WAIT, done).await {
                 Ok(Err(error)) => format!(": {error}"),
@@ -126,7 +127,7 @@ impl ImportSession {
         };
         Err(OwnerError::operation(
             OperationCode::StreamFailure,
-            format!("the engine stopped accepting the import archive{why}"),
+            format!("the sandbox stopped accepting the import archive{why}"),
         ))
     }
 

@@ -1,9 +1,13 @@
 //! One Docker sandbox: startup under checkpoints, stop and destroy. The process container is in
-//! `process.rs`, archive transfers through the workspace holder in `archive.rs`, exports of
-//! exact files through the holder's export helper in `export_helper.rs`.
+//! `process.rs`, archive transfers through the workspace holder in `archive.rs`, which runs the
+//! holder's workspace helper (`helper_run.rs`) for exports (`export_helper.rs`) and imports
+//! (`import_helper.rs`).
 
+mod abort_on_drop;
 mod archive;
 mod export_helper;
+mod helper_run;
+mod import_helper;
 mod pending;
 mod process;
 
@@ -29,7 +33,7 @@ use super::objects::{
     container_fingerprint, network_fingerprint, provable_container, remove_all, volume_fingerprint,
     with_identity,
 };
-use super::seed::{ensure_seed_image, EXPORT_HELPER_PATH};
+use super::seed::{ensure_seed_image, HELPER_PATH};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
     ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
@@ -62,6 +66,8 @@ pub struct DockerReservation {
     /// The runtime the engine reports for the holder once it was read back and found exactly
     /// as asked (the process container is held to the same).
     runtime: std::sync::OnceLock<String>,
+    /// One run of the workspace helper at a time (`helper_run.rs`).
+    helper_permit: Arc<tokio::sync::Semaphore>,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
@@ -91,6 +97,7 @@ impl DockerReservation {
                 stopped_by_owner: false,
             }),
             runtime: std::sync::OnceLock::new(),
+            helper_permit: helper_run::helper_permits(),
         })
     }
 
@@ -371,7 +378,7 @@ impl DockerReservation {
     }
 
     /// The container that holds the workspace volume for archive transfers; it runs only the
-    /// export helper, only for exports.
+    /// workspace helper, one transfer at a time.
     async fn create_holder(
         &self,
         context: &StartContext,
@@ -388,9 +395,10 @@ impl DockerReservation {
         // Created from the seed image, whose workspace directory belongs to the sandbox user:
         // the engine copies that ownership onto the fresh volume's root.
         body.image = Some(ensure_seed_image(&self.settings.docker, &self.settings.user).await?);
-        // Started only for exports: the export helper reads its request on stdin and writes
-        // the archive on stdout, then exits (see `export_helper.rs`).
-        body.entrypoint = Some(vec![EXPORT_HELPER_PATH.into()]);
+        // Started only for transfers: the workspace helper reads its request on stdin, writes
+        // an export archive on stdout or extracts the import archive that follows, then exits
+        // (see `helper_run.rs`).
+        body.entrypoint = Some(vec![HELPER_PATH.into()]);
         body.attach_stdin = Some(true);
         body.attach_stdout = Some(true);
         body.attach_stderr = Some(true);

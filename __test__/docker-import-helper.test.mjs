@@ -1,0 +1,131 @@
+// Imports through the workspace helper (extracted in the holder as the sandbox's user, never
+// following a link), held to what the engine's archive endpoint made of the same archive: the
+// entries' modes, owner and modification times (directories included), a later import replacing
+// what is in its way, and a helper that fails or is abandoned reported and stopped.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { after, test } from 'node:test';
+import { fileFromBytes, SandboxOperationError, SandboxStateError } from 'native-sandbox';
+import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+
+const namespace = uniqueNamespace('import-helper');
+const backend = dockerBackend(namespace);
+after(() => assert.deepEqual(leftovers(namespace), NOTHING));
+
+const directory = (path) => ({ kind: 'directory', path });
+
+/** Every entry of the workspace as the guest sees it: type, mode, owner, size, mtime. */
+async function listing(sandbox) {
+  const result = await runShell(sandbox, "find . -mindepth 1 | sort | while read -r p; do stat -c '%n|%F|%a|%u:%g|%s|%Y' \"$p\"; done");
+  assert.deepEqual(result.exit, { kind: 'exited', code: 0 }, result.stderr);
+  return result.stdout
+    .trim()
+    .split('\n')
+    .map((line) => {
+      const [path, type, mode, owner, size, mtime] = line.split('|');
+      return { path: path.slice(2), type, mode, owner, size: Number(size), mtime: Number(mtime) };
+    });
+}
+
+function holderOf(sandbox) {
+  return execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
+}
+
+const holderRunning = (sandbox) => execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holderOf(sandbox)], { encoding: 'utf8' }).trim() === 'true';
+
+test('entries get their modes, the sandbox user and the import time; a later import replaces what is in its way', async () => {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const first = Math.floor(Date.now() / 1000);
+    await sandbox.importTree([
+      fileFromBytes('plain.txt', Buffer.from('plain')),
+      fileFromBytes('bin/run', Buffer.from('#!/bin/sh\n'), { executable: true }),
+      directory('empty'),
+      fileFromBytes('becomes-dir', Buffer.from('a file for now')),
+      fileFromBytes('becomes-file/inner/deep.txt', Buffer.from('deep')),
+      fileFromBytes('replaced.txt', Buffer.from('the first body, longer than the second')),
+    ]);
+    const firstEnd = Math.ceil(Date.now() / 1000);
+    // Past the first import's second, so its entries and the second's tell apart.
+    await new Promise((resolve) => setTimeout(resolve, 1100));
+    const second = Math.floor(Date.now() / 1000);
+    await sandbox.importTree([
+      fileFromBytes('becomes-dir/child', Buffer.from('child')),
+      fileFromBytes('becomes-file', Buffer.from('now a file')),
+      fileFromBytes('replaced.txt', Buffer.from('second')),
+    ]);
+    const secondEnd = Math.ceil(Date.now() / 1000);
+    const entries = await listing(sandbox);
+    const byPath = Object.fromEntries(entries.map((entry) => [entry.path, entry]));
+    assert.deepEqual(
+      entries.map((e) => [e.path, e.type, e.mode, e.size]),
+      [
+        ['becomes-dir', 'directory', '755', byPath['becomes-dir'].size],
+        ['becomes-dir/child', 'regular file', '644', 5],
+        ['becomes-file', 'regular file', '644', 10],
+        ['bin', 'directory', '755', byPath.bin.size],
+        ['bin/run', 'regular file', '755', 10],
+        ['empty', 'directory', '755', byPath.empty.size],
+        ['plain.txt', 'regular file', '644', 5],
+        ['replaced.txt', 'regular file', '644', 6],
+      ],
+    );
+    for (const entry of entries) assert.equal(entry.owner, '65532:65532', `${entry.path} belongs to the sandbox user`);
+    const firstTime = byPath['plain.txt'].mtime;
+    const secondTime = byPath['becomes-file'].mtime;
+    assert.ok(firstTime >= first && firstTime <= firstEnd, `the first import's time (${firstTime} in ${first}..${firstEnd})`);
+    assert.ok(secondTime >= second && secondTime <= secondEnd, `the second import's time (${secondTime} in ${second}..${secondEnd})`);
+    // Directories keep their entry's time, after everything written in them.
+    for (const path of ['bin', 'empty', 'bin/run']) assert.equal(byPath[path].mtime, firstTime, path);
+    for (const path of ['becomes-dir', 'becomes-dir/child', 'replaced.txt']) assert.equal(byPath[path].mtime, secondTime, path);
+    assert.equal(holderRunning(sandbox), false, 'the helper exited with its import');
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
+test('a helper killed mid-import fails the import, naming the helper; the sandbox is fenced and destroys cleanly', async () => {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    async function* entries() {
+      for (let i = 0; i < 400; i++) {
+        if (i === 200) execFileSync('docker', ['kill', holderOf(sandbox)]);
+        yield fileFromBytes(`f${i}`, Buffer.alloc(64 * 1024, i));
+      }
+    }
+    const error = await sandbox.importTree(entries()).catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, `${error}`);
+    assert.match(error.message, /the workspace helper failed \(exit status 137\)/);
+    // A failed import may have written part of the tree: execution is fenced for good.
+    assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: sandbox.workspace }), SandboxStateError);
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
+test('an abandoned import stops the helper, and the next transfer runs it again', async () => {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const controller = new AbortController();
+    async function* entries() {
+      for (let i = 0; i < 400; i++) {
+        if (i === 100) controller.abort();
+        yield fileFromBytes(`g${i}`, Buffer.alloc(16 * 1024, i));
+      }
+    }
+    const error = await sandbox.importTree(entries(), { signal: controller.signal }).catch((e) => e);
+    assert.equal(error.code, 'cancelled');
+    await sandbox.stop();
+    // The abandoned run's kill is sent before its permit is released: the export below waits
+    // for it and never meets a helper that is still being killed.
+    const seen = [];
+    await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      seen.push(entry.path);
+      if (entry.kind === 'file') for await (const _ of entry.bytes);
+    });
+    assert.ok(seen.length > 0 && seen.length < 401, `the export saw part of the abandoned import (${seen.length})`);
+    assert.equal(holderRunning(sandbox), false);
+  } finally {
+    await sandbox.destroy();
+  }
+});

@@ -1,0 +1,146 @@
+//! The helper's file system calls: every name opened or examined relative to an open directory,
+//! never following a link, and every failure as a message that names the path.
+
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
+
+pub enum Failure {
+    Io(String),
+    Refused(String),
+}
+
+/// `errno` `code` of an operation on `name`.
+pub fn os_failure(name: &[u8], code: i32) -> Failure {
+    Failure::Io(format!(
+        "{}: {}",
+        String::from_utf8_lossy(name),
+        std::io::Error::from_raw_os_error(code)
+    ))
+}
+
+pub fn last_error(what: &str) -> Failure {
+    Failure::Io(format!("{what}: {}", std::io::Error::last_os_error()))
+}
+
+/// Opens `name` relative to `directory` without following a link; `Ok(None)` when absent or
+/// when a component is a link or not a directory (the caller answers for the whole path).
+pub fn open_at(
+    directory: &OwnedFd,
+    name: &[u8],
+    flags: i32,
+) -> Result<Result<OwnedFd, i32>, Failure> {
+    let name =
+        CString::new(name).map_err(|_| Failure::Refused("a path holds a NUL byte".into()))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: `directory` is an open descriptor owned by the caller for the whole call, and
+    // `name` is a NUL-terminated string that outlives it.
+    let fd = unsafe {
+        libc::openat(
+            directory.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_NOFOLLOW | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Ok(Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(0)));
+    }
+    // SAFETY: `openat` just returned this descriptor, and nothing else owns it.
+    Ok(Ok(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// What `fstatat` without following says of `name` in `directory`; `Err(errno)` when it fails.
+pub fn stat_at(directory: &OwnedFd, name: &[u8]) -> Result<Result<libc::stat, i32>, Failure> {
+    let name =
+        CString::new(name).map_err(|_| Failure::Refused("a path holds a NUL byte".into()))?;
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `directory` is open for the whole call, `name` is NUL-terminated and outlives it,
+    // and `stat` is a valid place for the kernel to write.
+    let done = unsafe {
+        libc::fstatat(
+            directory.as_raw_fd(),
+            name.as_ptr(),
+            &mut stat,
+            libc::AT_SYMLINK_NOFOLLOW,
+        )
+    };
+    if done < 0 {
+        return Ok(Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(0)));
+    }
+    Ok(Ok(stat))
+}
+
+/// The names in `directory` (not `.` and `..`), sorted, as the engine walks them.
+pub fn names_in(directory: &OwnedFd, path: &[u8]) -> Result<Vec<Vec<u8>>, Failure> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: duplicating a descriptor this function borrows; the duplicate is owned below.
+    let duplicate = unsafe { libc::fcntl(directory.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) };
+    if duplicate < 0 {
+        return Err(last_error(&String::from_utf8_lossy(path)));
+    }
+    // SAFETY: `duplicate` is an open directory descriptor nothing else owns; `fdopendir` takes it
+    // over, and `closedir` below releases both.
+    let stream = unsafe { libc::fdopendir(duplicate) };
+    if stream.is_null() {
+        let failure = last_error(&String::from_utf8_lossy(path));
+        // SAFETY: `fdopendir` failed, so the duplicate is still ours to close.
+        unsafe { libc::close(duplicate) };
+        return Err(failure);
+    }
+    let mut names = Vec::new();
+    loop {
+        // `readdir` says "end" and "failed" both with NULL: only errno tells them apart.
+        // SAFETY: `__errno_location` gives this thread's errno, always valid to write.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `stream` is a valid directory stream until `closedir`.
+        let next = unsafe { libc::readdir(stream) };
+        if next.is_null() {
+            let code = std::io::Error::last_os_error().raw_os_error().unwrap_or(0);
+            if code != 0 {
+                // SAFETY: `stream` came from `fdopendir` and is closed exactly once.
+                unsafe { libc::closedir(stream) };
+                return Err(Failure::Io(format!(
+                    "listing {}: {}",
+                    String::from_utf8_lossy(path),
+                    std::io::Error::from_raw_os_error(code)
+                )));
+            }
+            break;
+        }
+        // SAFETY: `readdir` returned a valid entry whose `d_name` is NUL-terminated and stays
+        // valid until the next `readdir` on this stream; it is copied at once.
+        let name = unsafe { std::ffi::CStr::from_ptr((*next).d_name.as_ptr()) }.to_bytes();
+        if name != b"." && name != b".." {
+            names.push(name.to_vec());
+        }
+    }
+    // SAFETY: `stream` came from `fdopendir` and is closed exactly once.
+    unsafe { libc::closedir(stream) };
+    names.sort();
+    Ok(names)
+}
+
+/// Where a symbolic link points, as written (it is never followed).
+pub fn read_link_at(directory: &OwnedFd, name: &[u8]) -> Option<Vec<u8>> {
+    let name = CString::new(name).ok()?;
+    use std::os::fd::AsRawFd;
+    let mut target = vec![0u8; 4096];
+    // SAFETY: `directory` is open for the call, `name` is NUL-terminated, and `target` has room
+    // for the length given.
+    let n = unsafe {
+        libc::readlinkat(
+            directory.as_raw_fd(),
+            name.as_ptr(),
+            target.as_mut_ptr().cast(),
+            target.len(),
+        )
+    };
+    let n = usize::try_from(n).ok()?;
+    target.truncate(n);
+    Some(target)
+}

@@ -1,0 +1,189 @@
+//! Running the workspace helper: the holder is started with the helper as its entrypoint
+//! (`seed.rs`), attached first so none of its output is lost. One run at a time per sandbox: a
+//! run holds the reservation's helper permit from its start until its exit is known (or its kill
+//! was sent), so a late kill of an abandoned run can never reach the next one. Exports
+//! (`export_helper.rs`) and imports (`import_helper.rs`) relay its streams.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bollard::container::AttachContainerResults;
+use bollard::query_parameters::{
+    AttachContainerOptionsBuilder, KillContainerOptionsBuilder, WaitContainerOptionsBuilder,
+};
+use bollard::Docker;
+use futures::StreamExt;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+use super::DockerReservation;
+use crate::docker::engine::{engine_error, with_causes};
+use crate::docker::seed::HELPER_PATH;
+use crate::lifecycle::error::OwnerError;
+
+/// How long the helper may take to exit once its streams ended, and how long killing an
+/// abandoned helper may take, before the transfer gives up on it.
+pub(super) const EXIT_WAIT: Duration = Duration::from_secs(10);
+/// How long a transfer waits for the previous run to release the holder: its exit wait and its
+/// kill, each bounded by `EXIT_WAIT`, with room to spare.
+const PERMIT_WAIT: Duration = Duration::from_secs(3 * EXIT_WAIT.as_secs());
+/// The helper's stderr kept for the error message when it fails.
+pub(super) const STDERR_BYTES: usize = 4 * 1_024;
+
+/// Whether a transfer may take another way when the holder cannot run the helper now.
+#[derive(Clone, Copy)]
+pub(super) enum Fallback {
+    /// Any failure to run it lets the caller take another way (exact files: file by file).
+    Allowed,
+    /// Only a holder without the helper does; any other failure is the transfer's error.
+    OnlyWithoutHelper,
+}
+
+/// One started run of the helper: its holder, its attached streams, and the permit that keeps
+/// the next run waiting until this one is over (drop it only once the helper's exit is known or
+/// its kill was sent).
+pub(super) struct HelperRun {
+    pub docker: Docker,
+    pub holder: String,
+    pub attached: AttachContainerResults,
+    pub permit: OwnedSemaphorePermit,
+}
+
+/// The permit a reservation's helper runs share: one run at a time.
+pub(super) fn helper_permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(1))
+}
+
+impl DockerReservation {
+    /// Starts the helper in the holder, attached, or `None` when this holder cannot run it (no
+    /// helper at all, or, when `fallback` allows, an engine that cannot start it now).
+    pub(super) async fn start_helper(
+        &self,
+        fallback: Fallback,
+    ) -> Result<Option<HelperRun>, OwnerError> {
+        let holder = self.holder().await?;
+        let docker = self.settings.docker.clone();
+        let inspect = docker
+            .inspect_container(&holder, None)
+            .await
+            .map_err(|e| engine_error("inspecting the workspace holder", e))?;
+        let runs_helper = inspect
+            .config
+            .as_ref()
+            .and_then(|config| config.entrypoint.as_deref())
+            == Some(&[HELPER_PATH.to_owned()][..]);
+        if !runs_helper {
+            return Ok(None);
+        }
+        let unavailable = |why: String| match fallback {
+            Fallback::Allowed => Ok(None),
+            Fallback::OnlyWithoutHelper => Err(OwnerError::driver(why)),
+        };
+        // Transfers run one at a time, but the previous one's helper may still be exiting or
+        // being killed: its relay holds the permit until then.
+        let Ok(Ok(permit)) =
+            tokio::time::timeout(PERMIT_WAIT, self.helper_permit.clone().acquire_owned()).await
+        else {
+            return unavailable(format!(
+                "the previous transfer's helper was not over within {} s",
+                PERMIT_WAIT.as_secs()
+            ));
+        };
+        let running = inspect
+            .state
+            .as_ref()
+            .and_then(|state| state.running)
+            .unwrap_or(false);
+        if running && !stopped_within(&docker, &holder, EXIT_WAIT).await {
+            return unavailable(format!(
+                "the previous transfer's helper did not stop within {} s",
+                EXIT_WAIT.as_secs()
+            ));
+        }
+        let attach = AttachContainerOptionsBuilder::default()
+            .stdin(true)
+            .stdout(true)
+            .stderr(true)
+            .stream(true)
+            .build();
+        let attached = match docker.attach_container(&holder, Some(attach)).await {
+            Ok(attached) => attached,
+            Err(e) => {
+                return unavailable(format!(
+                    "attaching to the workspace helper: {}",
+                    with_causes(&e)
+                ))
+            }
+        };
+        if let Err(e) = docker.start_container(&holder, None).await {
+            return unavailable(format!(
+                "starting the workspace helper: {}",
+                with_causes(&e)
+            ));
+        }
+        Ok(Some(HelperRun {
+            docker,
+            holder,
+            attached,
+            permit,
+        }))
+    }
+}
+
+/// Whether `holder` is not running within `bound` (an error reads as not stopped).
+async fn stopped_within(docker: &Docker, holder: &str, bound: Duration) -> bool {
+    let options = WaitContainerOptionsBuilder::default()
+        .condition("not-running")
+        .build();
+    let mut waits = docker.wait_container(holder, Some(options));
+    matches!(
+        tokio::time::timeout(bound, waits.next()).await,
+        Ok(Some(
+            Ok(_) | Err(bollard::errors::Error::DockerContainerWaitError { .. })
+        ))
+    )
+}
+
+/// Why the helper failed, once it exited; `None` when it exited 0. A helper that does not exit
+/// within `EXIT_WAIT` is killed.
+pub(super) async fn exit_failure(docker: &Docker, holder: &str, stderr: &[u8]) -> Option<String> {
+    let options = WaitContainerOptionsBuilder::default()
+        .condition("not-running")
+        .build();
+    let mut waits = docker.wait_container(holder, Some(options));
+    let code = match tokio::time::timeout(EXIT_WAIT, waits.next()).await {
+        Ok(Some(Ok(exit))) => exit.status_code,
+        // bollard reports a non-zero exit as an error carrying the code.
+        Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
+        Ok(Some(Err(e))) => {
+            return Some(format!(
+                "the workspace helper's exit is unknown: {}",
+                with_causes(&e)
+            ))
+        }
+        Ok(None) | Err(_) => {
+            kill(docker, holder).await;
+            return Some("the workspace helper did not exit after its streams ended".into());
+        }
+    };
+    (code != 0).then(|| {
+        let said = String::from_utf8_lossy(stderr);
+        match said.trim() {
+            "" => format!("the workspace helper failed (exit status {code})"),
+            said => format!("the workspace helper failed (exit status {code}): {said}"),
+        }
+    })
+}
+
+/// Stops an abandoned helper, within `EXIT_WAIT` (a holder already gone or stopped is fine).
+pub(super) async fn kill(docker: &Docker, holder: &str) {
+    let options = KillContainerOptionsBuilder::default()
+        .signal("SIGKILL")
+        .build();
+    let _ = tokio::time::timeout(EXIT_WAIT, docker.kill_container(holder, Some(options))).await;
+}
+
+/// Keeps at most `STDERR_BYTES` of the helper's stderr.
+pub(super) fn keep_stderr(kept: &mut Vec<u8>, message: &[u8]) {
+    let room = STDERR_BYTES.saturating_sub(kept.len());
+    kept.extend_from_slice(&message[..message.len().min(room)]);
+}
