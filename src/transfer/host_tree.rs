@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use bytes::Bytes;
 use tokio::sync::mpsc;
 
+use super::batch::Batch;
 use super::export::ExportSession;
 use super::import::ImportSession;
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -52,7 +53,31 @@ enum Walked {
     FileEnd,
 }
 
-type WalkSender = mpsc::Sender<Result<Walked, OwnerError>>;
+/// The walk's batches, then its error if it failed.
+type WalkSender = mpsc::Sender<Result<Vec<Walked>, OwnerError>>;
+
+/// The walking thread's side of the queue: entries gathered into batches.
+struct WalkQueue<'a> {
+    sender: &'a WalkSender,
+    batch: Batch<Walked>,
+}
+
+impl WalkQueue<'_> {
+    fn send(&mut self, item: Walked, bytes: u64) -> Result<(), Gone> {
+        match self.batch.add(item, bytes) {
+            Some(full) => self.sender.blocking_send(Ok(full)).map_err(|_| Gone),
+            None => Ok(()),
+        }
+    }
+
+    /// Hands over what is gathered.
+    fn flush(&mut self) -> Result<(), Gone> {
+        match self.batch.rest() {
+            Some(rest) => self.sender.blocking_send(Ok(rest)).map_err(|_| Gone),
+            None => Ok(()),
+        }
+    }
+}
 
 /// Imports the regular files and directories under `root` (a directory the caller checked is
 /// not a link) into `session`, depth first, each directory before its contents. Entry indices
@@ -67,27 +92,37 @@ pub async fn import_host_directory(
     let chunk = usize::try_from(chunk_bytes.max(1)).unwrap_or(usize::MAX);
     // The thread ends at its next send once this side is gone (an error, a cancelled step).
     let walker = tokio::task::spawn_blocking(move || {
-        if let Err(error) = walk_tree(&root, chunk, &sender) {
-            let _ = sender.blocking_send(Err(error));
+        let mut queue = WalkQueue {
+            sender: &sender,
+            batch: Batch::new(chunk_bytes),
+        };
+        let walked = walk_tree(&root, chunk, &mut queue);
+        // What was walked before an error goes first, so the session sees entries in order.
+        if queue.flush().is_ok() {
+            if let Err(error) = walked {
+                let _ = sender.blocking_send(Err(error));
+            }
         }
     });
     let mut index: u32 = 0;
-    while let Some(item) = walked.recv().await {
-        match item? {
-            Walked::Directory(path) => {
-                session.directory(index, path).await?;
-                index = index.saturating_add(1);
+    while let Some(batch) = walked.recv().await {
+        for item in batch? {
+            match item {
+                Walked::Directory(path) => {
+                    session.directory(index, path).await?;
+                    index = index.saturating_add(1);
+                }
+                Walked::File {
+                    path,
+                    size,
+                    executable,
+                } => {
+                    session.begin_file(index, path, size, executable).await?;
+                    index = index.saturating_add(1);
+                }
+                Walked::Chunk(bytes) => session.chunk(bytes).await?,
+                Walked::FileEnd => session.end_file().await?,
             }
-            Walked::File {
-                path,
-                size,
-                executable,
-            } => {
-                session.begin_file(index, path, size, executable).await?;
-                index = index.saturating_add(1);
-            }
-            Walked::Chunk(bytes) => session.chunk(bytes).await?,
-            Walked::FileEnd => session.end_file().await?,
         }
     }
     // The queue closed: the walk ended, completely only if its thread returned normally.
@@ -105,10 +140,6 @@ impl From<Gone> for OwnerError {
     }
 }
 
-fn send(sender: &WalkSender, item: Walked) -> Result<(), Gone> {
-    sender.blocking_send(Ok(item)).map_err(|_| Gone)
-}
-
 fn utf8_name(directory: &Path, name: OsString) -> Result<String, OwnerError> {
     name.into_string().map_err(|name| {
         host_error(
@@ -119,7 +150,7 @@ fn utf8_name(directory: &Path, name: OsString) -> Result<String, OwnerError> {
 }
 
 /// The depth-first walk: one open directory per level, never a whole listing.
-fn walk_tree(root: &Path, chunk: usize, sender: &WalkSender) -> Result<(), OwnerError> {
+fn walk_tree(root: &Path, chunk: usize, queue: &mut WalkQueue) -> Result<(), OwnerError> {
     let open = |host: &Path| {
         fs::read_dir(host).map_err(|e| host_error(host, &format!("cannot be listed: {e}")))
     };
@@ -143,11 +174,11 @@ fn walk_tree(root: &Path, chunk: usize, sender: &WalkSender) -> Result<(), Owner
         if kind.is_symlink() {
             return Err(host_error(&host, "symbolic links are not imported"));
         } else if kind.is_dir() {
-            send(sender, Walked::Directory(path.clone()))?;
+            queue.send(Walked::Directory(path.clone()), 0)?;
             let listing = open(&host)?;
             levels.push((host, path, listing));
         } else if kind.is_file() {
-            read_file(&host, path, &seen, chunk, sender)?;
+            read_file(&host, path, &seen, chunk, queue)?;
         } else {
             return Err(host_error(&host, "special files are not imported"));
         }
@@ -162,7 +193,7 @@ fn read_file(
     path: String,
     seen: &fs::Metadata,
     chunk: usize,
-    sender: &WalkSender,
+    queue: &mut WalkQueue,
 ) -> Result<(), OwnerError> {
     let mut file = OpenOptions::new()
         .read(true)
@@ -193,13 +224,13 @@ fn read_file(
             "changed size while the directory was being read",
         ));
     }
-    send(
-        sender,
+    queue.send(
         Walked::File {
             path,
             size,
             executable: opened.mode() & 0o100 != 0,
         },
+        0,
     )?;
     let mut remaining = size;
     while remaining > 0 {
@@ -217,7 +248,7 @@ fn read_file(
             filled += n;
         }
         remaining -= want as u64;
-        send(sender, Walked::Chunk(Bytes::from(buffer)))?;
+        queue.send(Walked::Chunk(Bytes::from(buffer)), want as u64)?;
     }
     let mut probe = [0u8; 1];
     if file
@@ -227,7 +258,7 @@ fn read_file(
     {
         return Err(host_error(host, "grew while it was being read"));
     }
-    send(sender, Walked::FileEnd)?;
+    queue.send(Walked::FileEnd, 0)?;
     Ok(())
 }
 
@@ -241,8 +272,9 @@ enum Staged {
 
 /// The thread that writes an export into a staging directory.
 pub struct StagingWriter {
-    sender: Option<mpsc::Sender<Staged>>,
+    sender: Option<mpsc::Sender<Vec<Staged>>>,
     thread: tokio::task::JoinHandle<Result<(), OwnerError>>,
+    chunk_bytes: u64,
 }
 
 impl StagingWriter {
@@ -254,39 +286,56 @@ impl StagingWriter {
         Self {
             sender: Some(sender),
             thread,
+            chunk_bytes,
         }
     }
 
-    /// Feeds every entry of `session` to the thread. When this future is dropped (a cancelled
-    /// step), the thread finishes what is queued and ends; `finish` waits for it.
+    /// Feeds every entry of `session` to the thread, in batches. When this future is dropped
+    /// (a cancelled step), the thread finishes what is queued and ends; `finish` waits for it.
     pub async fn feed(&mut self, session: &mut ExportSession) -> Result<(), OwnerError> {
         let Some(sender) = self.sender.clone() else {
             return Err(OwnerError::state("the export writer is closed"));
         };
         // A failed send means the thread ended: `finish` reports why.
-        let closed = || OwnerError::state("the export writer ended");
-        while let Some(entry) = session.next_entry().await? {
-            if entry.directory {
+        let hand_over = |messages: Vec<Staged>| {
+            let sender = sender.clone();
+            async move {
                 sender
-                    .send(Staged::Directory(entry.path))
+                    .send(messages)
                     .await
-                    .map_err(|_| closed())?;
+                    .map_err(|_| OwnerError::state("the export writer ended"))
+            }
+        };
+        let mut batch = Batch::new(self.chunk_bytes);
+        while let Some(entry) = session.next_entry().await? {
+            let first = if entry.directory {
+                Staged::Directory(entry.path)
+            } else {
+                Staged::File {
+                    path: entry.path,
+                    executable: entry.executable,
+                }
+            };
+            if let Some(full) = batch.add(first, 0) {
+                hand_over(full).await?;
+            }
+            if entry.directory {
                 continue;
             }
-            let file = Staged::File {
-                path: entry.path,
-                executable: entry.executable,
-            };
-            sender.send(file).await.map_err(|_| closed())?;
             while let Some(chunk) = session.read().await? {
-                sender
-                    .send(Staged::Chunk(chunk))
-                    .await
-                    .map_err(|_| closed())?;
+                let bytes = chunk.len() as u64;
+                if let Some(full) = batch.add(Staged::Chunk(chunk), bytes) {
+                    hand_over(full).await?;
+                }
             }
-            sender.send(Staged::FileEnd).await.map_err(|_| closed())?;
+            if let Some(full) = batch.add(Staged::FileEnd, 0) {
+                hand_over(full).await?;
+            }
         }
-        Ok(())
+        match batch.rest() {
+            Some(rest) => hand_over(rest).await,
+            None => Ok(()),
+        }
     }
 
     /// Closes the queue and waits for the thread to write (or refuse) what was queued: at most
@@ -361,29 +410,39 @@ fn parent_of(path: &str) -> Option<&str> {
     path.rfind('/').map(|at| &path[..at])
 }
 
-fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Staged>) -> Result<(), OwnerError> {
+fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Vec<Staged>>) -> Result<(), OwnerError> {
     let mut open: Option<(PathBuf, File)> = None;
-    while let Some(message) = queue.blocking_recv() {
-        match message {
-            Staged::Directory(path) => make_directories(staging, &path)?,
-            Staged::File { path, executable } => {
-                if let Some(parent) = parent_of(&path) {
-                    make_directories(staging, parent)?;
+    // The directory the last file went into, known to exist: its next files skip the checks.
+    let mut made: Option<String> = None;
+    while let Some(batch) = queue.blocking_recv() {
+        for message in batch {
+            match message {
+                Staged::Directory(path) => {
+                    make_directories(staging, &path)?;
+                    made = Some(path);
                 }
-                let host = staging.join(&path);
-                let file = create_file(&host, executable)?;
-                open = Some((host, file));
-            }
-            Staged::Chunk(bytes) => {
-                let Some((host, file)) = open.as_mut() else {
-                    return Err(OwnerError::state("a chunk arrived with no file open"));
-                };
-                file.write_all(&bytes)
-                    .map_err(|e| host_error(host, &format!("writing failed: {e}")))?;
-            }
-            Staged::FileEnd => {
-                if open.take().is_none() {
-                    return Err(OwnerError::state("a file ended that was never opened"));
+                Staged::File { path, executable } => {
+                    if let Some(parent) = parent_of(&path) {
+                        if made.as_deref() != Some(parent) {
+                            make_directories(staging, parent)?;
+                            made = Some(parent.to_owned());
+                        }
+                    }
+                    let host = staging.join(&path);
+                    let file = create_file(&host, executable)?;
+                    open = Some((host, file));
+                }
+                Staged::Chunk(bytes) => {
+                    let Some((host, file)) = open.as_mut() else {
+                        return Err(OwnerError::state("a chunk arrived with no file open"));
+                    };
+                    file.write_all(&bytes)
+                        .map_err(|e| host_error(host, &format!("writing failed: {e}")))?;
+                }
+                Staged::FileEnd => {
+                    if open.take().is_none() {
+                        return Err(OwnerError::state("a file ended that was never opened"));
+                    }
                 }
             }
         }
@@ -433,16 +492,23 @@ mod tests {
     /// Walks `root` on this thread (the queue is deep enough for the small trees used here).
     fn walked(root: &Path) -> (Vec<String>, Option<String>) {
         let (sender, mut receiver) = mpsc::channel(QUEUE_MAX);
-        let walked = walk_tree(root, 3, &sender);
+        let mut queue = WalkQueue {
+            sender: &sender,
+            batch: Batch::new(3),
+        };
+        let walked = walk_tree(root, 3, &mut queue);
+        assert!(queue.flush().is_ok());
         drop(sender);
         let mut seen = Vec::new();
-        while let Ok(item) = receiver.try_recv() {
-            seen.push(match item.expect("only Ok items are sent") {
-                Walked::Directory(path) => format!("d {path}"),
-                Walked::File { path, size, .. } => format!("f {path} {size}"),
-                Walked::Chunk(bytes) => format!("c {}", bytes.len()),
-                Walked::FileEnd => "e".into(),
-            });
+        while let Ok(batch) = receiver.try_recv() {
+            for item in batch.expect("only Ok batches are sent") {
+                seen.push(match item {
+                    Walked::Directory(path) => format!("d {path}"),
+                    Walked::File { path, size, .. } => format!("f {path} {size}"),
+                    Walked::Chunk(bytes) => format!("c {}", bytes.len()),
+                    Walked::FileEnd => "e".into(),
+                });
+            }
         }
         (seen, walked.err().map(|e| e.to_string()))
     }
@@ -495,8 +561,12 @@ mod tests {
             .expect("mkfifo");
         assert!(made.success());
         let (sender, _receiver) = mpsc::channel(QUEUE_MAX);
+        let mut queue = WalkQueue {
+            sender: &sender,
+            batch: Batch::new(64),
+        };
         // Opening a FIFO without a writer would block without O_NONBLOCK: this returns at once.
-        let error = read_file(&host, "f".into(), &seen, 64, &sender).expect_err("refused");
+        let error = read_file(&host, "f".into(), &seen, 64, &mut queue).expect_err("refused");
         assert!(error.to_string().contains("not a regular file"), "{error}");
         fs::remove_dir_all(&dir).ok();
     }
@@ -508,13 +578,17 @@ mod tests {
         fs::write(&host, b"abc").expect("file");
         let seen = fs::symlink_metadata(&host).expect("stat");
         let (sender, _receiver) = mpsc::channel(QUEUE_MAX);
+        let mut queue = WalkQueue {
+            sender: &sender,
+            batch: Batch::new(64),
+        };
         fs::write(&host, b"abcd").expect("grown");
-        let error = read_file(&host, "f".into(), &seen, 64, &sender).expect_err("resized");
+        let error = read_file(&host, "f".into(), &seen, 64, &mut queue).expect_err("resized");
         assert!(error.to_string().contains("changed size"), "{error}");
         // Made while the original still holds its inode, so the inode cannot be reused.
         fs::write(dir.join("other"), b"abc").expect("other");
         fs::rename(dir.join("other"), &host).expect("replaced");
-        let error = read_file(&host, "f".into(), &seen, 64, &sender).expect_err("replaced");
+        let error = read_file(&host, "f".into(), &seen, 64, &mut queue).expect_err("replaced");
         assert!(error.to_string().contains("was replaced"), "{error}");
         fs::remove_dir_all(&dir).ok();
     }

@@ -1,6 +1,7 @@
 //! Transfers of workspace trees: per-call options, the bounded-memory metadata ledger, and
 //! streaming tar writing and reading.
 
+pub mod batch;
 pub mod export;
 pub mod host_tree;
 pub mod import;
