@@ -2,7 +2,7 @@
 //! call per transfer, no per-file crossing into JavaScript. The import walks, checks and reads
 //! files on one blocking thread that feeds the archive; the export writes every entry on one
 //! blocking thread fed by the archive. Every file is checked (descriptor identity against the
-//! walk, `O_NOFOLLOW`, exclusive creation, the umask), and the two sides hold at most `queue_depth` messages in flight between the two sides.
+//! walk, `O_NOFOLLOW`, exclusive creation, the umask), and the two sides hold at most `queue_depth` batches (each at most one chunk of bytes) in flight.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, ReadDir};
@@ -21,12 +21,13 @@ use crate::lifecycle::error::{OperationCode, OwnerError};
 /// Opening a symlink fails instead of following it; a FIFO or device swapped in after the walk
 /// returns at once instead of waiting for a peer (and is refused as not a regular file).
 const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
-/// Bytes allowed in flight between the two sides (rounded up to two chunks at least).
-const IN_FLIGHT_BYTES: u64 = 4 * 1_024 * 1_024;
-/// Messages in flight at most, whatever their size (small files are several messages each).
+/// Bytes allowed in flight between the two sides (rounded up to two chunks at least): batches
+/// of small files fill it as well as large files' chunks do.
+const IN_FLIGHT_BYTES: u64 = 1_024 * 1_024;
+/// Batches in flight at most, whatever their size.
 const QUEUE_MAX: usize = 64;
 
-/// How many messages may wait between the two sides: `IN_FLIGHT_BYTES` of chunks, at least two.
+/// How many batches may wait between the two sides: `IN_FLIGHT_BYTES` of chunks, at least two.
 pub fn queue_depth(chunk_bytes: u64) -> usize {
     let chunks = IN_FLIGHT_BYTES / chunk_bytes.max(1);
     usize::try_from(chunks)
@@ -339,7 +340,7 @@ impl StagingWriter {
     }
 
     /// Closes the queue and waits for the thread to write (or refuse) what was queued: at most
-    /// `queue_depth` messages. The thread's own error comes first: it is the cause of a failed
+    /// `queue_depth` batches. The thread's own error comes first: it is the cause of a failed
     /// send.
     pub async fn finish(mut self, fed: Result<(), OwnerError>) -> Result<(), OwnerError> {
         self.sender.take();
@@ -455,9 +456,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_queue_holds_a_few_mebibytes_of_chunks_and_at_least_two() {
-        assert_eq!(queue_depth(64 * 1_024), 64);
-        assert_eq!(queue_depth(1_024 * 1_024), 4);
+    fn the_queue_holds_a_mebibyte_of_chunks_and_at_least_two() {
+        assert_eq!(queue_depth(64 * 1_024), 16);
+        assert_eq!(queue_depth(16 * 1_024), 64);
+        assert_eq!(queue_depth(1_024 * 1_024), 2);
         assert_eq!(queue_depth(16 * 1_024 * 1_024), 2);
         assert_eq!(queue_depth(1), QUEUE_MAX);
         assert_eq!(queue_depth(0), QUEUE_MAX);
