@@ -4,6 +4,7 @@
 // what is in its way, and a helper that fails or is abandoned reported and stopped.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxStateError } from 'native-sandbox';
 import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
@@ -79,6 +80,38 @@ test('entries get their modes, the sandbox user and the import time; a later imp
     for (const path of ['bin', 'empty', 'bin/run']) assert.equal(byPath[path].mtime, firstTime, path);
     for (const path of ['becomes-dir', 'becomes-dir/child', 'replaced.txt']) assert.equal(byPath[path].mtime, secondTime, path);
     assert.equal(holderRunning(sandbox), false, 'the helper exited with its import');
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
+test('large bodies (moved in the kernel) come back byte for byte, beside small ones, by every kind of export', async () => {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const large = randomBytes(3 * 1024 * 1024 + 1);
+    const edge = randomBytes(256 * 1024);
+    const small = randomBytes(1000);
+    await sandbox.importTree([
+      fileFromBytes('a/small-before', small),
+      fileFromBytes('a/large.bin', large, { chunkBytes: 64 * 1024 }),
+      fileFromBytes('a/edge.bin', edge, { chunkBytes: 64 * 1024 }),
+      fileFromBytes('a/small-after', small),
+    ]);
+    await sandbox.stop();
+    const expected = { 'a/small-before': small, 'a/large.bin': large, 'a/edge.bin': edge, 'a/small-after': small };
+    for (const selection of [{ kind: 'workspace' }, { kind: 'subtree', path: 'a' }, { kind: 'files', paths: Object.keys(expected) }]) {
+      const seen = {};
+      await sandbox.exportTree(selection, async (entry) => {
+        if (entry.kind !== 'file') return;
+        const chunks = [];
+        for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+        seen[entry.path] = Buffer.concat(chunks);
+      });
+      for (const [path, bytes] of Object.entries(expected)) {
+        const key = Object.keys(seen).find((name) => name === path || name.endsWith(`/${path.split('/').pop()}`));
+        assert.ok(key && seen[key].equals(bytes), `${selection.kind}: ${path} is byte-exact`);
+      }
+    }
   } finally {
     await sandbox.destroy();
   }

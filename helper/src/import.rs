@@ -18,6 +18,7 @@ use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::fs::{last_error, open_at, os_failure, Failure};
+use crate::splice::{Source, Spliced, SPLICE_MIN};
 use crate::BLOCK;
 
 /// The longest GNU long name read (the host's paths are at most 1,024 bytes).
@@ -368,16 +369,33 @@ impl Chain {
     }
 }
 
-/// Copies exactly `size` bytes of the archive into `file`.
+/// Copies exactly `size` bytes of the archive into `file`; a large body is spliced straight
+/// from the input when it can be.
 fn copy_body(
-    input: &mut impl Read,
+    input: &mut impl Source,
     file: &mut File,
     size: u64,
     buffer: &mut [u8],
     shown: &[u8],
 ) -> Result<(), Failure> {
+    let writing =
+        |e: std::io::Error| Failure::Io(format!("writing {}: {e}", String::from_utf8_lossy(shown)));
     let mut left = size;
+    let mut splicing = size >= SPLICE_MIN;
     while left > 0 {
+        if splicing {
+            match input.splice_into(file, left) {
+                Ok(Spliced::Moved(0)) => return Err(truncated()),
+                Ok(Spliced::Moved(n)) => {
+                    left -= n.min(left);
+                    continue;
+                }
+                // The buffered bytes are read below; the next round splices past them.
+                Ok(Spliced::Buffered) => {}
+                Ok(Spliced::Unsupported) => splicing = false,
+                Err(e) => return Err(writing(e)),
+            }
+        }
         let want = buffer
             .len()
             .min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -387,15 +405,14 @@ fn copy_body(
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(reading(&e)),
         };
-        file.write_all(&buffer[..n])
-            .map_err(|e| Failure::Io(format!("writing {}: {e}", String::from_utf8_lossy(shown))))?;
+        file.write_all(&buffer[..n]).map_err(writing)?;
         left -= n as u64;
     }
     Ok(())
 }
 
 /// Extracts the archive on `input` into `root`, then reads `input` to its end.
-pub fn import(input: &mut impl Read, root: &OwnedFd) -> Result<(), Failure> {
+pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
     // Modes are the entries' own, not narrowed by the holder's umask.
     // SAFETY: `umask` only sets this process's file mode creation mask.
     unsafe { libc::umask(0) };

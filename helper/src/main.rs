@@ -28,6 +28,7 @@
 
 mod fs;
 mod import;
+mod splice;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -36,6 +37,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
 
 use fs::{last_error, names_in, open_at, os_failure, read_link_at, stat_at, Failure};
+use splice::{Sink, Spliced, SPLICE_MIN};
 
 const ROOT: &str = "/sandbox/workspace";
 const BLOCK: usize = 512;
@@ -213,17 +215,35 @@ fn linked_entry(
     out.write_all(&header(name, size, mode, typeflag, link))
 }
 
-/// Copies exactly `size` bytes of `descriptor` (named `path` in errors), then the padding.
+/// Copies exactly `size` bytes of `descriptor` (named `path` in errors), then the padding. A
+/// large body is spliced into the archive when it can be.
 fn copy_body(
-    out: &mut impl Write,
+    out: &mut impl Sink,
     descriptor: &mut File,
     size: u64,
     path: &[u8],
     buffer: &mut [u8],
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
+    let shrank = || {
+        Failure::Io(format!(
+            "{} shrank while it was read",
+            String::from_utf8_lossy(path)
+        ))
+    };
     let mut left = size;
+    let mut splicing = size >= SPLICE_MIN;
     while left > 0 {
+        if splicing {
+            match out.splice_from(descriptor, left).map_err(io)? {
+                Spliced::Moved(0) => return Err(shrank()),
+                Spliced::Moved(n) => {
+                    left -= n.min(left);
+                    continue;
+                }
+                Spliced::Buffered | Spliced::Unsupported => splicing = false,
+            }
+        }
         let want = buffer
             .len()
             .min(usize::try_from(left).unwrap_or(usize::MAX));
@@ -231,10 +251,7 @@ fn copy_body(
             .read(&mut buffer[..want])
             .map_err(|e| Failure::Io(format!("reading {}: {e}", String::from_utf8_lossy(path))))?;
         if n == 0 {
-            return Err(Failure::Io(format!(
-                "{} shrank while it was read",
-                String::from_utf8_lossy(path)
-            )));
+            return Err(shrank());
         }
         out.write_all(&buffer[..n]).map_err(io)?;
         left -= n as u64;
@@ -247,7 +264,7 @@ type SeenLinks = std::collections::HashMap<(u64, u64), Vec<u8>>;
 
 /// One non-directory entry of the tree, named `name`, found as `name_in_parent` in `parent`.
 fn tree_leaf(
-    out: &mut impl Write,
+    out: &mut impl Sink,
     parent: &OwnedFd,
     name_in_parent: &[u8],
     name: &[u8],
@@ -300,7 +317,7 @@ fn tree_leaf(
 
 /// Writes `directory` (already written as `name/`) and everything below it.
 fn tree_walk(
-    out: &mut impl Write,
+    out: &mut impl Sink,
     directory: &OwnedFd,
     name: &[u8],
     depth: usize,
@@ -344,7 +361,7 @@ fn tree_walk(
 /// The archive of the tree at `relative` (empty: the workspace). Writes nothing when it is
 /// missing.
 fn tree(
-    out: &mut impl Write,
+    out: &mut impl Sink,
     root: &OwnedFd,
     relative: &[u8],
     buffer: &mut [u8],
@@ -430,8 +447,10 @@ fn run() -> Result<(), Failure> {
     // SAFETY: `open` just returned this descriptor, and nothing else owns it.
     let root = unsafe { OwnedFd::from_raw_fd(fd) };
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
-    let stdin = std::io::stdin();
-    let mut requests = stdin.lock();
+    // stdin as a plain file behind one buffer: an import splices past it when it is empty.
+    // SAFETY: descriptor 0 is this process's stdin, open for its whole life; only this owns it.
+    let stdin = unsafe { File::from_raw_fd(0) };
+    let mut requests = BufReader::with_capacity(IMPORT_READ_BYTES, stdin);
     let mut path = Vec::new();
     let mut buffer = vec![0u8; 64 * 1024];
     let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
@@ -450,8 +469,7 @@ fn run() -> Result<(), Failure> {
         }
         path.pop();
         if path == IMPORT_REQUEST {
-            let mut archive = BufReader::with_capacity(IMPORT_READ_BYTES, requests);
-            return import::import(&mut archive, &root);
+            return import::import(&mut requests, &root);
         }
         if path == TREE_REQUEST {
             let mut relative = Vec::new();

@@ -84,11 +84,18 @@ async fn relay(
             None => tokio::select! {
                 biased;
                 _ = &mut abandoned => break Written::Abandoned,
-                next = output.next(), if !output_ended => {
+                next = output.next() => {
                     match next {
                         Some(Ok(LogOutput::StdErr { message })) => keep_stderr(&mut stderr, &message),
                         Some(Ok(_)) => {}
-                        Some(Err(_)) | None => output_ended = true,
+                        // The helper exited (or the engine connection broke) before the archive
+                        // ended: nothing more is read, whatever the writes would say.
+                        Some(Err(_)) | None => {
+                            output_ended = true;
+                            break Written::Failed(
+                                "the workspace helper ended before the import archive did".into(),
+                            );
+                        }
                     }
                     continue;
                 }
