@@ -75,26 +75,33 @@ const leave = {
   },
 };
 
-/** Removes everything listed in `keepFile`: sandboxes by reconciling their records, then destroying. */
+/**
+ * Removes everything listed in `keepFile`: sandboxes by reconciling their records, then
+ * destroying. Every line is tried; the failures are reported together at the end.
+ */
 async function cleanup(keepFile) {
   const lines = readFileSync(keepFile, 'utf8').split('\n').filter(Boolean).map((line) => JSON.parse(line));
+  const failures = [];
   for (const line of lines) {
-    if (line.sandbox) {
-      const { backend, close } = nativeBackend(undefined, line.namespace);
-      try {
-        const found = await backend.reconcile(line.sandbox);
-        if (found.kind !== 'absent') {
-          if (found.kind !== 'matched') throw new Error(`cleanup: sandbox ${line.sandbox.sandboxId}: ${found.kind} ${found.reason ?? ''}`);
-          await found.owner.destroy();
+    try {
+      if (line.sandbox) {
+        const { backend, close } = nativeBackend(undefined, line.namespace);
+        try {
+          const found = await backend.reconcile(line.sandbox);
+          if (found.kind === 'matched') await found.owner.destroy();
+          else if (found.kind !== 'absent') throw new Error(`sandbox ${line.sandbox.sandboxId}: ${found.kind} ${found.reason ?? ''}`);
+        } finally {
+          close();
         }
-      } finally {
-        close();
-      }
-    } else if (line.container) {
-      await docker.getContainer(line.container).remove({ force: true });
-      await docker.getVolume(line.volume).remove();
-    } else rmSync(line.directory, { recursive: true, force: true });
+      } else if (line.container) {
+        await docker.getContainer(line.container).remove({ force: true });
+        await docker.getVolume(line.volume).remove();
+      } else rmSync(line.directory, { recursive: true, force: true });
+    } catch (error) {
+      failures.push(`${JSON.stringify(line).slice(0, 200)}: ${error.message}`);
+    }
   }
+  if (failures.length > 0) throw new Error(`cleanup left ${failures.length} of ${lines.length} behind:\n${failures.join('\n')}`);
   return { removed: lines.length };
 }
 

@@ -4,10 +4,7 @@
 use std::ffi::CString;
 use std::os::fd::{FromRawFd, OwnedFd};
 
-pub enum Failure {
-    Io(String),
-    Refused(String),
-}
+use crate::failure::Failure;
 
 /// `errno` `code` of an operation on `name`.
 pub fn os_failure(name: &[u8], code: i32) -> Failure {
@@ -22,8 +19,8 @@ pub fn last_error(what: &str) -> Failure {
     Failure::Io(format!("{what}: {}", std::io::Error::last_os_error()))
 }
 
-/// Opens `name` relative to `directory` without following a link; `Ok(None)` when absent or
-/// when a component is a link or not a directory (the caller answers for the whole path).
+/// Opens `name` relative to `directory` without following a link; `Ok(Err(errno))` when the
+/// kernel refuses (`ELOOP`: a link, `ENOTDIR`, `ENOENT`, …), for the caller to answer.
 pub fn open_at(
     directory: &OwnedFd,
     name: &[u8],

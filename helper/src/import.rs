@@ -5,7 +5,13 @@
 //! - a file entry replaces whatever is at its name (a directory there is removed with all it
 //!   holds), is created exclusively with exactly the entry's mode and bytes, and takes the
 //!   entry's modification time;
-//! - directories take their entries' modification times once nothing more is written in them.
+//! - directories take their entries' modification times once nothing more is written in them
+//!   (when the archive names a directory again before writing in it once more, as the host's
+//!   always does; a directory only reopened as a parent keeps the time of its last change).
+//!
+//! Imports close before any guest process runs, so the workspace holds only the seed's root and
+//! what earlier imports made (directories 0755, files 0644 or 0755, all the sandbox user's): the
+//! helper, running as that user, can always write there, as the engine's root could.
 //!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, from the workspace root,
 //! so nothing is written through a link. The archive is the host's (`src/transfer/import.rs`):
@@ -17,9 +23,10 @@ use std::fs::File;
 use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
-use crate::fs::{last_error, open_at, os_failure, Failure};
+use crate::failure::Failure;
+use crate::fs::{last_error, open_at, os_failure};
 use crate::splice::{Source, Spliced, SPLICE_MIN};
-use crate::BLOCK;
+use crate::tar::{padding, BLOCK};
 
 /// The longest GNU long name read (the host's paths are at most 1,024 bytes).
 const LONG_NAME_MAX: u64 = 4_096;
@@ -103,10 +110,6 @@ fn skip(input: &mut impl Read, count: u64) -> Result<(), Failure> {
         return Err(truncated());
     }
     Ok(())
-}
-
-fn padding(size: u64) -> u64 {
-    (BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64
 }
 
 /// The header in `block`, or `None` for an all-zero block (the end of the archive).
@@ -218,7 +221,7 @@ fn unlink_at(directory: &OwnedFd, name: &[u8], flags: i32) -> Result<Result<(), 
 fn remove(directory: &OwnedFd, name: &[u8], shown: &[u8], depth: usize) -> Result<(), Failure> {
     match unlink_at(directory, name, 0)? {
         Ok(()) | Err(libc::ENOENT) => return Ok(()),
-        Err(libc::EISDIR | libc::EPERM) => {}
+        Err(libc::EISDIR) => {}
         Err(code) => return Err(os_failure(shown, code)),
     }
     if depth > REMOVE_DEPTH_MAX {
@@ -380,6 +383,12 @@ fn copy_body(
 ) -> Result<(), Failure> {
     let writing =
         |e: std::io::Error| Failure::Io(format!("writing {}: {e}", String::from_utf8_lossy(shown)));
+    let moving = |e: std::io::Error| {
+        Failure::Io(format!(
+            "moving the import archive's bytes into {}: {e}",
+            String::from_utf8_lossy(shown)
+        ))
+    };
     let mut left = size;
     let mut splicing = size >= SPLICE_MIN;
     while left > 0 {
@@ -393,7 +402,7 @@ fn copy_body(
                 // The buffered bytes are read below; the next round splices past them.
                 Ok(Spliced::Buffered) => {}
                 Ok(Spliced::Unsupported) => splicing = false,
-                Err(e) => return Err(writing(e)),
+                Err(e) => return Err(moving(e)),
             }
         }
         let want = buffer
@@ -439,7 +448,7 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
             if name.len() as u64 != entry.size {
                 return Err(truncated());
             }
-            skip(input, padding(entry.size))?;
+            skip(input, padding(entry.size) as u64)?;
             while name.last() == Some(&0) {
                 name.pop();
             }
@@ -456,7 +465,16 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
         match entry.kind {
             Kind::Directory => {
                 let fd = make_directory(parent, last, entry.mode, &shown)?;
-                skip(input, entry.size + padding(entry.size))?;
+                let body = entry
+                    .size
+                    .checked_add(padding(entry.size) as u64)
+                    .ok_or_else(|| {
+                        refused(format!(
+                            "{}: a size too large",
+                            String::from_utf8_lossy(&shown)
+                        ))
+                    })?;
+                skip(input, body)?;
                 chain.open.push((shown, fd, Some(entry.mtime)));
             }
             _ => {
@@ -464,7 +482,7 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
                 copy_body(input, &mut file, entry.size, &mut buffer, &shown)?;
                 set_times(&file, entry.mtime, &shown)?;
                 drop(file);
-                skip(input, padding(entry.size))?;
+                skip(input, padding(entry.size) as u64)?;
             }
         }
     }
@@ -499,7 +517,7 @@ mod tests {
             if name.len() > 100 {
                 let mut long = name.to_vec();
                 long.push(0);
-                out.extend_from_slice(&crate::header(
+                out.extend_from_slice(&crate::tar::header(
                     b"././@LongLink",
                     long.len() as u64,
                     0o644,
@@ -507,10 +525,10 @@ mod tests {
                     b"",
                 ));
                 out.extend_from_slice(&long);
-                out.resize(out.len() + padding(long.len() as u64) as usize, 0);
+                out.resize(out.len() + padding(long.len() as u64), 0);
             }
             let mode = if *typeflag == b'5' { 0o750 } else { 0o640 };
-            out.extend_from_slice(&crate::header(
+            out.extend_from_slice(&crate::tar::header(
                 name,
                 body.len() as u64,
                 mode,
@@ -518,7 +536,7 @@ mod tests {
                 b"",
             ));
             out.extend_from_slice(body);
-            out.resize(out.len() + padding(body.len() as u64) as usize, 0);
+            out.resize(out.len() + padding(body.len() as u64), 0);
         }
         out.resize(out.len() + 2 * BLOCK, 0);
         out

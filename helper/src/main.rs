@@ -1,6 +1,7 @@
 //! The workspace helper: the entrypoint of a sandbox's workspace holder container, run for each
-//! transfer through the holder. For exact files it reads workspace-relative paths from stdin, each ended by a NUL byte, and
-//! writes one tar stream to stdout, one answer per path in the order asked:
+//! transfer through the holder. For exact files it reads workspace-relative paths from stdin,
+//! each ended by a NUL byte, and writes one tar stream to stdout, one answer per path in the
+//! order asked:
 //! - a regular file: a ustar entry named by its path (after a PAX record when the name or size
 //!   does not fit the header), mode 0644 or 0755, the size its descriptor reports, then exactly
 //!   that many bytes (a file that shrinks meanwhile ends the stream short, which the host reads
@@ -26,9 +27,11 @@
 //! stderr says why (2: opening, reading or writing failed, 4: a request that is not a
 //! workspace-relative path, or an import archive the helper does not extract).
 
+mod failure;
 mod fs;
 mod import;
 mod splice;
+mod tar;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -36,13 +39,12 @@ use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
 
-use fs::{last_error, names_in, open_at, os_failure, read_link_at, stat_at, Failure};
+use failure::Failure;
+use fs::{last_error, names_in, open_at, os_failure, read_link_at, stat_at};
 use splice::{Sink, Spliced, SPLICE_MIN};
+use tar::{entry, linked_entry, padding, BLOCK};
 
 const ROOT: &str = "/sandbox/workspace";
-const BLOCK: usize = 512;
-/// The largest size the ustar size field holds (eleven octal digits).
-const USTAR_SIZE_MAX: u64 = 0o77_777_777_777;
 /// The request that asks for a tree.
 const TREE_REQUEST: &[u8] = b"/tree";
 /// The request that asks the helper to extract the import archive that follows it.
@@ -126,93 +128,6 @@ fn answer(root: &OwnedFd, path: &[u8]) -> Result<Answer, Failure> {
         size: meta.len(),
         executable: meta.permissions().mode() & 0o100 != 0,
     })
-}
-
-fn octal(field: &mut [u8], value: u64) {
-    let digits = field.len() - 1;
-    let text = format!("{value:0digits$o}");
-    field[..digits].copy_from_slice(&text.as_bytes()[text.len() - digits..]);
-    field[digits] = 0;
-}
-
-fn header(name: &[u8], size: u64, mode: u64, typeflag: u8, link: &[u8]) -> [u8; BLOCK] {
-    let mut block = [0u8; BLOCK];
-    let shown = &name[..name.len().min(100)];
-    block[..shown.len()].copy_from_slice(shown);
-    let link = &link[..link.len().min(100)];
-    block[157..157 + link.len()].copy_from_slice(link);
-    octal(&mut block[100..108], mode);
-    octal(&mut block[108..116], 0);
-    octal(&mut block[116..124], 0);
-    octal(&mut block[124..136], size.min(USTAR_SIZE_MAX));
-    octal(&mut block[136..148], 0);
-    block[156] = typeflag;
-    block[257..263].copy_from_slice(b"ustar\0");
-    block[263..265].copy_from_slice(b"00");
-    block[148..156].fill(b' ');
-    let sum: u64 = block.iter().map(|&b| u64::from(b)).sum();
-    octal(&mut block[148..155], sum);
-    block[155] = b' ';
-    block
-}
-
-/// One PAX record: its length counts itself.
-fn pax_record(key: &str, value: &[u8]) -> Vec<u8> {
-    let body = key.len() + value.len() + 3;
-    let mut length = body + 1;
-    while format!("{length}").len() + body != length {
-        length += 1;
-    }
-    let mut record = format!("{length} {key}=").into_bytes();
-    record.extend_from_slice(value);
-    record.push(b'\n');
-    record
-}
-
-fn padding(size: u64) -> usize {
-    (BLOCK - (size % BLOCK as u64) as usize) % BLOCK
-}
-
-fn entry(
-    out: &mut impl Write,
-    name: &[u8],
-    size: u64,
-    mode: u64,
-    typeflag: u8,
-) -> std::io::Result<()> {
-    linked_entry(out, name, size, mode, typeflag, b"")
-}
-
-fn linked_entry(
-    out: &mut impl Write,
-    name: &[u8],
-    size: u64,
-    mode: u64,
-    typeflag: u8,
-    link: &[u8],
-) -> std::io::Result<()> {
-    let mut pax = Vec::new();
-    if name.len() > 100 {
-        pax.extend(pax_record("path", name));
-    }
-    if link.len() > 100 {
-        pax.extend(pax_record("linkpath", link));
-    }
-    if size > USTAR_SIZE_MAX {
-        pax.extend(pax_record("size", size.to_string().as_bytes()));
-    }
-    if !pax.is_empty() {
-        out.write_all(&header(
-            b"././@PaxHeader",
-            pax.len() as u64,
-            0o644,
-            b'x',
-            b"",
-        ))?;
-        out.write_all(&pax)?;
-        out.write_all(&[0u8; BLOCK][..padding(pax.len() as u64)])?;
-    }
-    out.write_all(&header(name, size, mode, typeflag, link))
 }
 
 /// Copies exactly `size` bytes of `descriptor` (named `path` in errors), then the padding. A
@@ -512,11 +427,11 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Io(message)) => {
-            eprintln!("native-sandbox export helper: {message}");
+            eprintln!("native-sandbox workspace helper: {message}");
             ExitCode::from(2)
         }
         Err(Failure::Refused(message)) => {
-            eprintln!("native-sandbox export helper: {message}");
+            eprintln!("native-sandbox workspace helper: {message}");
             ExitCode::from(4)
         }
     }

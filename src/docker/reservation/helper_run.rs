@@ -23,9 +23,9 @@ use crate::lifecycle::error::OwnerError;
 /// How long the helper may take to exit once its streams ended, and how long killing an
 /// abandoned helper may take, before the transfer gives up on it.
 pub(super) const EXIT_WAIT: Duration = Duration::from_secs(10);
-/// How long a transfer waits for the previous run to release the holder: its exit wait and its
-/// kill, each bounded by `EXIT_WAIT`, with room to spare.
-const PERMIT_WAIT: Duration = Duration::from_secs(3 * EXIT_WAIT.as_secs());
+/// How long a transfer waits for the previous run to release the holder: at most three waits
+/// of `EXIT_WAIT` (an export's request writer, the helper's exit, its kill), with room to spare.
+const PERMIT_WAIT: Duration = Duration::from_secs(4 * EXIT_WAIT.as_secs());
 /// The helper's stderr kept for the error message when it fails.
 pub(super) const STDERR_BYTES: usize = 4 * 1_024;
 
@@ -88,12 +88,9 @@ impl DockerReservation {
                 PERMIT_WAIT.as_secs()
             ));
         };
-        let running = inspect
-            .state
-            .as_ref()
-            .and_then(|state| state.running)
-            .unwrap_or(false);
-        if running && !stopped_within(&docker, &holder, EXIT_WAIT).await {
+        // Asked again now that the permit is held: a previous run that gave up on its
+        // helper's exit or kill released the permit with the helper perhaps still running.
+        if !stopped_within(&docker, &holder, EXIT_WAIT).await {
             return unavailable(format!(
                 "the previous transfer's helper did not stop within {} s",
                 EXIT_WAIT.as_secs()

@@ -103,7 +103,13 @@ async fn relay(
             },
         };
         let Some(piece) = piece else {
-            break match input.shutdown().await {
+            // Closing can wait on the engine too (a TLS close): abandoning still ends it.
+            let closed = tokio::select! {
+                biased;
+                _ = &mut abandoned => break Written::Abandoned,
+                closed = input.shutdown() => closed,
+            };
+            break match closed {
                 Ok(()) => Written::All,
                 Err(e) => Written::Failed(format!("closing the workspace helper's stdin: {e}")),
             };
