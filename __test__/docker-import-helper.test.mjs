@@ -85,10 +85,10 @@ test('entries get their modes, the sandbox user and the import time; a later imp
   }
 });
 
-test('large bodies (moved in the kernel) come back byte for byte, beside small ones, by every kind of export', async () => {
+test('large bodies (moved in the kernel, or read through the engine past 16 MiB) come back byte for byte, beside small ones, by every kind of export', async () => {
   const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
   try {
-    const large = randomBytes(3 * 1024 * 1024 + 1);
+    const large = randomBytes(16 * 1024 * 1024 + 1);
     const edge = randomBytes(256 * 1024);
     const small = randomBytes(1000);
     await sandbox.importTree([

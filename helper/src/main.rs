@@ -16,7 +16,10 @@
 //! every directory, every regular file with its bytes (a second name of a file already written
 //! as a hard link entry), a symbolic link, device or FIFO as its own entry (which the host
 //! refuses, naming it); sockets are left out. A root that does not exist without following a
-//! link (a parent component that is a link or no directory) writes nothing at all.
+//! link (a parent component that is a link or no directory) writes nothing at all. A regular
+//! file of `DEFER_MIN` bytes or more is deferred: a marker entry (typeflag `N`, its body the
+//! file's workspace-relative path) and the file's header, without its body, which the host
+//! reads through the engine's archive endpoint (`src/docker/reservation/deferred_bodies.rs`).
 //!
 //! A request of `/import` is followed by an import archive, which the helper extracts into the
 //! workspace (`import.rs`); it writes nothing on stdout.
@@ -177,6 +180,33 @@ fn copy_body(
 /// Hard links already written in this tree: (device, inode) → the first name.
 type SeenLinks = std::collections::HashMap<(u64, u64), Vec<u8>>;
 
+/// Regular files of a tree from this size on are deferred: the archive carries a marker entry
+/// (typeflag `N`, its body the file's workspace-relative path) and then the file's header with
+/// no body; the host reads that body through the engine's archive endpoint instead, which moves
+/// large bodies faster than this helper's stdout (`export_helper.rs`). Exports run with compute
+/// stopped, so the file the walk found (through no link) is the file the engine reads.
+const DEFER_MIN: u64 = 16 * 1_024 * 1_024;
+/// The marker entry's name and typeflag.
+const DEFER_NAME: &[u8] = b"././@NativeSandboxDeferred";
+const DEFER_TYPEFLAG: u8 = b'N';
+
+/// One tree walk's state: the hard links seen, the copy buffer, and how an entry's name maps
+/// back to its workspace-relative path (`strip` removed from its front, `prefix` put there).
+struct Walk<'a> {
+    seen: SeenLinks,
+    buffer: &'a mut [u8],
+    strip: Vec<u8>,
+    prefix: Vec<u8>,
+}
+
+impl Walk<'_> {
+    fn workspace_path(&self, name: &[u8]) -> Vec<u8> {
+        let mut path = self.prefix.clone();
+        path.extend_from_slice(name.strip_prefix(&self.strip[..]).unwrap_or(name));
+        path
+    }
+}
+
 /// One non-directory entry of the tree, named `name`, found as `name_in_parent` in `parent`.
 fn tree_leaf(
     out: &mut impl Sink,
@@ -184,8 +214,7 @@ fn tree_leaf(
     name_in_parent: &[u8],
     name: &[u8],
     stat: &libc::stat,
-    seen: &mut SeenLinks,
-    buffer: &mut [u8],
+    walk: &mut Walk,
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
     let mode = u64::from(stat.st_mode & 0o7777);
@@ -193,10 +222,10 @@ fn tree_leaf(
         libc::S_IFREG => {
             let key = (stat.st_dev, stat.st_ino);
             if stat.st_nlink > 1 {
-                if let Some(first) = seen.get(&key) {
+                if let Some(first) = walk.seen.get(&key) {
                     return linked_entry(out, name, 0, mode, b'1', first).map_err(io);
                 }
-                seen.insert(key, name.to_vec());
+                walk.seen.insert(key, name.to_vec());
             }
             // O_NONBLOCK: a file swapped for a FIFO meanwhile opens at once (and is refused).
             let fd = match open_at(parent, name_in_parent, libc::O_RDONLY | libc::O_NONBLOCK)? {
@@ -215,8 +244,16 @@ fn tree_leaf(
             }
             use std::os::unix::fs::PermissionsExt;
             let mode = u64::from(meta.permissions().mode() & 0o7777);
+            if meta.len() >= DEFER_MIN {
+                let path = walk.workspace_path(name);
+                entry(out, DEFER_NAME, path.len() as u64, 0o644, DEFER_TYPEFLAG).map_err(io)?;
+                out.write_all(&path).map_err(io)?;
+                out.write_all(&[0u8; BLOCK][..padding(path.len() as u64)])
+                    .map_err(io)?;
+                return linked_entry(out, name, meta.len(), mode, b'0', b"").map_err(io);
+            }
             linked_entry(out, name, meta.len(), mode, b'0', b"").map_err(io)?;
-            copy_body(out, &mut descriptor, meta.len(), name, buffer)
+            copy_body(out, &mut descriptor, meta.len(), name, walk.buffer)
         }
         libc::S_IFLNK => {
             let target = read_link_at(parent, name_in_parent).unwrap_or_default();
@@ -236,8 +273,7 @@ fn tree_walk(
     directory: &OwnedFd,
     name: &[u8],
     depth: usize,
-    seen: &mut SeenLinks,
-    buffer: &mut [u8],
+    walk: &mut Walk,
 ) -> Result<(), Failure> {
     if depth > TREE_DEPTH_MAX {
         return Err(Failure::Io(format!(
@@ -265,9 +301,9 @@ fn tree_walk(
             let mut shown = child_name.clone();
             shown.push(b'/');
             entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
-            tree_walk(out, &fd, &child_name, depth + 1, seen, buffer)?;
+            tree_walk(out, &fd, &child_name, depth + 1, walk)?;
         } else {
-            tree_leaf(out, directory, &child, &child_name, &stat, seen, buffer)?;
+            tree_leaf(out, directory, &child, &child_name, &stat, walk)?;
         }
     }
     Ok(())
@@ -282,7 +318,19 @@ fn tree(
     buffer: &mut [u8],
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
-    let mut seen = SeenLinks::new();
+    // Entries are named `workspace/…` for the workspace, and from the root's last component
+    // for a subtree (`c/…` for `a/b/c`), as the engine's endpoint names them.
+    let (strip, prefix) = match relative.iter().rposition(|&b| b == b'/') {
+        _ if relative.is_empty() => (b"workspace/".to_vec(), Vec::new()),
+        Some(at) => (Vec::new(), relative[..=at].to_vec()),
+        None => (Vec::new(), Vec::new()),
+    };
+    let mut walk = Walk {
+        seen: SeenLinks::new(),
+        buffer,
+        strip,
+        prefix,
+    };
     if relative.is_empty() {
         // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
         let mut stat: libc::stat = unsafe { std::mem::zeroed() };
@@ -299,7 +347,7 @@ fn tree(
             b'5',
         )
         .map_err(io)?;
-        tree_walk(out, root, b"workspace", 0, &mut seen, buffer)?;
+        tree_walk(out, root, b"workspace", 0, &mut walk)?;
         return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
     }
     let (parent, last) = match parent_of(root, relative)? {
@@ -322,9 +370,9 @@ fn tree(
         let mut shown = last.to_vec();
         shown.push(b'/');
         entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
-        tree_walk(out, &fd, last, 0, &mut seen, buffer)?;
+        tree_walk(out, &fd, last, 0, &mut walk)?;
     } else {
-        tree_leaf(out, parent, last, last, &stat, &mut seen, buffer)?;
+        tree_leaf(out, parent, last, last, &stat, &mut walk)?;
     }
     out.write_all(&[0u8; 2 * BLOCK]).map_err(io)
 }

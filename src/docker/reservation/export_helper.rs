@@ -13,6 +13,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
 use super::abort_on_drop::AbortOnDrop;
+use super::deferred_bodies::{fetch_body, Framer, Piece};
 use super::helper_run::{exit_failure, keep_stderr, kill, Fallback, HelperRun, EXIT_WAIT};
 use super::DockerReservation;
 use crate::docker::engine::with_causes;
@@ -87,6 +88,35 @@ impl DockerReservation {
     }
 }
 
+/// Passes `pieces` on to the export, reading deferred bodies from the engine; `false` when the
+/// export is over (abandoned, or told why a body could not be read).
+async fn pass_on(
+    docker: &bollard::Docker,
+    holder: &str,
+    pieces: Vec<Piece>,
+    sender: &mpsc::Sender<Result<Bytes, String>>,
+) -> bool {
+    for piece in pieces {
+        match piece {
+            Piece::Bytes(bytes) => {
+                if sender.send(Ok(bytes)).await.is_err() {
+                    return false;
+                }
+            }
+            Piece::Fetch { path, size } => {
+                if let Err(why) = fetch_body(docker, holder, path, size, sender).await {
+                    let _ = sender.send(Err(why)).await;
+                    return false;
+                }
+                if sender.is_closed() {
+                    return false;
+                }
+            }
+        }
+    }
+    true
+}
+
 /// Writes `paths` to the helper, NUL after each, then ends its stdin.
 async fn request(
     mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
@@ -127,6 +157,7 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
     let mut writer = tokio::spawn(request(input, paths));
     let _writer = AbortOnDrop(writer.abort_handle());
     let mut stderr = Vec::new();
+    let mut framer = Framer::new();
     let relayed = loop {
         // An abandoned export is noticed at once, not at the helper's next piece.
         let next = tokio::select! {
@@ -137,7 +168,16 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
         match next {
             None => break Relayed::Ended(stderr),
             Some(Ok(LogOutput::StdOut { message })) => {
-                if sender.send(Ok(message)).await.is_err() {
+                let pieces = match framer.feed(message) {
+                    Ok(pieces) => pieces,
+                    Err(why) => {
+                        let _ = sender
+                            .send(Err(format!("the workspace helper's archive: {why}")))
+                            .await;
+                        break Relayed::Abandoned;
+                    }
+                };
+                if !pass_on(&docker, &holder, pieces, &sender).await {
                     break Relayed::Abandoned;
                 }
             }

@@ -5,6 +5,7 @@
 
 mod abort_on_drop;
 mod archive;
+mod deferred_bodies;
 mod export_helper;
 mod helper_run;
 mod import_helper;

@@ -1,0 +1,494 @@
+//! Deferred bodies in the workspace helper's tree archive. The helper writes a large regular
+//! file as a marker entry (typeflag `N`, its body the file's workspace-relative path) followed
+//! by the file's own header without a body (`helper/src/main.rs`). The relay cuts the marker
+//! out and fills the body in from the engine's archive endpoint, which moves large bodies
+//! faster than the helper's attach stream: the export reads one archive with every body in
+//! place. Exports run with compute stopped, and the helper reached the file through no link,
+//! so the engine reads the very file the walk found; its type and size are checked again.
+
+use bytes::{Bytes, BytesMut};
+use futures::StreamExt;
+use tokio::sync::mpsc;
+
+use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
+use bollard::Docker;
+
+use crate::docker::engine::with_causes;
+use crate::docker::layout::WORKSPACE;
+
+const BLOCK: usize = 512;
+/// The helper's marker entry.
+const MARKER_TYPEFLAG: u8 = b'N';
+/// The longest workspace-relative path a marker may carry (paths are at most 1,024 bytes).
+const MARKER_PATH_MAX: u64 = 4_096;
+/// The longest PAX record set read for its `size` (the helper's and the engine's are short).
+const PAX_MAX: u64 = 64 * 1_024;
+/// Archive requests wait on the engine as long as the bytes keep flowing; the caller's signal
+/// and deadline bound how long anyone observes them.
+const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// What the relay does next with the helper's archive.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum Piece {
+    /// Bytes of the archive, passed on as they are.
+    Bytes(Bytes),
+    /// The body of `size` bytes of the workspace file `path`, to be read from the engine, then
+    /// its padding.
+    Fetch { path: String, size: u64 },
+}
+
+fn padding(size: u64) -> u64 {
+    (BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64
+}
+
+/// A header's size field: octal, or GNU base-256.
+fn size_field(header: &[u8]) -> Option<u64> {
+    let field = &header[124..136];
+    if field[0] & 0x80 != 0 {
+        return field[1..]
+            .iter()
+            .try_fold(u64::from(field[0] & 0x7f), |value, &b| {
+                value.checked_mul(256)?.checked_add(u64::from(b))
+            });
+    }
+    let text: Vec<u8> = field
+        .iter()
+        .copied()
+        .skip_while(|&b| b == b' ')
+        .take_while(|&b| b != 0 && b != b' ')
+        .collect();
+    if text.is_empty() {
+        return Some(0);
+    }
+    u64::from_str_radix(std::str::from_utf8(&text).ok()?, 8).ok()
+}
+
+/// The `size` of a PAX record set, if it has one.
+fn pax_size(records: &[u8]) -> Option<u64> {
+    records.split(|&b| b == b'\n').find_map(|record| {
+        let text = std::str::from_utf8(record).ok()?;
+        let (_, pair) = text.split_once(' ')?;
+        pair.strip_prefix("size=")?.parse().ok()
+    })
+}
+
+enum State {
+    /// Collecting a header.
+    Header,
+    /// Passing on the rest of an entry's body and padding.
+    Body { left: u64 },
+    /// Passing on a PAX record set while keeping it (`size` bytes, then padding).
+    Pax {
+        kept: BytesMut,
+        size: u64,
+        left: u64,
+    },
+    /// Reading a marker's path (`size` bytes, then padding), passed on to nobody.
+    Marker {
+        path: BytesMut,
+        size: u64,
+        left: u64,
+    },
+    /// After the first end-of-archive block: everything is passed on.
+    Trailer,
+}
+
+/// Cuts the helper's archive into pieces, finding its markers.
+pub(super) struct Framer {
+    state: State,
+    header: BytesMut,
+    /// The size the last PAX record set gave the next header.
+    pax_size: Option<u64>,
+    /// The path of the last marker: the next header's body is deferred.
+    deferred: Option<String>,
+}
+
+impl Framer {
+    pub fn new() -> Self {
+        Self {
+            state: State::Header,
+            header: BytesMut::with_capacity(BLOCK),
+            pax_size: None,
+            deferred: None,
+        }
+    }
+
+    /// The pieces `bytes` makes, in order.
+    pub fn feed(&mut self, mut bytes: Bytes) -> Result<Vec<Piece>, String> {
+        let mut pieces = Vec::new();
+        while !bytes.is_empty() {
+            match &mut self.state {
+                State::Trailer => pieces.push(Piece::Bytes(bytes.split_to(bytes.len()))),
+                State::Body { left } => {
+                    let n = bytes
+                        .len()
+                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    pieces.push(Piece::Bytes(bytes.split_to(n)));
+                    *left -= n as u64;
+                    if *left == 0 {
+                        self.state = State::Header;
+                    }
+                }
+                State::Pax { kept, size, left } => {
+                    let n = bytes
+                        .len()
+                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    let piece = bytes.split_to(n);
+                    let wanted = (*size).saturating_sub(kept.len() as u64);
+                    kept.extend_from_slice(&piece[..n.min(wanted as usize)]);
+                    pieces.push(Piece::Bytes(piece));
+                    *left -= n as u64;
+                    if *left == 0 {
+                        self.pax_size = pax_size(kept);
+                        self.state = State::Header;
+                    }
+                }
+                State::Marker { path, size, left } => {
+                    let n = bytes
+                        .len()
+                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                    let piece = bytes.split_to(n);
+                    let wanted = (*size).saturating_sub(path.len() as u64);
+                    path.extend_from_slice(&piece[..n.min(wanted as usize)]);
+                    *left -= n as u64;
+                    if *left == 0 {
+                        let path = String::from_utf8(path.to_vec())
+                            .map_err(|_| "a deferred path is not UTF-8".to_owned())?;
+                        self.deferred = Some(path);
+                        self.state = State::Header;
+                    }
+                }
+                State::Header => {
+                    let n = bytes.len().min(BLOCK - self.header.len());
+                    self.header.extend_from_slice(&bytes.split_to(n));
+                    if self.header.len() == BLOCK {
+                        let header = self.header.split().freeze();
+                        self.header.reserve(BLOCK);
+                        self.take_header(header, &mut pieces)?;
+                    }
+                }
+            }
+        }
+        Ok(pieces)
+    }
+
+    fn take_header(&mut self, header: Bytes, pieces: &mut Vec<Piece>) -> Result<(), String> {
+        if header.iter().all(|&b| b == 0) {
+            if self.deferred.is_some() {
+                return Err("the archive ended after a deferred body's marker".into());
+            }
+            pieces.push(Piece::Bytes(header));
+            self.state = State::Trailer;
+            return Ok(());
+        }
+        let size = size_field(&header).ok_or("a header's size is unreadable")?;
+        let typeflag = header[156];
+        if typeflag == MARKER_TYPEFLAG {
+            if size > MARKER_PATH_MAX {
+                return Err(format!("a deferred path of {size} bytes"));
+            }
+            self.state = State::Marker {
+                path: BytesMut::new(),
+                size,
+                left: size + padding(size),
+            };
+            return Ok(());
+        }
+        pieces.push(Piece::Bytes(header));
+        if typeflag == b'x' {
+            if size > PAX_MAX {
+                return Err(format!("a PAX record set of {size} bytes"));
+            }
+            self.state = State::Pax {
+                kept: BytesMut::new(),
+                size,
+                left: size + padding(size),
+            };
+            return Ok(());
+        }
+        let size = self.pax_size.take().unwrap_or(size);
+        if let Some(path) = self.deferred.take() {
+            if typeflag != b'0' && typeflag != 0 {
+                return Err(format!(
+                    "{path}: a deferred body that is not a regular file's"
+                ));
+            }
+            pieces.push(Piece::Fetch { path, size });
+            let pad = padding(size) as usize;
+            if pad > 0 {
+                pieces.push(Piece::Bytes(Bytes::from(vec![0u8; pad])));
+            }
+            self.state = State::Header;
+            return Ok(());
+        }
+        let left = size
+            .checked_add(padding(size))
+            .ok_or("a header's size is too large")?;
+        self.state = if left == 0 {
+            State::Header
+        } else {
+            State::Body { left }
+        };
+        Ok(())
+    }
+}
+
+/// Reads the one regular file's body out of the engine's archive of it.
+struct EngineEntry {
+    path: String,
+    expected: u64,
+    header: BytesMut,
+    pax_size: Option<u64>,
+    /// Skipping an entry before the file's (`left` bytes), keeping a PAX set's first `keep`.
+    skip: Option<(u64, u64, BytesMut)>,
+    /// The file's body still to pass on, once its header was read.
+    body_left: Option<u64>,
+}
+
+impl EngineEntry {
+    fn new(path: String, expected: u64) -> Self {
+        Self {
+            path,
+            expected,
+            header: BytesMut::with_capacity(BLOCK),
+            pax_size: None,
+            skip: None,
+            body_left: None,
+        }
+    }
+
+    fn done(&self) -> bool {
+        self.body_left == Some(0)
+    }
+
+    /// The body bytes `bytes` holds, in order.
+    fn feed(&mut self, mut bytes: Bytes) -> Result<Vec<Bytes>, String> {
+        let mut body = Vec::new();
+        while !bytes.is_empty() && !self.done() {
+            if let Some(left) = self.body_left.as_mut() {
+                let n = bytes
+                    .len()
+                    .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                body.push(bytes.split_to(n));
+                *left -= n as u64;
+                continue;
+            }
+            if let Some((left, keep, kept)) = self.skip.as_mut() {
+                let n = bytes
+                    .len()
+                    .min(usize::try_from(*left).unwrap_or(usize::MAX));
+                let piece = bytes.split_to(n);
+                let wanted = (*keep).saturating_sub(kept.len() as u64) as usize;
+                kept.extend_from_slice(&piece[..n.min(wanted)]);
+                *left -= n as u64;
+                if *left == 0 {
+                    if *keep > 0 {
+                        self.pax_size = pax_size(kept).or(self.pax_size);
+                    }
+                    self.skip = None;
+                }
+                continue;
+            }
+            let n = bytes.len().min(BLOCK - self.header.len());
+            self.header.extend_from_slice(&bytes.split_to(n));
+            if self.header.len() < BLOCK {
+                continue;
+            }
+            let header = self.header.split();
+            if header.iter().all(|&b| b == 0) {
+                return Err(format!(
+                    "the engine's archive of {} holds no file",
+                    self.path
+                ));
+            }
+            let size = size_field(&header).ok_or_else(|| {
+                format!("the engine's archive of {}: an unreadable size", self.path)
+            })?;
+            match header[156] {
+                b'0' | 0 => {
+                    let size = self.pax_size.take().unwrap_or(size);
+                    if size != self.expected {
+                        return Err(format!(
+                            "{} changed while it was exported ({} bytes, then {size})",
+                            self.path, self.expected
+                        ));
+                    }
+                    self.body_left = Some(size);
+                }
+                b'x' | b'g' | b'L' | b'K' => {
+                    let keep = if header[156] == b'x' {
+                        size.min(PAX_MAX)
+                    } else {
+                        0
+                    };
+                    let left = size.checked_add(padding(size)).ok_or_else(|| {
+                        format!("the engine's archive of {}: a size too large", self.path)
+                    })?;
+                    self.skip = (left > 0).then(|| (left, keep, BytesMut::new()));
+                }
+                _ => {
+                    return Err(format!(
+                        "{} changed while it was exported (no longer a regular file)",
+                        self.path
+                    ))
+                }
+            }
+        }
+        Ok(body)
+    }
+}
+
+/// Sends the body of `path` (`size` bytes) from the engine's archive endpoint to `sender`.
+/// `Err` says why it could not; a gone receiver ends it quietly.
+pub(super) async fn fetch_body(
+    docker: &Docker,
+    holder: &str,
+    path: String,
+    size: u64,
+    sender: &mpsc::Sender<Result<Bytes, String>>,
+) -> Result<(), String> {
+    let full = format!("{WORKSPACE}/{path}");
+    let options = DownloadFromContainerOptionsBuilder::default()
+        .path(&full)
+        .build();
+    let docker = docker.clone().with_timeout(FETCH_TIMEOUT);
+    let mut stream = docker.download_from_container(holder, Some(options));
+    let mut entry = EngineEntry::new(path, size);
+    while let Some(item) = stream.next().await {
+        let bytes = item.map_err(|e| {
+            format!(
+                "reading {} from the engine's archive endpoint: {}",
+                entry.path,
+                with_causes(&e)
+            )
+        })?;
+        for body in entry.feed(bytes)? {
+            if sender.send(Ok(body)).await.is_err() {
+                return Ok(());
+            }
+        }
+        if entry.done() {
+            return Ok(());
+        }
+    }
+    Err(format!(
+        "the engine's archive of {} ended before its body did",
+        entry.path
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header(name: &str, size: u64, typeflag: u8) -> Vec<u8> {
+        let mut block = vec![0u8; BLOCK];
+        block[..name.len()].copy_from_slice(name.as_bytes());
+        let text = format!("{size:011o}");
+        block[124..135].copy_from_slice(text.as_bytes());
+        block[156] = typeflag;
+        block
+    }
+
+    fn padded(body: &[u8]) -> Vec<u8> {
+        let mut out = body.to_vec();
+        out.resize(out.len() + padding(body.len() as u64) as usize, 0);
+        out
+    }
+
+    fn flatten(pieces: Vec<Piece>) -> (Vec<u8>, Vec<(String, u64)>) {
+        let mut bytes = Vec::new();
+        let mut fetches = Vec::new();
+        for piece in pieces {
+            match piece {
+                Piece::Bytes(b) => bytes.extend_from_slice(&b),
+                Piece::Fetch { path, size } => {
+                    fetches.push((path, size));
+                    bytes.extend_from_slice(b"<FETCHED>");
+                }
+            }
+        }
+        (bytes, fetches)
+    }
+
+    #[test]
+    fn markers_are_cut_out_and_their_bodies_fetched_whatever_the_cuts() {
+        let mut archive = Vec::new();
+        archive.extend(header("workspace/", 0, b'5'));
+        archive.extend(header("workspace/small", 5, b'0'));
+        archive.extend(padded(b"hello"));
+        archive.extend(header("././@NativeSandboxDeferred", 7, b'N'));
+        archive.extend(padded(b"big.bin"));
+        archive.extend(header("workspace/big.bin", 1000, b'0'));
+        archive.extend(header("././@PaxHeader", 12, b'x'));
+        archive.extend(padded(b"12 size=600\n"));
+        archive.extend(header("workspace/pax", 1, b'0'));
+        archive.extend(padded(&[9u8; 600]));
+        archive.extend(vec![0u8; 2 * BLOCK]);
+        let mut expected = Vec::new();
+        expected.extend(header("workspace/", 0, b'5'));
+        expected.extend(header("workspace/small", 5, b'0'));
+        expected.extend(padded(b"hello"));
+        expected.extend(header("workspace/big.bin", 1000, b'0'));
+        expected.extend(b"<FETCHED>");
+        expected.extend(vec![0u8; padding(1000) as usize]);
+        expected.extend(header("././@PaxHeader", 12, b'x'));
+        expected.extend(padded(b"12 size=600\n"));
+        expected.extend(header("workspace/pax", 1, b'0'));
+        expected.extend(padded(&[9u8; 600]));
+        expected.extend(vec![0u8; 2 * BLOCK]);
+        for cut in [1, 7, 511, 512, 513, 4096, archive.len()] {
+            let mut framer = Framer::new();
+            let mut pieces = Vec::new();
+            for part in archive.chunks(cut) {
+                pieces.extend(framer.feed(Bytes::copy_from_slice(part)).expect("framed"));
+            }
+            let (bytes, fetches) = flatten(pieces);
+            assert_eq!(fetches, vec![("big.bin".to_owned(), 1000)], "cut {cut}");
+            assert!(bytes == expected, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn a_marker_before_anything_but_a_regular_file_is_refused() {
+        let mut archive = header("././@NativeSandboxDeferred", 1, b'N');
+        archive.extend(padded(b"d"));
+        archive.extend(header("workspace/d/", 0, b'5'));
+        let error = Framer::new()
+            .feed(Bytes::from(archive))
+            .expect_err("refused");
+        assert!(error.contains("not a regular file"), "{error}");
+        let mut ended = header("././@NativeSandboxDeferred", 1, b'N');
+        ended.extend(padded(b"f"));
+        ended.extend(vec![0u8; BLOCK]);
+        assert!(Framer::new().feed(Bytes::from(ended)).is_err());
+    }
+
+    #[test]
+    fn the_engine_entry_gives_exactly_the_body_and_checks_its_size() {
+        let mut archive = header("././@PaxHeader", 30, b'x');
+        archive.extend(padded(b"30 mtime=1700000000.123456789\n"));
+        archive.extend(header("big.bin", 700, b'0'));
+        archive.extend(padded(&[3u8; 700]));
+        archive.extend(vec![0u8; 2 * BLOCK]);
+        for cut in [1, 100, 512, archive.len()] {
+            let mut entry = EngineEntry::new("big.bin".into(), 700);
+            let mut body = Vec::new();
+            for part in archive.chunks(cut) {
+                for piece in entry.feed(Bytes::copy_from_slice(part)).expect("read") {
+                    body.extend_from_slice(&piece);
+                }
+            }
+            assert!(entry.done());
+            assert_eq!(body, vec![3u8; 700], "cut {cut}");
+        }
+        let mut changed = EngineEntry::new("big.bin".into(), 701);
+        let error = changed.feed(Bytes::from(archive)).expect_err("size");
+        assert!(error.contains("changed while it was exported"), "{error}");
+        let mut link = EngineEntry::new("big.bin".into(), 0);
+        let error = link
+            .feed(Bytes::from(header("big.bin", 0, b'2')))
+            .expect_err("type");
+        assert!(error.contains("no longer a regular file"), "{error}");
+    }
+}
