@@ -96,6 +96,7 @@ test('large bodies (moved in the kernel, or read through the engine past 16 MiB)
       fileFromBytes('a/large.bin', large, { chunkBytes: 64 * 1024 }),
       fileFromBytes('a/edge.bin', edge, { chunkBytes: 64 * 1024 }),
       fileFromBytes('a/small-after', small),
+      fileFromBytes('a/b/deep.bin', large, { chunkBytes: 64 * 1024 }),
     ]);
     await sandbox.stop();
     const expected = { 'a/small-before': small, 'a/large.bin': large, 'a/edge.bin': edge, 'a/small-after': small };
@@ -112,6 +113,16 @@ test('large bodies (moved in the kernel, or read through the engine past 16 MiB)
         assert.ok(key && seen[key].equals(bytes), `${selection.kind}: ${path} is byte-exact`);
       }
     }
+    // A subtree two levels down: the deferred body is read at its full workspace path.
+    const deep = {};
+    await sandbox.exportTree({ kind: 'subtree', path: 'a/b' }, async (entry) => {
+      if (entry.kind !== 'file') return;
+      const chunks = [];
+      for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+      deep[entry.path] = Buffer.concat(chunks);
+    });
+    assert.deepEqual(Object.keys(deep).map((path) => path.split('/').pop()), ['deep.bin']);
+    assert.ok(Object.values(deep)[0].equals(large), 'a/b/deep.bin is byte-exact');
   } finally {
     await sandbox.destroy();
   }

@@ -8,6 +8,7 @@ pub mod json;
 pub mod lifecycle;
 pub mod limits;
 pub mod paths;
+pub mod pax;
 pub mod policy;
 pub mod process;
 pub mod recovery;

@@ -186,6 +186,8 @@ type SeenLinks = std::collections::HashMap<(u64, u64), Vec<u8>>;
 /// large bodies faster than this helper's stdout (`export_helper.rs`). Exports run with compute
 /// stopped, so the file the walk found (through no link) is the file the engine reads.
 const DEFER_MIN: u64 = 16 * 1_024 * 1_024;
+/// The longest path deferred (the host's workspace paths are at most this long).
+const DEFER_PATH_MAX: usize = 1_024;
 /// The marker entry's name and typeflag.
 const DEFER_NAME: &[u8] = b"././@NativeSandboxDeferred";
 const DEFER_TYPEFLAG: u8 = b'N';
@@ -244,8 +246,13 @@ fn tree_leaf(
             }
             use std::os::unix::fs::PermissionsExt;
             let mode = u64::from(meta.permissions().mode() & 0o7777);
-            if meta.len() >= DEFER_MIN {
-                let path = walk.workspace_path(name);
+            let path = walk.workspace_path(name);
+            // Only a path the host takes as a workspace path is deferred; any other goes inline
+            // (and the host refuses it by name as before).
+            if meta.len() >= DEFER_MIN
+                && path.len() <= DEFER_PATH_MAX
+                && std::str::from_utf8(&path).is_ok()
+            {
                 entry(out, DEFER_NAME, path.len() as u64, 0o644, DEFER_TYPEFLAG).map_err(io)?;
                 out.write_all(&path).map_err(io)?;
                 out.write_all(&[0u8; BLOCK][..padding(path.len() as u64)])

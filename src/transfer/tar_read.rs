@@ -2,7 +2,7 @@
 //! regular files and directories pass; links, devices, FIFOs, malformed and truncated archives
 //! fail with the offending name.
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 
@@ -249,44 +249,8 @@ impl TarReader {
 }
 
 fn parse_pax(body: &[u8]) -> Result<(Option<String>, Option<u64>), TarError> {
-    let mut path = None;
-    let mut size = None;
-    let mut rest = body;
-    while rest.has_remaining() && rest[0] != 0 {
-        let space = rest
-            .iter()
-            .position(|&b| b == b' ')
-            .ok_or_else(|| TarError::Malformed("a PAX record has no length".into()))?;
-        let len: usize = std::str::from_utf8(&rest[..space])
-            .ok()
-            .and_then(|s| s.parse().ok())
-            .filter(|&len| len > space + 1 && len <= rest.len())
-            .ok_or_else(|| TarError::Malformed("a PAX record length is invalid".into()))?;
-        let record = &rest[space + 1..len];
-        let record = record.strip_suffix(b"\n").unwrap_or(record);
-        if let Some(eq) = record.iter().position(|&b| b == b'=') {
-            let (key, value) = (&record[..eq], &record[eq + 1..]);
-            match key {
-                b"path" => {
-                    path = Some(
-                        String::from_utf8(value.to_vec())
-                            .map_err(|_| TarError::Malformed("a PAX path is not UTF-8".into()))?,
-                    )
-                }
-                b"size" => {
-                    size = Some(
-                        std::str::from_utf8(value)
-                            .ok()
-                            .and_then(|s| s.parse().ok())
-                            .ok_or_else(|| TarError::Malformed("a PAX size is invalid".into()))?,
-                    )
-                }
-                _ => {}
-            }
-        }
-        rest = &rest[len..];
-    }
-    Ok((path, size))
+    let records = crate::pax::parse(body).map_err(TarError::Malformed)?;
+    Ok((records.path, records.size))
 }
 
 #[cfg(test)]

@@ -15,12 +15,14 @@ use bollard::Docker;
 
 use crate::docker::engine::with_causes;
 use crate::docker::layout::WORKSPACE;
+use crate::paths::{check, Anchor};
 
 const BLOCK: usize = 512;
 /// The helper's marker entry.
 const MARKER_TYPEFLAG: u8 = b'N';
-/// The longest workspace-relative path a marker may carry (paths are at most 1,024 bytes).
-const MARKER_PATH_MAX: u64 = 4_096;
+/// The longest workspace-relative path a marker may carry (the helper defers only paths of at
+/// most `PATH_BYTES_MAX`, which `check` holds them to again).
+const MARKER_PATH_MAX: u64 = crate::limits::PATH_BYTES_MAX as u64;
 /// The longest PAX record set read for its `size` (the helper's and the engine's are short).
 const PAX_MAX: u64 = 64 * 1_024;
 /// Archive requests wait on the engine as long as the bytes keep flowing; the caller's signal
@@ -63,13 +65,11 @@ fn size_field(header: &[u8]) -> Option<u64> {
     u64::from_str_radix(std::str::from_utf8(&text).ok()?, 8).ok()
 }
 
-/// The `size` of a PAX record set, if it has one.
-fn pax_size(records: &[u8]) -> Option<u64> {
-    records.split(|&b| b == b'\n').find_map(|record| {
-        let text = std::str::from_utf8(record).ok()?;
-        let (_, pair) = text.split_once(' ')?;
-        pair.strip_prefix("size=")?.parse().ok()
-    })
+/// The `size` of a PAX record set (read by its records' lengths), if it has one.
+fn pax_size(records: &[u8]) -> Result<Option<u64>, String> {
+    crate::pax::parse(records)
+        .map(|records| records.size)
+        .map_err(|why| format!("a PAX record set: {why}"))
 }
 
 enum State {
@@ -139,7 +139,7 @@ impl Framer {
                     pieces.push(Piece::Bytes(piece));
                     *left -= n as u64;
                     if *left == 0 {
-                        self.pax_size = pax_size(kept);
+                        self.pax_size = pax_size(kept)?;
                         self.state = State::Header;
                     }
                 }
@@ -154,6 +154,9 @@ impl Framer {
                     if *left == 0 {
                         let path = String::from_utf8(path.to_vec())
                             .map_err(|_| "a deferred path is not UTF-8".to_owned())?;
+                        // Only a workspace-relative path is ever read through the engine.
+                        check(&path, Anchor::Relative)
+                            .map_err(|(_, why)| format!("a deferred path {path:?}: {why}"))?;
                         self.deferred = Some(path);
                         self.state = State::Header;
                     }
@@ -184,6 +187,10 @@ impl Framer {
         let size = size_field(&header).ok_or("a header's size is unreadable")?;
         let typeflag = header[156];
         if typeflag == MARKER_TYPEFLAG {
+            // A marker comes right before its file's header (or the PAX set before it), once.
+            if self.deferred.is_some() || self.pax_size.is_some() {
+                return Err("a deferred body's marker out of place".into());
+            }
             if size > MARKER_PATH_MAX {
                 return Err(format!("a deferred path of {size} bytes"));
             }
@@ -283,7 +290,7 @@ impl EngineEntry {
                 *left -= n as u64;
                 if *left == 0 {
                     if *keep > 0 {
-                        self.pax_size = pax_size(kept).or(self.pax_size);
+                        self.pax_size = pax_size(kept)?.or(self.pax_size);
                     }
                     self.skip = None;
                 }
@@ -447,6 +454,64 @@ mod tests {
             assert_eq!(fetches, vec![("big.bin".to_owned(), 1000)], "cut {cut}");
             assert!(bytes == expected, "cut {cut}");
         }
+    }
+
+    /// One PAX record, its length counting itself.
+    fn record(key: &str, value: &str) -> Vec<u8> {
+        let body = key.len() + value.len() + 3;
+        let mut length = body + 1;
+        while format!("{length}").len() + body != length {
+            length += 1;
+        }
+        format!("{length} {key}={value}\n").into_bytes()
+    }
+
+    #[test]
+    fn a_name_that_looks_like_records_cannot_forge_a_size_or_a_marker() {
+        // A guest's file name holding "\n3 size=0", and a body holding a marker and a header.
+        let name = format!("{}\n3 size=0", "n".repeat(100));
+        let pax = record("path", &name);
+        let mut body = header("././@NativeSandboxDeferred", 9, b'N');
+        body.extend(padded(b"../escape"));
+        body.extend(header("x", 1234, b'0'));
+        let mut archive = header("././@PaxHeader", pax.len() as u64, b'x');
+        archive.extend(padded(&pax));
+        archive.extend(header("workspace/long", body.len() as u64, b'0'));
+        archive.extend(padded(&body));
+        archive.extend(vec![0u8; 2 * BLOCK]);
+        let (bytes, fetches) = flatten(
+            Framer::new()
+                .feed(Bytes::from(archive.clone()))
+                .expect("framed"),
+        );
+        assert_eq!(fetches, vec![], "nothing is fetched");
+        assert!(bytes == archive, "the archive passes unchanged");
+    }
+
+    #[test]
+    fn a_marker_with_a_large_body_after_its_pax_set_is_fetched_and_a_bad_path_refused() {
+        let mut archive = header("././@NativeSandboxDeferred", 5, b'N');
+        archive.extend(padded(b"a/big"));
+        let pax = record("size", "9000000001");
+        archive.extend(header("././@PaxHeader", pax.len() as u64, b'x'));
+        archive.extend(padded(&pax));
+        archive.extend(header("workspace/a/big", 0o77_777_777_777, b'0'));
+        let (_, fetches) = flatten(Framer::new().feed(Bytes::from(archive)).expect("framed"));
+        assert_eq!(fetches, vec![("a/big".to_owned(), 9_000_000_001)]);
+        for bad in [&b"../x"[..], b"/etc/passwd", b""] {
+            let mut archive = header("././@NativeSandboxDeferred", bad.len() as u64, b'N');
+            archive.extend(padded(bad));
+            archive.extend(header("workspace/x", 1, b'0'));
+            assert!(Framer::new().feed(Bytes::from(archive)).is_err(), "{bad:?}");
+        }
+        let mut twice = header("././@NativeSandboxDeferred", 1, b'N');
+        twice.extend(padded(b"a"));
+        twice.extend(header("././@NativeSandboxDeferred", 1, b'N'));
+        twice.extend(padded(b"b"));
+        assert!(
+            Framer::new().feed(Bytes::from(twice)).is_err(),
+            "a second marker"
+        );
     }
 
     #[test]

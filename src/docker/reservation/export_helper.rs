@@ -104,11 +104,14 @@ async fn pass_on(
                 }
             }
             Piece::Fetch { path, size } => {
-                if let Err(why) = fetch_body(docker, holder, path, size, sender).await {
+                // An export abandoned meanwhile is noticed at once, whatever the engine does.
+                let fetched = tokio::select! {
+                    biased;
+                    () = sender.closed() => return false,
+                    fetched = fetch_body(docker, holder, path, size, sender) => fetched,
+                };
+                if let Err(why) = fetched {
                     let _ = sender.send(Err(why)).await;
-                    return false;
-                }
-                if sender.is_closed() {
                     return false;
                 }
             }
