@@ -85,17 +85,13 @@ async fn relay(
                 biased;
                 _ = &mut abandoned => break Written::Abandoned,
                 next = output.next() => {
-                    match next {
-                        Some(Ok(LogOutput::StdErr { message })) => keep_stderr(&mut stderr, &message),
-                        Some(Ok(_)) => {}
-                        // The helper exited (or the engine connection broke) before the archive
-                        // ended: nothing more is read, whatever the writes would say.
-                        Some(Err(_)) | None => {
-                            output_ended = true;
-                            break Written::Failed(
-                                "the workspace helper ended before the import archive did".into(),
-                            );
-                        }
+                    // The helper exited (or the engine connection broke) before the archive
+                    // ended: nothing more is read, whatever the writes would say.
+                    if ended(next, &mut stderr) {
+                        output_ended = true;
+                        break Written::Failed(
+                            "the workspace helper ended before the import archive did".into(),
+                        );
                     }
                     continue;
                 }
@@ -126,52 +122,50 @@ async fn relay(
         }
     };
     drop(pieces);
-    let result = match written {
-        Written::Abandoned => {
-            kill(&docker, &holder).await;
-            Err(OwnerError::operation(
-                OperationCode::Cancelled,
-                "the import was abandoned",
-            ))
+    // The helper's stderr to its end: it ends when the helper exits (it reads its stdin to the
+    // end first). The caller's signal and deadline bound this wait; abandoning the import kills
+    // the helper.
+    let mut abandoned_now = matches!(written, Written::Abandoned);
+    while !abandoned_now && !output_ended {
+        tokio::select! {
+            biased;
+            _ = &mut abandoned => abandoned_now = true,
+            next = output.next() => output_ended = ended(next, &mut stderr),
         }
-        Written::All | Written::Failed(_) => {
-            // The helper's stderr to its end: it ends when the helper exits (it reads its stdin
-            // to the end first). The caller's signal and deadline bound this wait; abandoning
-            // the import kills the helper.
-            let mut ended_by_abandon = false;
-            while !output_ended {
-                tokio::select! {
-                    biased;
-                    _ = &mut abandoned => { ended_by_abandon = true; break; }
-                    next = output.next() => match next {
-                        Some(Ok(LogOutput::StdErr { message })) => keep_stderr(&mut stderr, &message),
-                        Some(Ok(_)) => {}
-                        Some(Err(_)) | None => output_ended = true,
-                    }
-                }
+    }
+    let result = if abandoned_now {
+        kill(&docker, &holder).await;
+        Err(OwnerError::operation(
+            OperationCode::Cancelled,
+            "the import was abandoned",
+        ))
+    } else {
+        let failure = exit_failure(&docker, &holder, &stderr).await;
+        match (written, failure) {
+            (Written::Failed(why), Some(failure)) => {
+                Err(import_failure(format!("{why} ({failure})")))
             }
-            if ended_by_abandon {
-                kill(&docker, &holder).await;
-                Err(OwnerError::operation(
-                    OperationCode::Cancelled,
-                    "the import was abandoned",
-                ))
-            } else {
-                let failure = exit_failure(&docker, &holder, &stderr).await;
-                match (written, failure) {
-                    (Written::Failed(why), Some(failure)) => {
-                        Err(import_failure(format!("{why} ({failure})")))
-                    }
-                    (Written::Failed(why), None) => Err(import_failure(why)),
-                    (_, Some(failure)) => Err(import_failure(failure)),
-                    (_, None) => Ok(()),
-                }
-            }
+            (Written::Failed(why), None) => Err(import_failure(why)),
+            (_, Some(failure)) => Err(import_failure(failure)),
+            (_, None) => Ok(()),
         }
     };
     // The helper is over (or its kill was sent): the next transfer may start it.
     drop(permit);
     result
+}
+
+/// Keeps what `next` brings of the helper's stderr; `true` once its output ended (it exited,
+/// or the engine connection broke).
+fn ended(next: Option<Result<LogOutput, bollard::errors::Error>>, stderr: &mut Vec<u8>) -> bool {
+    match next {
+        Some(Ok(LogOutput::StdErr { message })) => {
+            keep_stderr(stderr, &message);
+            false
+        }
+        Some(Ok(_)) => false,
+        Some(Err(_)) | None => true,
+    }
 }
 
 /// A failed extraction, reported as the engine's refusals are (a driver failure).
