@@ -3,7 +3,6 @@
 
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::Bytes;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
@@ -50,9 +49,8 @@ pub fn exit_value(exit: &ProcessExit) -> Value {
 
 /// Writes one chunk to stdin; settles when the bounded staging accepted it.
 pub async fn write(slot: &IoSlot, chunk: Buffer) -> JsData {
-    let bytes = Bytes::copy_from_slice(&chunk);
     let result = match io_of(slot) {
-        Ok(io) => io.write(bytes).await,
+        Ok(io) => io.write(&chunk).await,
         Err(error) => Err(error),
     };
     JsData(outcome(result.map(|()| Value::Null)))
@@ -62,8 +60,7 @@ pub async fn write(slot: &IoSlot, chunk: Buffer) -> JsData {
 /// caller must wait through `write`, or an error descriptor. Never waits.
 pub fn try_write(slot: &IoSlot, chunk: &[u8]) -> JsData {
     // A crossed limit stops the sandbox from here, which spawns work: inside the runtime.
-    let result = io_of(slot)
-        .and_then(|io| within_runtime_if_available(|| io.try_write(Bytes::copy_from_slice(chunk))));
+    let result = io_of(slot).and_then(|io| within_runtime_if_available(|| io.try_write(chunk)));
     JsData(outcome(result.map(Value::Bool)))
 }
 

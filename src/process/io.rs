@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, PoisonError};
 use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::{mpsc, Semaphore};
+
+use super::stdin_lane::{StdinLane, Taken};
 
 use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -51,14 +52,11 @@ pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
 
 pub struct ProcessIo {
     limits: StreamLimits,
-    /// Held only to clone or take the sender, never across a wait: a write waiting for staging
-    /// space must not keep `end()` or `close()` out.
-    stdin: Mutex<Option<mpsc::UnboundedSender<(Bytes, u32)>>>,
+    /// Written directly while nothing is staged, else staged for the writer task.
+    stdin: Arc<StdinLane>,
     /// Staging space for stdin. Closed when the writer fails (queued chunks are dropped with
     /// their space, so nobody may wait for it) and on `close()`.
     stdin_budget: Arc<Semaphore>,
-    /// Why the stdin writer failed, for writes refused after it.
-    stdin_failure: Arc<Mutex<Option<OwnerError>>>,
     stdin_total: AtomicU64,
     stdin_writer: Mutex<Option<StdinWriter>>,
     stdout: tokio::sync::Mutex<OutputReader>,
@@ -83,7 +81,7 @@ impl ProcessIo {
         on_violation: OnViolation,
     ) -> Arc<Self> {
         let ProcessChannels {
-            mut input,
+            input,
             output,
             exit,
         } = channels;
@@ -94,7 +92,6 @@ impl ProcessIo {
         let stdin_budget = Arc::new(Semaphore::new(input_staging.min(Semaphore::MAX_PERMITS)));
         let (stdout_tx, stdout_rx) = mpsc::unbounded_channel();
         let (stderr_tx, stderr_rx) = mpsc::unbounded_channel();
-        let (stdin_tx, mut stdin_rx) = mpsc::unbounded_channel::<(Bytes, u32)>();
         let violated = Arc::new(AtomicBool::new(false));
 
         let pump_budget = Arc::clone(&output_budget);
@@ -163,42 +160,8 @@ impl ProcessIo {
             }
         });
 
-        let writer_budget = Arc::clone(&stdin_budget);
-        let stdin_failure = Arc::new(Mutex::new(None));
-        let writer_failure = Arc::clone(&stdin_failure);
-        let writer = async move {
-            let written = async {
-                while let Some((chunk, taken)) = stdin_rx.recv().await {
-                    let written = input.write_all(&chunk).await;
-                    writer_budget.add_permits(taken as usize);
-                    written.map_err(|e| {
-                        OwnerError::operation(
-                            OperationCode::StreamFailure,
-                            format!("writing the process stdin failed: {e}"),
-                        )
-                    })?;
-                }
-                input.flush().await.ok();
-                input.shutdown().await.map_err(|e| {
-                    OwnerError::operation(
-                        OperationCode::StreamFailure,
-                        format!("closing the process stdin failed: {e}"),
-                    )
-                })
-            }
-            .await;
-            if let Err(error) = &written {
-                // The chunks still queued are dropped with their staging space: close the
-                // budget so no write waits for space that will never come back.
-                *writer_failure
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner) = Some(error.clone());
-                writer_budget.close();
-            }
-            written
-        }
-        .boxed();
-        let writer = tokio::spawn(writer);
+        let stdin = StdinLane::new(input, Arc::clone(&stdin_budget));
+        let writer = tokio::spawn(Arc::clone(&stdin).writer());
         let writer = async move {
             writer.await.unwrap_or_else(|e| {
                 Err(OwnerError::driver(format!(
@@ -211,9 +174,8 @@ impl ProcessIo {
 
         Arc::new(Self {
             limits,
-            stdin: Mutex::new(Some(stdin_tx)),
+            stdin,
             stdin_budget,
-            stdin_failure,
             stdin_total: AtomicU64::new(0),
             stdin_writer: Mutex::new(Some(writer)),
             stdout: OutputReader::new(stdout_rx),
@@ -257,29 +219,74 @@ impl ProcessIo {
         Ok(())
     }
 
-    /// Queues `chunk` for the guest; waits while the staging is full (backpressure).
-    pub async fn write(&self, chunk: Bytes) -> Result<(), OwnerError> {
-        self.count_stdin(chunk.len())?;
-        let sender = self.stdin_sender()?;
-        // A chunk larger than the whole staging waits for all of it, never for more.
+    /// Staging permits for `len` bytes: a chunk larger than the whole staging waits for all
+    /// of it, never for more.
+    fn stdin_permits(&self, len: usize) -> u32 {
         let staging = usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
-        let taken = permits(chunk.len().min(staging).min(Semaphore::MAX_PERMITS));
-        match self.stdin_budget.acquire_many(taken).await {
-            Ok(permit) => permit.forget(),
-            Err(_) => return Err(self.stdin_closed()),
-        }
-        sender.send((chunk, taken)).map_err(|_| {
-            OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
-        })
+        permits(len.min(staging).min(Semaphore::MAX_PERMITS))
     }
 
-    /// Queues `chunk` at once if the staging has room for it now: `Ok(true)` when queued,
+    /// Permits a taken chunk no longer needs: the connection took all of it.
+    fn settle(&self, taken: Taken, permits: u32) {
+        if taken == Taken::Written {
+            self.stdin_budget.add_permits(permits as usize);
+        }
+    }
+
+    /// Writes `chunk` to the guest, or stages what the connection does not take at once;
+    /// waits while the staging is full (backpressure).
+    pub async fn write(&self, chunk: &[u8]) -> Result<(), OwnerError> {
+        self.count_stdin(chunk.len())?;
+        let admission = self.stdin.admit()?;
+        let taken = self.stdin_permits(chunk.len());
+        match self.stdin_budget.try_acquire_many(taken) {
+            Ok(permit) => permit.forget(),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(self.stdin_closed()),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                // A full staging: wait for half of it (or the chunk, if larger), so the
+                // writes that follow find room at once: one wake per half staging, not one
+                // per chunk.
+                let staging =
+                    usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
+                let room = taken.max(self.stdin_permits(staging / 2));
+                match self.stdin_budget.acquire_many(room).await {
+                    Ok(permit) => {
+                        permit.forget();
+                        self.stdin_budget.add_permits((room - taken) as usize);
+                    }
+                    Err(_) => return Err(self.stdin_closed()),
+                }
+            }
+        }
+        let result = self.stdin.take(chunk, taken, Some(admission));
+        self.settle_or_release(result, taken)
+    }
+
+    fn settle_or_release(
+        &self,
+        result: Result<Taken, OwnerError>,
+        permits: u32,
+    ) -> Result<(), OwnerError> {
+        match result {
+            Ok(taken) => {
+                self.settle(taken, permits);
+                Ok(())
+            }
+            Err(error) => {
+                self.stdin_budget.add_permits(permits as usize);
+                Err(error)
+            }
+        }
+    }
+
+    /// Takes `chunk` at once if the staging has room for it now: `Ok(true)` when taken,
     /// `Ok(false)` when the caller must wait through `write` (nothing was counted or taken).
     /// Never waits, so the JavaScript thread may call it.
-    pub fn try_write(&self, chunk: Bytes) -> Result<bool, OwnerError> {
-        let sender = self.stdin_sender()?;
-        let staging = usize::try_from(self.limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
-        let taken = permits(chunk.len().min(staging).min(Semaphore::MAX_PERMITS));
+    pub fn try_write(&self, chunk: &[u8]) -> Result<bool, OwnerError> {
+        if let Some(refusal) = self.stdin.refused() {
+            return Err(refusal);
+        }
+        let taken = self.stdin_permits(chunk.len());
         match self.stdin_budget.try_acquire_many(taken) {
             Ok(permit) => permit.forget(),
             Err(tokio::sync::TryAcquireError::NoPermits) => return Ok(false),
@@ -289,40 +296,21 @@ impl ProcessIo {
             self.stdin_budget.add_permits(taken as usize);
             return Err(error);
         }
-        sender.send((chunk, taken)).map_err(|_| {
-            OwnerError::operation(OperationCode::StreamFailure, "the process stdin is closed")
-        })?;
-        Ok(true)
+        let result = self.stdin.take(chunk, taken, None);
+        self.settle_or_release(result, taken).map(|()| true)
     }
 
     /// Why stdin takes no more: the writer's failure, else closed.
     fn stdin_closed(&self) -> OwnerError {
-        self.stdin_failure
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
+        self.stdin
+            .failure()
             .unwrap_or_else(|| OwnerError::state("stdin is closed"))
-    }
-
-    fn stdin_sender(&self) -> Result<mpsc::UnboundedSender<(Bytes, u32)>, OwnerError> {
-        self.stdin
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone()
-            .ok_or_else(|| OwnerError::state("stdin is already ended"))
-    }
-
-    fn drop_stdin_sender(&self) {
-        self.stdin
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .take();
     }
 
     /// Ends stdin: resolves once everything queued was written and EOF was delivered (a write
     /// still waiting for staging space is written first).
     pub async fn end(&self) -> Result<(), OwnerError> {
-        self.drop_stdin_sender();
+        self.stdin.end();
         let writer = self
             .stdin_writer
             .lock()
@@ -407,7 +395,7 @@ impl ProcessIo {
 
     /// Closes both directions (stop): pending writes and reads settle.
     pub async fn close(&self) {
-        self.drop_stdin_sender();
+        self.stdin.end();
         self.stdin_budget.close();
         self.output_budget.close();
         self.closed.notify_one();
@@ -469,31 +457,125 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn try_write_queues_only_what_the_staging_holds_now_and_counts_it_once() {
+    async fn try_write_stages_only_what_the_staging_holds_now_and_counts_it_once() {
         let (io, mut guest) = process(8);
-        assert_eq!(io.try_write(Bytes::from_static(b"abcd")), Ok(true));
-        assert_eq!(io.try_write(Bytes::from_static(b"efgh")), Ok(true));
-        // The 16-byte pipe took the first eight bytes off the staging, maybe not yet: either
-        // way a chunk that does not fit now is refused without being counted or queued.
-        let refused = io.try_write(Bytes::from(vec![b'x'; 9]));
-        assert_eq!(
-            refused,
-            Ok(false),
-            "a chunk larger than the staging never fits at once"
-        );
-        settles("the waiting write", io.write(Bytes::from_static(b"ij")))
+        // The 16-byte pipe takes the first chunk straight away: nothing is staged.
+        assert_eq!(io.try_write(&[b'a'; 16]), Ok(true));
+        assert_eq!(io.stdin_budget.available_permits(), 8);
+        // The pipe is full: the next chunks are staged, up to the staging's size.
+        assert_eq!(io.try_write(b"bcde"), Ok(true));
+        assert_eq!(io.try_write(b"fghi"), Ok(true));
+        assert_eq!(io.stdin_budget.available_permits(), 0);
+        // A chunk that does not fit now is refused without being counted or staged.
+        assert_eq!(io.try_write(b"x"), Ok(false));
+        assert_eq!(io.stdin_total.load(Ordering::SeqCst), 24);
+        let waiting = tokio::spawn({
+            let io = Arc::clone(&io);
+            async move { io.write(b"jk").await }
+        });
+        let mut seen = Vec::new();
+        let reader = tokio::spawn(async move { guest.read_to_end(&mut seen).await.map(|_| seen) });
+        settles("the waiting write", waiting)
             .await
-            .expect("queued");
+            .expect("joined")
+            .expect("taken");
         settles("end", io.end()).await.expect("ended");
+        let seen = settles("the guest reads", reader)
+            .await
+            .expect("joined")
+            .expect("read");
+        assert_eq!(seen, [&[b'a'; 16][..], b"bcdefghijk"].concat());
+        assert_eq!(
+            io.try_write(b"late"),
+            Err(OwnerError::state("stdin is already ended"))
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn stdin_keeps_its_order_across_direct_writes_staging_and_waits() {
+        let (io, mut guest) = process(96);
+        // A slow guest: small reads with pauses, so the pipe fills and drains over and over.
+        let reader = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut piece = [0u8; 5];
+            loop {
+                match guest.read(&mut piece).await {
+                    Ok(0) => return Ok::<_, std::io::Error>(seen),
+                    Ok(n) => seen.extend_from_slice(&piece[..n]),
+                    Err(error) => return Err(error),
+                }
+                if seen.len() % 7 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let mut sent = Vec::new();
+        for i in 0..400u32 {
+            let chunk: Vec<u8> = (0..(i % 53 + 1)).map(|j| (i * 31 + j) as u8).collect();
+            sent.extend_from_slice(&chunk);
+            if !io.try_write(&chunk).expect("taken") {
+                settles("a waiting write", io.write(&chunk))
+                    .await
+                    .expect("taken");
+            }
+        }
+        settles("end", io.end()).await.expect("ended");
+        let seen = settles("the guest reads", reader)
+            .await
+            .expect("joined")
+            .expect("read");
+        assert_eq!(seen.len(), sent.len());
+        assert!(seen == sent, "the guest read the bytes in another order");
+    }
+
+    #[tokio::test]
+    async fn end_waits_for_a_write_admitted_before_it() {
+        let (io, mut guest) = process(4);
+        assert_eq!(io.try_write(&[b'a'; 16]), Ok(true));
+        assert_eq!(io.try_write(b"bcde"), Ok(true));
+        let waiting = tokio::spawn({
+            let io = Arc::clone(&io);
+            async move { io.write(b"after").await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let ending = tokio::spawn({
+            let io = Arc::clone(&io);
+            async move { io.end().await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(!ending.is_finished(), "EOF waits for the admitted write");
         let mut seen = Vec::new();
         settles("the guest reads", guest.read_to_end(&mut seen))
             .await
             .expect("read");
-        assert_eq!(seen, b"abcdefghij");
-        assert_eq!(
-            io.try_write(Bytes::from_static(b"late")),
-            Err(OwnerError::state("stdin is already ended"))
+        assert_eq!(seen, [&[b'a'; 16][..], b"bcdeafter"].concat());
+        settles("the admitted write", waiting)
+            .await
+            .expect("joined")
+            .expect("taken");
+        settles("end", ending)
+            .await
+            .expect("joined")
+            .expect("ended");
+    }
+
+    #[tokio::test]
+    async fn a_direct_write_to_a_closed_connection_fails_and_closes_the_staging() {
+        let (io, guest) = process(64);
+        drop(guest);
+        let error = io.try_write(b"lost").expect_err("the connection is gone");
+        assert!(
+            error
+                .to_string()
+                .contains("writing the process stdin failed"),
+            "{error}"
         );
+        assert_eq!(io.try_write(b"later"), Err(error.clone()));
+        assert_eq!(
+            settles("a later write", io.write(b"later")).await,
+            Err(error.clone())
+        );
+        assert_eq!(settles("end", io.end()).await, Err(error));
     }
 
     #[tokio::test]
@@ -509,8 +591,8 @@ mod tests {
             ..StreamLimits::DEFAULT
         };
         let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
-        assert_eq!(io.try_write(Bytes::from_static(b"1234")), Ok(true));
-        let crossing = io.try_write(Bytes::from_static(b"567"));
+        assert_eq!(io.try_write(b"1234"), Ok(true));
+        let crossing = io.try_write(b"567");
         assert!(
             matches!(
                 crossing,
@@ -533,12 +615,10 @@ mod tests {
     #[tokio::test]
     async fn a_write_waiting_for_staging_space_does_not_keep_close_out() {
         let (io, _guest) = process(64);
-        settles("the first write", io.write(Bytes::from(vec![1; 64])))
-            .await
-            .ok();
+        settles("the first write", io.write(&[1; 64])).await.ok();
         let pending = tokio::spawn({
             let io = Arc::clone(&io);
-            async move { io.write(Bytes::from(vec![2; 32])).await }
+            async move { io.write(&[2; 32]).await }
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
         settles("close", io.close()).await;
@@ -549,16 +629,12 @@ mod tests {
     #[tokio::test]
     async fn chunks_dropped_by_a_failed_writer_do_not_strand_later_writes() {
         let (io, guest) = process(64);
-        settles("a write", io.write(Bytes::from(vec![1; 40])))
-            .await
-            .ok();
-        settles("a queued write", io.write(Bytes::from(vec![2; 20])))
-            .await
-            .ok();
+        settles("a write", io.write(&[1; 40])).await.ok();
+        settles("a queued write", io.write(&[2; 20])).await.ok();
         tokio::time::sleep(Duration::from_millis(50)).await;
         // The guest goes away: the writer fails with 20 queued bytes that never return space.
         drop(guest);
-        let later = settles("a later write", io.write(Bytes::from(vec![3; 60]))).await;
+        let later = settles("a later write", io.write(&[3; 60])).await;
         let error = later.expect_err("a write after the writer failed is refused");
         assert!(error.to_string().contains("stdin"), "{error}");
         assert!(settles("end", io.end()).await.is_err());

@@ -2,3 +2,4 @@
 
 pub mod io;
 pub mod spec;
+pub mod stdin_lane;
