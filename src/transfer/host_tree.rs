@@ -2,7 +2,9 @@
 //! call per transfer, no per-file crossing into JavaScript. The import walks, checks and reads
 //! files on one blocking thread that feeds the archive; the export writes every entry on one
 //! blocking thread fed by the archive. Every file is checked (descriptor identity against the
-//! walk, `O_NOFOLLOW`, exclusive creation, the umask), and the two sides hold at most `queue_depth` batches (each at most one chunk of bytes) in flight.
+//! walk, `O_NOFOLLOW`, exclusive creation, the umask), and the two sides hold at most
+//! `IN_FLIGHT_BYTES` of bodies in flight (`queue_depth` batches: an import's batch holds one
+//! chunk's bytes, an export's a quarter of that bound, written with one vectored write).
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, ReadDir};
@@ -26,6 +28,12 @@ const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 const IN_FLIGHT_BYTES: u64 = 1_024 * 1_024;
 /// Batches in flight at most, whatever their size.
 const QUEUE_MAX: usize = 64;
+
+/// The bytes of bodies one export batch gathers: at least a quarter of `IN_FLIGHT_BYTES`, so a
+/// large file wakes the writing thread once per quarter mebibyte, not once per chunk.
+fn export_batch_bytes(chunk_bytes: u64) -> u64 {
+    chunk_bytes.max(IN_FLIGHT_BYTES / 4)
+}
 
 /// How many batches may wait between the two sides: `IN_FLIGHT_BYTES` of chunks, at least two.
 pub fn queue_depth(chunk_bytes: u64) -> usize {
@@ -275,19 +283,20 @@ enum Staged {
 pub struct StagingWriter {
     sender: Option<mpsc::Sender<Vec<Staged>>>,
     thread: tokio::task::JoinHandle<Result<(), OwnerError>>,
-    chunk_bytes: u64,
+    batch_bytes: u64,
 }
 
 impl StagingWriter {
     /// Starts writing into `staging`, an existing private directory this call never creates:
     /// if it is removed meanwhile, every later write fails instead of recreating it.
     pub fn start(staging: PathBuf, chunk_bytes: u64) -> Self {
-        let (sender, receiver) = mpsc::channel(queue_depth(chunk_bytes));
+        let batch_bytes = export_batch_bytes(chunk_bytes);
+        let (sender, receiver) = mpsc::channel(queue_depth(batch_bytes));
         let thread = tokio::task::spawn_blocking(move || write_tree(&staging, receiver));
         Self {
             sender: Some(sender),
             thread,
-            chunk_bytes,
+            batch_bytes,
         }
     }
 
@@ -307,7 +316,7 @@ impl StagingWriter {
                     .map_err(|_| OwnerError::state("the export writer ended"))
             }
         };
-        let mut batch = Batch::new(self.chunk_bytes);
+        let mut batch = Batch::new(self.batch_bytes);
         while let Some(entry) = session.next_entry().await? {
             let first = if entry.directory {
                 Staged::Directory(entry.path)
@@ -415,8 +424,13 @@ fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Vec<Staged>>) -> Result<
     let mut open: Option<(PathBuf, File)> = None;
     // The directory the last file went into, known to exist: its next files skip the checks.
     let mut made: Option<String> = None;
+    // The open file's chunks of this batch not written yet: one vectored write for them all.
+    let mut pending: Vec<Bytes> = Vec::new();
     while let Some(batch) = queue.blocking_recv() {
         for message in batch {
+            if !matches!(message, Staged::Chunk(_)) && !pending.is_empty() {
+                write_chunks(open.as_mut(), &mut pending)?;
+            }
             match message {
                 Staged::Directory(path) => {
                     make_directories(staging, &path)?;
@@ -433,13 +447,7 @@ fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Vec<Staged>>) -> Result<
                     let file = create_file(&host, executable)?;
                     open = Some((host, file));
                 }
-                Staged::Chunk(bytes) => {
-                    let Some((host, file)) = open.as_mut() else {
-                        return Err(OwnerError::state("a chunk arrived with no file open"));
-                    };
-                    file.write_all(&bytes)
-                        .map_err(|e| host_error(host, &format!("writing failed: {e}")))?;
-                }
+                Staged::Chunk(bytes) => pending.push(bytes),
                 Staged::FileEnd => {
                     if open.take().is_none() {
                         return Err(OwnerError::state("a file ended that was never opened"));
@@ -447,7 +455,42 @@ fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Vec<Staged>>) -> Result<
                 }
             }
         }
+        write_chunks(open.as_mut(), &mut pending)?;
     }
+    Ok(())
+}
+
+/// Writes `chunks` to the open file in order, as few vectored writes as it takes; empties it.
+fn write_chunks(
+    open: Option<&mut (PathBuf, File)>,
+    chunks: &mut Vec<Bytes>,
+) -> Result<(), OwnerError> {
+    if chunks.is_empty() {
+        return Ok(());
+    }
+    let Some((host, file)) = open else {
+        return Err(OwnerError::state("a chunk arrived with no file open"));
+    };
+    let mut slices: Vec<std::io::IoSlice<'_>> = chunks
+        .iter()
+        .map(|chunk| std::io::IoSlice::new(chunk))
+        .collect();
+    let mut rest = &mut slices[..];
+    while !rest.is_empty() {
+        match file.write_vectored(rest) {
+            Ok(0) => {
+                return Err(host_error(
+                    host,
+                    "writing failed: the file took no more bytes",
+                ));
+            }
+            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(host_error(host, &format!("writing failed: {e}"))),
+        }
+    }
+    drop(slices);
+    chunks.clear();
     Ok(())
 }
 
@@ -471,6 +514,45 @@ mod tests {
         let _ = fs::remove_dir_all(&dir);
         fs::create_dir_all(&dir).expect("scratch directory");
         dir
+    }
+
+    #[test]
+    fn the_writer_puts_a_batch_of_chunks_into_its_files_in_order() {
+        let dir = scratch("chunks");
+        let staging = dir.join("staging");
+        fs::create_dir(&staging).expect("staging");
+        let (sender, receiver) = mpsc::channel(4);
+        let chunk = |text: &'static str| Staged::Chunk(Bytes::from_static(text.as_bytes()));
+        let file = |path: &str| Staged::File {
+            path: path.to_owned(),
+            executable: false,
+        };
+        sender
+            .try_send(vec![
+                file("a/one"),
+                chunk("he"),
+                chunk("ll"),
+                chunk("o"),
+                Staged::FileEnd,
+                file("a/two"),
+                chunk("wor"),
+            ])
+            .expect("queued");
+        // The second file goes on in the next batch.
+        sender
+            .try_send(vec![chunk("ld"), Staged::FileEnd])
+            .expect("queued");
+        drop(sender);
+        write_tree(&staging, receiver).expect("written");
+        assert_eq!(fs::read(staging.join("a/one")).expect("one"), b"hello");
+        assert_eq!(fs::read(staging.join("a/two")).expect("two"), b"world");
+
+        let (sender, receiver) = mpsc::channel(1);
+        sender.try_send(vec![chunk("stray")]).expect("queued");
+        drop(sender);
+        let refused = write_tree(&staging, receiver).expect_err("no file is open");
+        assert!(refused.to_string().contains("no file open"), "{refused}");
+        fs::remove_dir_all(&dir).ok();
     }
 
     #[test]

@@ -232,13 +232,27 @@ impl TarReader {
             return Ok(None);
         }
         let want = self.body_left.min(max.max(1) as u64) as usize;
-        if !self.fill(1).await? {
-            return Err(TarError::Malformed("the archive is truncated".into()));
-        }
-        let n = want.min(self.buffer.len());
-        self.consumed += n as u64;
-        self.body_left -= n as u64;
-        let chunk = self.buffer.split_to(n).freeze();
+        let chunk = loop {
+            if !self.buffer.is_empty() {
+                let n = want.min(self.buffer.len());
+                break self.buffer.split_to(n).freeze();
+            }
+            // Nothing buffered: the stream's next piece is handed on as it is (no copy), and
+            // only what lies past this body's share is buffered.
+            match self.stream.next().await {
+                Some(Ok(piece)) if piece.is_empty() => continue,
+                Some(Ok(mut piece)) => {
+                    if piece.len() > want {
+                        self.buffer.extend_from_slice(&piece.split_off(want));
+                    }
+                    break piece;
+                }
+                Some(Err(e)) => return Err(TarError::Transport(e)),
+                None => return Err(TarError::Malformed("the archive is truncated".into())),
+            }
+        };
+        self.consumed += chunk.len() as u64;
+        self.body_left -= chunk.len() as u64;
         if self.body_left == 0 && self.pad_left > 0 {
             let pad = self.pad_left;
             self.take(pad).await?;
@@ -271,25 +285,40 @@ mod tests {
     #[tokio::test]
     async fn reads_entries_and_bodies_across_odd_chunking() {
         let long = "x".repeat(150);
+        let content: Vec<u8> = (0..700u32).map(|i| (i % 251) as u8).collect();
         let mut archive = entry_header("d", true, 0, 0o755, OWNER, 0);
         archive.extend(entry_header(&long, false, 700, 0o755, OWNER, 0));
-        archive.extend(vec![7u8; 700]);
+        archive.extend(&content);
         archive.resize(archive.len() + padding(700), 0);
+        archive.extend(entry_header("e", false, 3, 0o644, OWNER, 0));
+        archive.extend(b"end");
+        archive.resize(archive.len() + padding(3), 0);
         archive.extend(end_of_archive());
         let total = archive.len() as u64;
-        let mut tar = reader(archive, 37);
-        let d = tar.next_entry().await.expect("ok").expect("entry");
-        assert_eq!((d.name.as_str(), d.directory), ("d", true));
-        let f = tar.next_entry().await.expect("ok").expect("entry");
-        assert_eq!((f.name.len(), f.size, f.mode & 0o100), (150, 700, 0o100));
-        let mut body = Vec::new();
-        while let Some(chunk) = tar.read_body(64).await.expect("body") {
-            assert!(chunk.len() <= 64);
-            body.extend_from_slice(&chunk);
+        // Pieces smaller than a read (handed on whole), larger than one (split, the rest
+        // buffered), and larger than the whole body.
+        for piece in [1, 37, 64, 100, 700, 5_000] {
+            let mut tar = reader(archive.clone(), piece);
+            let d = tar.next_entry().await.expect("ok").expect("entry");
+            assert_eq!((d.name.as_str(), d.directory), ("d", true));
+            let f = tar.next_entry().await.expect("ok").expect("entry");
+            assert_eq!((f.name.len(), f.size, f.mode & 0o100), (150, 700, 0o100));
+            let mut body = Vec::new();
+            while let Some(chunk) = tar.read_body(64).await.expect("body") {
+                assert!(!chunk.is_empty() && chunk.len() <= 64, "piece {piece}");
+                body.extend_from_slice(&chunk);
+            }
+            assert_eq!(body, content, "piece {piece}");
+            let e = tar.next_entry().await.expect("ok").expect("entry");
+            assert_eq!((e.name.as_str(), e.size), ("e", 3));
+            let mut end = Vec::new();
+            while let Some(chunk) = tar.read_body(64).await.expect("body") {
+                end.extend_from_slice(&chunk);
+            }
+            assert_eq!(end, b"end", "piece {piece}");
+            assert_eq!(tar.next_entry().await.expect("ok"), None);
+            assert_eq!(tar.consumed, total, "piece {piece}");
         }
-        assert_eq!(body, vec![7u8; 700]);
-        assert_eq!(tar.next_entry().await.expect("ok"), None);
-        assert_eq!(tar.consumed, total);
     }
 
     #[tokio::test]
