@@ -69,6 +69,14 @@ pub struct ProcessIo {
     on_violation: OnViolation,
 }
 
+/// A process's streams dropped without `end` or `close` still let go of stdin: the writer task
+/// writes what is staged and delivers EOF, then ends (it would otherwise wait forever).
+impl Drop for ProcessIo {
+    fn drop(&mut self) {
+        self.stdin.end();
+    }
+}
+
 fn permits(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
 }
@@ -576,6 +584,40 @@ mod tests {
             Err(error.clone())
         );
         assert_eq!(settles("end", io.end()).await, Err(error));
+    }
+
+    #[tokio::test]
+    async fn an_empty_chunk_behind_staged_bytes_is_no_failure() {
+        let (io, mut guest) = process(64);
+        // The 16-byte pipe takes 16 bytes, the staging the other 4, then the empty chunks.
+        assert_eq!(io.try_write(&[b'a'; 20]), Ok(true));
+        settles("an empty write", io.write(b""))
+            .await
+            .expect("taken");
+        assert_eq!(io.try_write(b""), Ok(true));
+        let reader = tokio::spawn(async move {
+            let mut seen = Vec::new();
+            guest.read_to_end(&mut seen).await.map(|_| seen)
+        });
+        settles("end", io.end()).await.expect("ended");
+        let seen = settles("the guest reads", reader)
+            .await
+            .expect("joined")
+            .expect("read");
+        assert_eq!(seen, [b'a'; 20]);
+        assert_eq!(io.stdin_budget.available_permits(), 64);
+    }
+
+    #[tokio::test]
+    async fn streams_dropped_without_end_still_deliver_eof() {
+        let (io, mut guest) = process(64);
+        assert_eq!(io.try_write(&[b'a'; 20]), Ok(true));
+        drop(io);
+        let mut seen = Vec::new();
+        settles("the guest reads to EOF", guest.read_to_end(&mut seen))
+            .await
+            .expect("read");
+        assert_eq!(seen, [b'a'; 20]);
     }
 
     #[tokio::test]

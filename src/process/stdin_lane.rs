@@ -11,7 +11,8 @@
 //!   the writer task's waker while that task waits on the connection;
 //! - bytes a writer could not write go back to the front of the staging, before anything
 //!   staged meanwhile; whoever puts the connection back wakes the writer task if work is left;
-//! - a staged chunk holds its staging permits until its last byte is written;
+//! - a staged chunk is never empty, and holds its staging permits until its last byte is
+//!   written;
 //! - after a failure nothing more is written, every staged chunk is dropped, and the staging
 //!   budget is closed, so nobody waits for space that will never come back.
 
@@ -194,6 +195,10 @@ impl StdinLane {
         if lane.ended && admission.is_none() {
             return Err(OwnerError::state("stdin is already ended"));
         }
+        if chunk.is_empty() {
+            // Nothing to write; staged, it would meet a connection that takes nothing.
+            return Ok(Taken::Written);
+        }
         let direct = if lane.idle() { lane.input.take() } else { None };
         let Some(mut input) = direct else {
             lane.staged.push_back(Staged {
@@ -335,6 +340,7 @@ fn write_out(
     freed: &mut usize,
     cx: &mut Context<'_>,
 ) -> Poll<Result<bool, OwnerError>> {
+    // Never empty chunks (`take` stages none), so a write that takes nothing is a failure.
     while !staged.is_empty() {
         let mut slices = [IoSlice::new(&[]); SLICES_PER_WRITE];
         let mut count = 0;

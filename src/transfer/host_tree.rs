@@ -2,9 +2,10 @@
 //! call per transfer, no per-file crossing into JavaScript. The import walks, checks and reads
 //! files on one blocking thread that feeds the archive; the export writes every entry on one
 //! blocking thread fed by the archive. Every file is checked (descriptor identity against the
-//! walk, `O_NOFOLLOW`, exclusive creation, the umask), and the two sides hold at most
-//! `IN_FLIGHT_BYTES` of bodies in flight (`queue_depth` batches: an import's batch holds one
-//! chunk's bytes, an export's a quarter of that bound, written with one vectored write).
+//! walk, `O_NOFOLLOW`, exclusive creation, the umask). Between the two sides wait at most
+//! `queue_depth` batches, besides the one being gathered and the one being handled: an import's
+//! batch holds at most one chunk's bytes of bodies, an export's at most `export_batch_bytes`
+//! (written with one vectored write per file), so about `IN_FLIGHT_BYTES` plus two batches.
 
 use std::ffi::OsString;
 use std::fs::{self, File, OpenOptions, ReadDir};
