@@ -66,6 +66,36 @@ describe('docker process: exits and streams', () => {
     }
   });
 
+  test('empty writes between chunks and last before end are no failure', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/cat', args: [], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      const payload = randomBytes(8 * MiB);
+      const chunks = [];
+      streams.stdout.on('data', (chunk) => chunks.push(chunk));
+      const ended = new Promise((resolve, reject) => {
+        streams.stdout.on('end', resolve);
+        streams.stdout.on('error', reject);
+      });
+      const failed = new Promise((resolve) => streams.stdin.once('error', resolve));
+      // Written without waiting for drain, so the empty writes also land behind staged bytes.
+      for (let offset = 0; offset < payload.length; offset += 64 * 1024) {
+        streams.stdin.write(payload.subarray(offset, offset + 64 * 1024));
+        streams.stdin.write(Buffer.alloc(0));
+        if (offset % (1024 * 1024) === 0 && streams.stdin.writableNeedDrain) await new Promise((resolve) => streams.stdin.once('drain', resolve));
+      }
+      streams.stdin.write('');
+      streams.stdin.end();
+      const outcome = await Promise.race([ended.then(() => 'ended'), failed]);
+      assert.equal(outcome, 'ended');
+      assert.ok(Buffer.concat(chunks).equals(payload), 'cat echoed every byte in order');
+      assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
   test('a stalled consumer does not grow host memory past the staging bound', async () => {
     const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
     try {
