@@ -438,6 +438,25 @@ mod tests {
             .unwrap_or_else(|_| panic!("{what} did not settle"))
     }
 
+    type Reader = tokio::task::JoinHandle<std::io::Result<Vec<u8>>>;
+
+    /// The guest reading everything until EOF.
+    fn read_all(mut guest: DuplexStream) -> Reader {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            guest.read_to_end(&mut seen).await.map(|_| seen)
+        })
+    }
+
+    /// Ends stdin, then what the guest read.
+    async fn end_then_seen(io: &ProcessIo, reader: Reader) -> Vec<u8> {
+        settles("end", io.end()).await.expect("ended");
+        settles("the guest reads", reader)
+            .await
+            .expect("joined")
+            .expect("read")
+    }
+
     #[tokio::test]
     async fn close_ends_the_output_even_while_the_engine_sends_nothing() {
         let (output_tx, output_rx) =
@@ -466,7 +485,7 @@ mod tests {
 
     #[tokio::test]
     async fn try_write_stages_only_what_the_staging_holds_now_and_counts_it_once() {
-        let (io, mut guest) = process(8);
+        let (io, guest) = process(8);
         // The 16-byte pipe takes the first chunk straight away: nothing is staged.
         assert_eq!(io.try_write(&[b'a'; 16]), Ok(true));
         assert_eq!(io.stdin_budget.available_permits(), 8);
@@ -481,17 +500,12 @@ mod tests {
             let io = Arc::clone(&io);
             async move { io.write(b"jk").await }
         });
-        let mut seen = Vec::new();
-        let reader = tokio::spawn(async move { guest.read_to_end(&mut seen).await.map(|_| seen) });
+        let reader = read_all(guest);
         settles("the waiting write", waiting)
             .await
             .expect("joined")
             .expect("taken");
-        settles("end", io.end()).await.expect("ended");
-        let seen = settles("the guest reads", reader)
-            .await
-            .expect("joined")
-            .expect("read");
+        let seen = end_then_seen(&io, reader).await;
         assert_eq!(seen, [&[b'a'; 16][..], b"bcdefghijk"].concat());
         assert_eq!(
             io.try_write(b"late"),
@@ -527,11 +541,7 @@ mod tests {
                     .expect("taken");
             }
         }
-        settles("end", io.end()).await.expect("ended");
-        let seen = settles("the guest reads", reader)
-            .await
-            .expect("joined")
-            .expect("read");
+        let seen = end_then_seen(&io, reader).await;
         assert_eq!(seen.len(), sent.len());
         assert!(seen == sent, "the guest read the bytes in another order");
     }
@@ -588,22 +598,15 @@ mod tests {
 
     #[tokio::test]
     async fn an_empty_chunk_behind_staged_bytes_is_no_failure() {
-        let (io, mut guest) = process(64);
+        let (io, guest) = process(64);
         // The 16-byte pipe takes 16 bytes, the staging the other 4, then the empty chunks.
         assert_eq!(io.try_write(&[b'a'; 20]), Ok(true));
         settles("an empty write", io.write(b""))
             .await
             .expect("taken");
         assert_eq!(io.try_write(b""), Ok(true));
-        let reader = tokio::spawn(async move {
-            let mut seen = Vec::new();
-            guest.read_to_end(&mut seen).await.map(|_| seen)
-        });
-        settles("end", io.end()).await.expect("ended");
-        let seen = settles("the guest reads", reader)
-            .await
-            .expect("joined")
-            .expect("read");
+        let reader = read_all(guest);
+        let seen = end_then_seen(&io, reader).await;
         assert_eq!(seen, [b'a'; 20]);
         assert_eq!(io.stdin_budget.available_permits(), 64);
     }

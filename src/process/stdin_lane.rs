@@ -93,7 +93,8 @@ pub enum Taken {
 
 /// What the writer task found when it last drove the lane.
 enum Drive {
-    /// Nothing staged, nothing unflushed, not ended: wait to be woken.
+    /// Nothing to do now, or a direct write has the connection out (it wakes the task when it
+    /// puts it back): wait to be woken.
     Idle,
     /// EOF was delivered.
     Done,
