@@ -12,6 +12,7 @@ pub mod pax;
 pub mod policy;
 pub mod process;
 pub mod recovery;
+pub mod tar_block;
 pub mod transfer;
 
 // napi registers exports only outside test builds; the core's unit tests never need it.

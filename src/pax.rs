@@ -51,19 +51,20 @@ pub fn parse(body: &[u8]) -> Result<Records, String> {
     Ok(Records { path, size })
 }
 
+/// One record, its length counting itself (for tests that build PAX sets).
+#[cfg(test)]
+pub fn record(key: &str, value: &str) -> String {
+    let body = key.len() + value.len() + 3;
+    let mut length = body + 1;
+    while format!("{length}").len() + body != length {
+        length += 1;
+    }
+    format!("{length} {key}={value}\n")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// One record, its length counting itself.
-    fn record(key: &str, value: &str) -> String {
-        let body = key.len() + value.len() + 3;
-        let mut length = body + 1;
-        while format!("{length}").len() + body != length {
-            length += 1;
-        }
-        format!("{length} {key}={value}\n")
-    }
 
     #[test]
     fn records_are_read_by_their_length_not_their_newlines() {

@@ -449,8 +449,9 @@ fn map_name(target: &Target, name: &str, first: bool) -> Result<Option<String>, 
 mod tests {
     use super::*;
     use crate::lifecycle::driver::{ReadyFacts, StartContext};
+    use crate::tar_block::padding;
     use crate::transfer::options::TransferQuotas;
-    use crate::transfer::tar_write::{end_of_archive, entry_header, padding, Ownership};
+    use crate::transfer::tar_write::{end_of_archive, entry_header, Ownership};
     use futures::future::BoxFuture;
     use futures::StreamExt;
 

@@ -10,12 +10,13 @@ use tokio::sync::mpsc;
 use super::ledger::{EntryKind, Ledger};
 use super::options::TransferQuotas;
 use super::summary::{entry_error, quota_error, Summary};
-use super::tar_write::{end_of_archive, entry_header, padding, Ownership};
+use super::tar_write::{end_of_archive, entry_header, Ownership};
 use crate::input::{IssueCode, Seg};
 use crate::lifecycle::driver::{ArchiveUpload, TransferSettings};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::paths::{check, Anchor};
 use crate::policy::request::TransferBuffers;
+use crate::tar_block::padding;
 
 /// Pieces smaller than this (headers, padding, small bodies) are gathered into one piece of about
 /// this size before they go to the engine, so a tree of small files costs few sends.

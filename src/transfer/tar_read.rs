@@ -6,7 +6,7 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 
-use super::tar_write::{padding, BLOCK};
+use crate::tar_block::{padding, BLOCK};
 
 /// Largest GNU long name or PAX header we accept (names are bounded far below it anyway).
 const EXTENDED_HEADER_MAX: u64 = 64 * 1024;
@@ -122,7 +122,7 @@ impl TarReader {
         let mut long_name: Option<String> = None;
         let mut pax_size: Option<u64> = None;
         loop {
-            let block = self.take(BLOCK as usize).await?;
+            let block = self.take(BLOCK).await?;
             if block.iter().all(|&b| b == 0) {
                 self.finished = true;
                 self.drain_trailer().await?;

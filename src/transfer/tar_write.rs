@@ -3,7 +3,7 @@
 
 use tar::{EntryType, Header};
 
-pub const BLOCK: u64 = 512;
+use crate::tar_block::{padding, BLOCK};
 
 /// The sandbox user every imported entry belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,11 +21,6 @@ fn base_header(kind: EntryType, size: u64, mode: u32, owner: Ownership, mtime: u
     header.set_gid(owner.gid);
     header.set_mtime(mtime);
     header
-}
-
-/// Zero bytes that pad a body of `size` to the block size.
-pub fn padding(size: u64) -> usize {
-    ((BLOCK - size % BLOCK) % BLOCK) as usize
 }
 
 /// The header block(s) of one entry. Directories get a trailing `/`.
@@ -79,7 +74,7 @@ pub fn entry_header(
 
 /// Two zero blocks.
 pub fn end_of_archive() -> Vec<u8> {
-    vec![0; 2 * BLOCK as usize]
+    vec![0; 2 * BLOCK]
 }
 
 #[cfg(test)]

@@ -16,8 +16,8 @@ use bollard::Docker;
 use crate::docker::engine::with_causes;
 use crate::docker::layout::WORKSPACE;
 use crate::paths::{check, Anchor};
+use crate::tar_block::{padding, BLOCK};
 
-const BLOCK: usize = 512;
 /// The helper's marker entry.
 const MARKER_TYPEFLAG: u8 = b'N';
 /// The longest workspace-relative path a marker may carry (the helper defers only paths of at
@@ -37,10 +37,6 @@ pub(super) enum Piece {
     /// The body of `size` bytes of the workspace file `path`, to be read from the engine, then
     /// its padding.
     Fetch { path: String, size: u64 },
-}
-
-fn padding(size: u64) -> u64 {
-    (BLOCK as u64 - size % BLOCK as u64) % BLOCK as u64
 }
 
 /// A header's size field: octal, or GNU base-256.
@@ -197,7 +193,7 @@ impl Framer {
             self.state = State::Marker {
                 path: BytesMut::new(),
                 size,
-                left: size + padding(size),
+                left: size + padding(size) as u64,
             };
             return Ok(());
         }
@@ -209,7 +205,7 @@ impl Framer {
             self.state = State::Pax {
                 kept: BytesMut::new(),
                 size,
-                left: size + padding(size),
+                left: size + padding(size) as u64,
             };
             return Ok(());
         }
@@ -221,7 +217,7 @@ impl Framer {
                 ));
             }
             pieces.push(Piece::Fetch { path, size });
-            let pad = padding(size) as usize;
+            let pad = padding(size);
             if pad > 0 {
                 pieces.push(Piece::Bytes(Bytes::from(vec![0u8; pad])));
             }
@@ -229,7 +225,7 @@ impl Framer {
             return Ok(());
         }
         let left = size
-            .checked_add(padding(size))
+            .checked_add(padding(size) as u64)
             .ok_or("a header's size is too large")?;
         self.state = if left == 0 {
             State::Header
@@ -328,7 +324,7 @@ impl EngineEntry {
                     } else {
                         0
                     };
-                    let left = size.checked_add(padding(size)).ok_or_else(|| {
+                    let left = size.checked_add(padding(size) as u64).ok_or_else(|| {
                         format!("the engine's archive of {}: a size too large", self.path)
                     })?;
                     self.skip = (left > 0).then(|| (left, keep, BytesMut::new()));
@@ -387,6 +383,7 @@ pub(super) async fn fetch_body(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pax::record;
 
     fn header(name: &str, size: u64, typeflag: u8) -> Vec<u8> {
         let mut block = vec![0u8; BLOCK];
@@ -399,7 +396,7 @@ mod tests {
 
     fn padded(body: &[u8]) -> Vec<u8> {
         let mut out = body.to_vec();
-        out.resize(out.len() + padding(body.len() as u64) as usize, 0);
+        out.resize(out.len() + padding(body.len() as u64), 0);
         out
     }
 
@@ -438,7 +435,7 @@ mod tests {
         expected.extend(padded(b"hello"));
         expected.extend(header("workspace/big.bin", 1000, b'0'));
         expected.extend(b"<FETCHED>");
-        expected.extend(vec![0u8; padding(1000) as usize]);
+        expected.extend(vec![0u8; padding(1000)]);
         expected.extend(header("././@PaxHeader", 12, b'x'));
         expected.extend(padded(b"12 size=600\n"));
         expected.extend(header("workspace/pax", 1, b'0'));
@@ -456,21 +453,11 @@ mod tests {
         }
     }
 
-    /// One PAX record, its length counting itself.
-    fn record(key: &str, value: &str) -> Vec<u8> {
-        let body = key.len() + value.len() + 3;
-        let mut length = body + 1;
-        while format!("{length}").len() + body != length {
-            length += 1;
-        }
-        format!("{length} {key}={value}\n").into_bytes()
-    }
-
     #[test]
     fn a_name_that_looks_like_records_cannot_forge_a_size_or_a_marker() {
         // A guest's file name holding "\n3 size=0", and a body holding a marker and a header.
         let name = format!("{}\n3 size=0", "n".repeat(100));
-        let pax = record("path", &name);
+        let pax = record("path", &name).into_bytes();
         let mut body = header("././@NativeSandboxDeferred", 9, b'N');
         body.extend(padded(b"../escape"));
         body.extend(header("x", 1234, b'0'));
@@ -492,7 +479,7 @@ mod tests {
     fn a_marker_with_a_large_body_after_its_pax_set_is_fetched_and_a_bad_path_refused() {
         let mut archive = header("././@NativeSandboxDeferred", 5, b'N');
         archive.extend(padded(b"a/big"));
-        let pax = record("size", "9000000001");
+        let pax = record("size", "9000000001").into_bytes();
         archive.extend(header("././@PaxHeader", pax.len() as u64, b'x'));
         archive.extend(padded(&pax));
         archive.extend(header("workspace/a/big", 0o77_777_777_777, b'0'));
