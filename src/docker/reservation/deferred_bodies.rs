@@ -73,20 +73,36 @@ enum State {
     Header,
     /// Passing on the rest of an entry's body and padding.
     Body { left: u64 },
-    /// Passing on a PAX record set while keeping it (`size` bytes, then padding).
-    Pax {
+    /// Keeping the first `size` bytes of an entry's body (then its padding, `left` in all).
+    Kept {
+        what: Kept,
         kept: BytesMut,
-        size: u64,
-        left: u64,
-    },
-    /// Reading a marker's path (`size` bytes, then padding), passed on to nobody.
-    Marker {
-        path: BytesMut,
         size: u64,
         left: u64,
     },
     /// After the first end-of-archive block: everything is passed on.
     Trailer,
+}
+
+impl State {
+    /// Keeping a body of `size` bytes (bounded by the caller) and its padding.
+    fn kept(what: Kept, size: u64) -> Self {
+        State::Kept {
+            what,
+            kept: BytesMut::new(),
+            size,
+            left: size + padding(size) as u64,
+        }
+    }
+}
+
+/// An entry whose body the framer keeps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kept {
+    /// A PAX record set, passed on as it is.
+    Pax,
+    /// A marker's path, passed on to nobody.
+    Marker,
 }
 
 /// Cuts the helper's archive into pieces, finding its markers.
@@ -125,35 +141,35 @@ impl Framer {
                         self.state = State::Header;
                     }
                 }
-                State::Pax { kept, size, left } => {
+                State::Kept {
+                    what,
+                    kept,
+                    size,
+                    left,
+                } => {
                     let n = bytes
                         .len()
                         .min(usize::try_from(*left).unwrap_or(usize::MAX));
                     let piece = bytes.split_to(n);
                     let wanted = (*size).saturating_sub(kept.len() as u64);
                     kept.extend_from_slice(&piece[..n.min(wanted as usize)]);
-                    pieces.push(Piece::Bytes(piece));
-                    *left -= n as u64;
-                    if *left == 0 {
-                        self.pax_size = pax_size(kept)?;
-                        self.state = State::Header;
+                    if *what == Kept::Pax {
+                        pieces.push(Piece::Bytes(piece));
                     }
-                }
-                State::Marker { path, size, left } => {
-                    let n = bytes
-                        .len()
-                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    let piece = bytes.split_to(n);
-                    let wanted = (*size).saturating_sub(path.len() as u64);
-                    path.extend_from_slice(&piece[..n.min(wanted as usize)]);
                     *left -= n as u64;
                     if *left == 0 {
-                        let path = String::from_utf8(path.to_vec())
-                            .map_err(|_| "a deferred path is not UTF-8".to_owned())?;
-                        // Only a workspace-relative path is ever read through the engine.
-                        check(&path, Anchor::Relative)
-                            .map_err(|(_, why)| format!("a deferred path {path:?}: {why}"))?;
-                        self.deferred = Some(path);
+                        match what {
+                            Kept::Pax => self.pax_size = pax_size(kept)?,
+                            Kept::Marker => {
+                                let path = String::from_utf8(kept.to_vec())
+                                    .map_err(|_| "a deferred path is not UTF-8".to_owned())?;
+                                // Only a workspace-relative path is ever read through the engine.
+                                check(&path, Anchor::Relative).map_err(|(_, why)| {
+                                    format!("a deferred path {path:?}: {why}")
+                                })?;
+                                self.deferred = Some(path);
+                            }
+                        }
                         self.state = State::Header;
                     }
                 }
@@ -190,11 +206,7 @@ impl Framer {
             if size > MARKER_PATH_MAX {
                 return Err(format!("a deferred path of {size} bytes"));
             }
-            self.state = State::Marker {
-                path: BytesMut::new(),
-                size,
-                left: size + padding(size) as u64,
-            };
+            self.state = State::kept(Kept::Marker, size);
             return Ok(());
         }
         pieces.push(Piece::Bytes(header));
@@ -202,11 +214,7 @@ impl Framer {
             if size > PAX_MAX {
                 return Err(format!("a PAX record set of {size} bytes"));
             }
-            self.state = State::Pax {
-                kept: BytesMut::new(),
-                size,
-                left: size + padding(size) as u64,
-            };
+            self.state = State::kept(Kept::Pax, size);
             return Ok(());
         }
         let size = self.pax_size.take().unwrap_or(size);
