@@ -3,9 +3,10 @@
 // entries' modes, owner and modification times (directories included), a later import replacing
 // what is in its way, and a helper that fails or is abandoned reported and stopped.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
+import { promisify } from 'node:util';
 import { fileFromBytes, SandboxOperationError, SandboxStateError } from 'native-sandbox';
 import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
 
@@ -14,6 +15,7 @@ const backend = dockerBackend(namespace);
 after(() => assert.deepEqual(leftovers(namespace), NOTHING));
 
 const directory = (path) => ({ kind: 'directory', path });
+const execFileAsync = promisify(execFile);
 
 /** Every entry of the workspace as the guest sees it: type, mode, owner, size, mtime. */
 async function listing(sandbox) {
@@ -171,5 +173,115 @@ test('an abandoned import stops the helper, and the next transfer runs it again'
     assert.equal(holderRunning(sandbox), false);
   } finally {
     await sandbox.destroy();
+  }
+});
+
+/** A file entry whose body arrives in chunks of 64 KiB, calling `midway` (and waiting for it) once half of it was given. */
+function slowFile(path, bytes, { executable = false, midway }) {
+  return {
+    kind: 'file',
+    path,
+    byteLength: bytes.length,
+    executable,
+    async *open() {
+      const chunk = 64 * 1024;
+      const half = Math.floor(bytes.length / 2 / chunk) * chunk;
+      for (let at = 0; at < bytes.length; at += chunk) {
+        if (at === half) await midway();
+        yield bytes.subarray(at, Math.min(bytes.length, at + chunk));
+      }
+    },
+  };
+}
+
+test('a file of 16 MiB or more, written through the engine, is what the helper would have made: bytes, mode, owner, time, its place cleared, its directory keeping its time', async () => {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    await sandbox.importTree([fileFromBytes('d/was-dir/inner/x', Buffer.from('x')), fileFromBytes('d/was-file', Buffer.from('old'))]);
+    const long = `d/${'n'.repeat(150)}.bin`;
+    const large = randomBytes(16 * 1024 * 1024);
+    const second = Math.floor(Date.now() / 1000);
+    await sandbox.importTree([
+      fileFromBytes('d/before', Buffer.from('before')),
+      // The import outlasts a second while the engine writes into `d`: `d` still takes its
+      // entry's time, set once nothing more is written in it.
+      slowFile(long, large, { executable: true, midway: () => new Promise((resolve) => setTimeout(resolve, 1100)) }),
+      fileFromBytes('d/was-dir', large, { chunkBytes: 64 * 1024 }),
+      fileFromBytes('d/was-file', large, { chunkBytes: 64 * 1024 }),
+      fileFromBytes('d/after/z', Buffer.from('z')),
+    ]);
+    const entries = await listing(sandbox);
+    const byPath = Object.fromEntries(entries.map((entry) => [entry.path, entry]));
+    assert.deepEqual(
+      entries.map((e) => [e.path, e.type, e.mode, e.type === 'directory' ? 0 : e.size]),
+      [
+        ['d', 'directory', '755', 0],
+        ['d/after', 'directory', '755', 0],
+        ['d/after/z', 'regular file', '644', 1],
+        ['d/before', 'regular file', '644', 6],
+        [long, 'regular file', '755', large.length],
+        ['d/was-dir', 'regular file', '644', large.length],
+        ['d/was-file', 'regular file', '644', large.length],
+      ],
+    );
+    for (const entry of entries) assert.equal(entry.owner, '65532:65532', `${entry.path} belongs to the sandbox user`);
+    const time = byPath['d/before'].mtime;
+    assert.ok(time >= second, `the second import's time (${time} ≥ ${second})`);
+    for (const path of ['d', long, 'd/was-dir', 'd/after', 'd/after/z']) assert.equal(byPath[path].mtime, time, path);
+    await sandbox.stop();
+    const seen = {};
+    await sandbox.exportTree({ kind: 'files', paths: [long, 'd/was-dir'] }, async (entry) => {
+      const chunks = [];
+      for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+      seen[entry.path] = Buffer.concat(chunks);
+    });
+    assert.ok(seen[long].equals(large) && seen['d/was-dir'].equals(large), 'byte-exact');
+    assert.equal(holderRunning(sandbox), false, 'the helper exited with its import');
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
+test('while a large body goes through the engine: an abandoned import stops the helper and the upload; a killed helper fails the import, naming it', async () => {
+  const large = randomBytes(20 * 1024 * 1024);
+  const abandoned = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const controller = new AbortController();
+    const entries = [fileFromBytes('a/first', Buffer.from('first')), slowFile('a/large', large, { midway: async () => controller.abort() }), fileFromBytes('a/last', Buffer.from('last'))];
+    const error = await abandoned.importTree(entries, { signal: controller.signal }).catch((e) => e);
+    assert.equal(error.code, 'cancelled', `${error}`);
+    assert.equal(holderRunning(abandoned), false);
+    await abandoned.stop();
+    // The next transfer runs the helper again: it sees what the import wrote before it was
+    // abandoned, and nothing after.
+    const seen = {};
+    await abandoned.exportTree({ kind: 'workspace' }, async (entry) => {
+      if (entry.kind !== 'file') return;
+      const chunks = [];
+      for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+      seen[entry.path] = Buffer.concat(chunks);
+    });
+    assert.equal(seen['a/first']?.toString(), 'first');
+    assert.ok(!('a/last' in seen), 'nothing after the abandoned body');
+    assert.ok((seen['a/large']?.length ?? 0) < large.length, 'the large body was cut short');
+    assert.equal(holderRunning(abandoned), false);
+  } finally {
+    await abandoned.destroy();
+  }
+  const killed = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    // The engine holds the holder while it extracts: the kill lands once the large file is
+    // written, and the next entry's body waits for it.
+    let killing;
+    const entries = [
+      slowFile('b/large', large, { midway: async () => { killing = execFileAsync('docker', ['kill', holderOf(killed)]); } }),
+      { kind: 'file', path: 'b/last', byteLength: 4, executable: false, async *open() { await killing; yield Buffer.from('last'); } },
+    ];
+    const error = await killed.importTree(entries).catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, `${error}`);
+    assert.match(error.message, /the workspace helper failed \(exit status 137\)/);
+    assert.throws(() => killed.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: killed.workspace }), SandboxStateError);
+  } finally {
+    await killed.destroy();
   }
 });

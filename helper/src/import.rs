@@ -13,6 +13,14 @@
 //! what earlier imports made (directories 0755, files 0644 or 0755, all the sandbox user's): the
 //! helper, running as that user, can always write there, as the engine's root could.
 //!
+//! A marker entry (typeflag `N`, no body) says that the next file entry's body is not in the
+//! archive: the host writes that file through the engine's archive endpoint, whose writes are
+//! not charged to the holder's memory limit, so a large file stays in the page cache. The helper
+//! prepares its place as for any file (its parents open, whatever is at its name removed), then
+//! writes `READY` to stdout and goes on with the entry after it; the host writes the next entry
+//! only once the engine has written the file. The file's directory takes its time afterwards,
+//! as always, so the engine's write does not change it.
+//!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, from the workspace root,
 //! so nothing is written through a link. The archive is the host's (`src/transfer/import.rs`):
 //! ustar or GNU headers, GNU long names, directories and regular files only; anything else, a
@@ -32,6 +40,8 @@ use crate::tar::{padding, BLOCK};
 const LONG_NAME_MAX: u64 = 4_096;
 /// Directories below one being removed, at most.
 const REMOVE_DEPTH_MAX: usize = 256;
+/// What the helper writes on stdout once a marked file's place is ready.
+pub const READY: &[u8] = b"R";
 
 /// One entry's header, its name already taken from a long-name entry when there was one.
 struct Header {
@@ -47,6 +57,8 @@ enum Kind {
     Directory,
     File,
     LongName,
+    /// The next file's body comes through the engine.
+    Marker,
 }
 
 /// A number field: octal digits (padded with spaces or NULs), or GNU base-256 when its first
@@ -151,6 +163,7 @@ fn header(block: &[u8; BLOCK]) -> Result<Option<Header>, Failure> {
         b'0' | 0 => Kind::File,
         b'5' => Kind::Directory,
         b'L' => Kind::LongName,
+        b'N' => Kind::Marker,
         other => {
             return Err(refused(format!(
                 "{}: entry type {:?} is not imported",
@@ -420,8 +433,13 @@ fn copy_body(
     Ok(())
 }
 
-/// Extracts the archive on `input` into `root`, then reads `input` to its end.
-pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
+/// Extracts the archive on `input` into `root`, then reads `input` to its end; `ready` hears
+/// `READY` once the place of each marked file is prepared.
+pub fn import(
+    input: &mut impl Source,
+    root: &OwnedFd,
+    ready: &mut impl Write,
+) -> Result<(), Failure> {
     // Modes are the entries' own, not narrowed by the holder's umask.
     // SAFETY: `umask` only sets this process's file mode creation mask.
     unsafe { libc::umask(0) };
@@ -429,6 +447,7 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
     let mut block = [0u8; BLOCK];
     let mut buffer = vec![0u8; 256 * 1024];
     let mut long_name: Option<Vec<u8>> = None;
+    let mut marked = false;
     loop {
         if !read_block(input, &mut block)? {
             return Err(truncated());
@@ -436,6 +455,13 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
         let Some(mut entry) = header(&block)? else {
             break;
         };
+        if entry.kind == Kind::Marker {
+            if marked || entry.size != 0 {
+                return Err(refused("a marker that does not mark one file".into()));
+            }
+            marked = true;
+            continue;
+        }
         if entry.kind == Kind::LongName {
             if entry.size > LONG_NAME_MAX {
                 return Err(refused(format!("a long name of {} bytes", entry.size)));
@@ -463,6 +489,12 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
         let last = parts[parts.len() - 1];
         let parent = chain.parent(root, &parts, &shown)?;
         match entry.kind {
+            Kind::Directory if marked => {
+                return Err(refused(format!(
+                    "{}: a marked entry is not a file",
+                    String::from_utf8_lossy(&shown)
+                )))
+            }
             Kind::Directory => {
                 let fd = make_directory(parent, last, entry.mode, &shown)?;
                 let body = entry
@@ -477,6 +509,14 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
                 skip(input, body)?;
                 chain.open.push((shown, fd, Some(entry.mtime)));
             }
+            _ if marked => {
+                remove(parent, last, &shown, 0)?;
+                ready
+                    .write_all(READY)
+                    .and_then(|()| ready.flush())
+                    .map_err(|e| Failure::Io(format!("answering a marker: {e}")))?;
+                marked = false;
+            }
             _ => {
                 let mut file = create_file(parent, last, entry.mode, &shown)?;
                 copy_body(input, &mut file, entry.size, &mut buffer, &shown)?;
@@ -485,6 +525,9 @@ pub fn import(input: &mut impl Source, root: &OwnedFd) -> Result<(), Failure> {
                 skip(input, padding(entry.size) as u64)?;
             }
         }
+    }
+    if marked {
+        return Err(refused("a marker that does not mark one file".into()));
     }
     chain.truncate(0)?;
     // The second end-of-archive block and anything after it: read to the end, so the host's
@@ -571,7 +614,8 @@ mod tests {
             (b"was-link/", b'5', b""),
             (b"was-link/y", b'0', &[7u8; 70_000]),
         ]);
-        import(&mut input.as_slice(), &root).unwrap_or_else(|_| panic!("import failed"));
+        import(&mut input.as_slice(), &root, &mut Vec::new())
+            .unwrap_or_else(|_| panic!("import failed"));
         assert_eq!(std::fs::read(dir.join(&long)).expect("long"), b"long");
         assert_eq!(std::fs::read(dir.join("was-file/x")).expect("x"), b"x");
         assert_eq!(
@@ -597,27 +641,77 @@ mod tests {
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
+    /// The marker entry, as the host writes it before a file whose body the engine writes.
+    fn marker() -> Vec<u8> {
+        crate::tar::header(b"", 0, 0o644, b'N', b"").to_vec()
+    }
+
+    /// A file's header without its body.
+    fn bodiless(name: &[u8], size: u64) -> Vec<u8> {
+        crate::tar::header(name, size, 0o640, b'0', b"").to_vec()
+    }
+
+    #[test]
+    fn a_marked_file_has_its_place_prepared_and_no_body() {
+        let (dir, root) = scratch();
+        std::fs::create_dir_all(dir.join("d/big/inner")).expect("seed");
+        std::fs::write(dir.join("d/big/inner/x"), b"x").expect("seed");
+        let mut input = archive(&[(b"d/", b'5', b"")]);
+        input.truncate(input.len() - 2 * BLOCK);
+        input.extend(marker());
+        input.extend(bodiless(b"d/big", 1 << 30));
+        input.extend(archive(&[(b"d/after", b'0', b"after")]));
+        let mut ready = Vec::new();
+        import(&mut input.as_slice(), &root, &mut ready)
+            .unwrap_or_else(|_| panic!("import failed"));
+        assert_eq!(ready, READY, "one answer for the one marker");
+        assert!(
+            !dir.join("d/big").exists(),
+            "what was at the marked name is removed"
+        );
+        assert_eq!(std::fs::read(dir.join("d/after")).expect("after"), b"after");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    #[test]
+    fn a_marker_marks_exactly_one_file() {
+        let (dir, root) = scratch();
+        let cases: [Vec<u8>; 3] = [
+            [marker(), archive(&[(b"d/", b'5', b"")])].concat(),
+            [marker(), marker(), bodiless(b"f", 1)].concat(),
+            [marker(), vec![0u8; 2 * BLOCK]].concat(),
+        ];
+        for input in cases {
+            let mut ready = Vec::new();
+            assert!(
+                matches!(import(&mut input.as_slice(), &root, &mut ready), Err(Failure::Refused(m)) if m.contains("mark")),
+            );
+            assert!(ready.is_empty());
+        }
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
     #[test]
     fn refuses_what_it_does_not_extract() {
         let (dir, root) = scratch();
         let mut short = archive(&[(b"f", b'0', &[1u8; 1000])]);
         short.truncate(BLOCK + 600);
         assert!(
-            matches!(import(&mut short.as_slice(), &root), Err(Failure::Io(m)) if m.contains("ended before"))
+            matches!(import(&mut short.as_slice(), &root, &mut Vec::new()), Err(Failure::Io(m)) if m.contains("ended before"))
         );
         let link = archive(&[(b"l", b'2', b"")]);
         assert!(
-            matches!(import(&mut link.as_slice(), &root), Err(Failure::Refused(m)) if m.contains("entry type '2'"))
+            matches!(import(&mut link.as_slice(), &root, &mut Vec::new()), Err(Failure::Refused(m)) if m.contains("entry type '2'"))
         );
         let escape = archive(&[(b"../x", b'0', b"")]);
         assert!(matches!(
-            import(&mut escape.as_slice(), &root),
+            import(&mut escape.as_slice(), &root, &mut Vec::new()),
             Err(Failure::Refused(_))
         ));
         let mut bad = archive(&[(b"f", b'0', b"")]);
         bad[0] = b'g';
         assert!(
-            matches!(import(&mut bad.as_slice(), &root), Err(Failure::Refused(m)) if m.contains("checksum"))
+            matches!(import(&mut bad.as_slice(), &root, &mut Vec::new()), Err(Failure::Refused(m)) if m.contains("checksum"))
         );
         assert!(!dir.join("x").exists() && !dir.join("../x").exists());
         std::fs::remove_dir_all(&dir).expect("cleanup");

@@ -22,7 +22,8 @@
 //! reads through the engine's archive endpoint (`src/docker/reservation/deferred_bodies.rs`).
 //!
 //! A request of `/import` is followed by an import archive, which the helper extracts into the
-//! workspace (`import.rs`); it writes nothing on stdout.
+//! workspace (`import.rs`); on stdout it only answers the archive's markers, which say that a
+//! file's body comes through the engine's archive endpoint instead.
 //!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, starting from the
 //! workspace root, so nothing outside the workspace and nothing outside the selection is ever
@@ -439,7 +440,7 @@ fn run() -> Result<(), Failure> {
         }
         path.pop();
         if path == IMPORT_REQUEST {
-            return import::import(&mut requests, &root);
+            return import::import(&mut requests, &root, &mut out);
         }
         if path == TREE_REQUEST {
             let mut relative = Vec::new();

@@ -4,6 +4,7 @@ use bollard::body_try_stream;
 use bollard::query_parameters::{
     DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
+use bollard::Docker;
 use bytes::Bytes;
 use futures::future::FutureExt;
 use futures::StreamExt;
@@ -38,37 +39,7 @@ impl DockerReservation {
             return Ok(upload);
         }
         let holder = self.holder().await?;
-        // The engine answers an upload only after extracting all of it: no request timeout.
-        let docker = self.settings.docker.clone().with_timeout(UPLOAD_TIMEOUT);
-        let (sink, receiver) = tokio::sync::mpsc::channel::<Bytes>(UPLOAD_QUEUE);
-        let body = futures::stream::unfold(receiver, |mut receiver| async move {
-            receiver
-                .recv()
-                .await
-                .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
-        });
-        let options = UploadToContainerOptionsBuilder::default()
-            .path(WORKSPACE)
-            .build();
-        let upload = tokio::spawn(async move {
-            docker
-                .upload_to_container(&holder, Some(options), body_try_stream(body))
-                .await
-                .map_err(|e| engine_error("importing into the workspace", e))
-        });
-        // Dropping `done` (an abandoned import) aborts the request itself, closing its
-        // connection, instead of leaving it to wait on the engine for up to UPLOAD_TIMEOUT.
-        let abort = AbortOnDrop(upload.abort_handle());
-        let done = async move {
-            let _abort = abort;
-            upload.await.unwrap_or_else(|e| {
-                Err(OwnerError::driver(format!(
-                    "the import upload ended abnormally: {e}"
-                )))
-            })
-        }
-        .boxed();
-        Ok(ArchiveUpload { sink, done })
+        Ok(engine_upload(&self.settings.docker, holder))
     }
 
     pub(super) async fn run_open_export(
@@ -111,4 +82,39 @@ impl DockerReservation {
             futures::stream::iter(first.map(Ok)).chain(rest).boxed(),
         ))
     }
+}
+
+/// An archive upload into the workspace of `holder` through the engine's archive endpoint.
+pub(super) fn engine_upload(docker: &Docker, holder: String) -> ArchiveUpload {
+    // The engine answers an upload only after extracting all of it: no request timeout.
+    let docker = docker.clone().with_timeout(UPLOAD_TIMEOUT);
+    let (sink, receiver) = tokio::sync::mpsc::channel::<Bytes>(UPLOAD_QUEUE);
+    let body = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver
+            .recv()
+            .await
+            .map(|chunk| (Ok::<Bytes, std::io::Error>(chunk), receiver))
+    });
+    let options = UploadToContainerOptionsBuilder::default()
+        .path(WORKSPACE)
+        .build();
+    let upload = tokio::spawn(async move {
+        docker
+            .upload_to_container(&holder, Some(options), body_try_stream(body))
+            .await
+            .map_err(|e| engine_error("importing into the workspace", e))
+    });
+    // Dropping `done` (an abandoned import) aborts the request itself, closing its connection,
+    // instead of leaving it to wait on the engine for up to UPLOAD_TIMEOUT.
+    let abort = AbortOnDrop(upload.abort_handle());
+    let done = async move {
+        let _abort = abort;
+        upload.await.unwrap_or_else(|e| {
+            Err(OwnerError::driver(format!(
+                "the import upload ended abnormally: {e}"
+            )))
+        })
+    }
+    .boxed();
+    ArchiveUpload { sink, done }
 }

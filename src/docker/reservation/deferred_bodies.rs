@@ -16,7 +16,7 @@ use bollard::Docker;
 use crate::docker::engine::with_causes;
 use crate::docker::layout::WORKSPACE;
 use crate::paths::{check, Anchor};
-use crate::tar_block::{padding, BLOCK};
+use crate::tar_block::{padding, size_field, BLOCK};
 
 /// The helper's marker entry.
 const MARKER_TYPEFLAG: u8 = b'N';
@@ -37,28 +37,6 @@ pub(super) enum Piece {
     /// The body of `size` bytes of the workspace file `path`, to be read from the engine, then
     /// its padding.
     Fetch { path: String, size: u64 },
-}
-
-/// A header's size field: octal, or GNU base-256.
-fn size_field(header: &[u8]) -> Option<u64> {
-    let field = &header[124..136];
-    if field[0] & 0x80 != 0 {
-        return field[1..]
-            .iter()
-            .try_fold(u64::from(field[0] & 0x7f), |value, &b| {
-                value.checked_mul(256)?.checked_add(u64::from(b))
-            });
-    }
-    let text: Vec<u8> = field
-        .iter()
-        .copied()
-        .skip_while(|&b| b == b' ')
-        .take_while(|&b| b != 0 && b != b' ')
-        .collect();
-    if text.is_empty() {
-        return Some(0);
-    }
-    u64::from_str_radix(std::str::from_utf8(&text).ok()?, 8).ok()
 }
 
 /// The `size` of a PAX record set (read by its records' lengths), if it has one.

@@ -2,24 +2,34 @@
 //! the helper's stdin after the `/import` request, and the helper extracts it into the workspace
 //! as the sandbox's user, never following a link (`helper/src/import.rs`). The engine's archive
 //! endpoint extracts the same archive several times slower on trees of small files, reading it
-//! as root.
+//! as root; but each large file's body goes through it (`import_bodies.rs`), so the file stays
+//! in the page cache.
+
+use std::pin::Pin;
 
 use bollard::container::{AttachContainerResults, LogOutput};
+use bollard::Docker;
 use bytes::Bytes;
 use futures::future::FutureExt;
+use futures::stream::{Fuse, Stream};
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
+use super::archive::engine_upload;
 use super::helper_run::{exit_failure, keep_stderr, kill, Fallback, HelperRun};
+use super::import_bodies::{marker, ImportFramer, Step, ENGINE_BODY_MIN};
 use super::DockerReservation;
 use crate::lifecycle::driver::ArchiveUpload;
 use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::transfer::tar_write::end_of_archive;
 
 /// Archive pieces queued between the import and the helper.
 const QUEUE: usize = 4;
 /// The request that asks the helper to extract the archive that follows it.
 const IMPORT_REQUEST: &[u8] = b"/import\0";
+/// The helper's answer to a marker (`helper/src/import.rs`): the marked file's place is ready.
+const READY: &[u8] = b"R";
 
 impl DockerReservation {
     /// The import through the helper, or `None` when this holder has no helper (one made by an
@@ -51,16 +61,206 @@ impl DockerReservation {
 
 /// Why the relay stopped writing.
 enum Written {
-    /// Every piece reached the helper and its stdin was closed.
+    /// Every piece reached the helper (or the engine) and the helper's stdin was closed.
     All,
     /// The import was abandoned: the helper is killed.
     Abandoned,
-    /// Writing to the helper failed (it exited early, or the engine connection broke).
+    /// Writing to the helper or the engine failed (the helper exited early, the engine refused
+    /// a file, or the engine connection broke).
     Failed(String),
 }
 
-/// Writes the request and then every piece to the helper while collecting its stderr, closes its
-/// stdin after the last piece, and reports how the helper exited. An abandoned import kills it.
+/// The helper's attached output.
+type Output = Fuse<Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>>;
+
+/// The helper's attached streams, and what it said on stderr.
+struct Helper {
+    input: Pin<Box<dyn AsyncWrite + Send>>,
+    output: Output,
+    stderr: Vec<u8>,
+    /// Its output ended: it exited, or the engine connection broke.
+    ended: bool,
+}
+
+/// What the helper's next output was.
+enum Heard {
+    /// Stderr, kept, or nothing of note.
+    Nothing,
+    /// Its answer to a marker: the marked file's place is ready.
+    Ready,
+    /// Its output ended.
+    Ended,
+}
+
+impl Helper {
+    /// The helper's next output (`Ended` for good once it ended).
+    async fn hear(&mut self) -> Heard {
+        if self.ended {
+            return Heard::Ended;
+        }
+        match self.output.next().await {
+            Some(Ok(LogOutput::StdErr { message })) => {
+                keep_stderr(&mut self.stderr, &message);
+                Heard::Nothing
+            }
+            Some(Ok(LogOutput::StdOut { message })) if message.as_ref() == READY => Heard::Ready,
+            Some(Ok(_)) => Heard::Nothing,
+            Some(Err(_)) | None => {
+                self.ended = true;
+                Heard::Ended
+            }
+        }
+    }
+
+    /// Waits for the helper's answer to a marker.
+    async fn ready(&mut self, name: &str) -> Result<(), String> {
+        loop {
+            match self.hear().await {
+                Heard::Ready => return Ok(()),
+                Heard::Nothing => {}
+                Heard::Ended => {
+                    return Err(format!(
+                        "the workspace helper ended before preparing the place of {name}"
+                    ))
+                }
+            }
+        }
+    }
+
+    async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
+        self.input
+            .write_all(bytes)
+            .await
+            .map_err(|e| format!("writing the import archive to the workspace helper: {e}"))
+    }
+}
+
+/// A large file on its way through the engine.
+struct EngineFile {
+    name: String,
+    upload: ArchiveUpload,
+}
+
+impl EngineFile {
+    /// Sends `bytes` of the file's archive; a refused send is the upload's own failure.
+    async fn send(&mut self, bytes: Bytes) -> Result<(), String> {
+        if self.upload.sink.send(bytes).await.is_ok() {
+            return Ok(());
+        }
+        // The upload ended before its archive did: its result says why.
+        let failure = match (&mut self.upload.done).await {
+            Err(e) => e.to_string(),
+            Ok(()) => "the engine answered before the archive ended".to_owned(),
+        };
+        Err(self.failed(&failure))
+    }
+
+    /// Ends the file's archive and waits for the engine to have written it.
+    async fn finish(mut self) -> Result<(), String> {
+        self.send(Bytes::from(end_of_archive())).await?;
+        let EngineFile { name, upload } = self;
+        drop(upload.sink);
+        upload
+            .done
+            .await
+            .map_err(|e| format!("writing {name} through the engine's archive endpoint: {e}"))
+    }
+
+    fn failed(&self, why: &str) -> String {
+        format!(
+            "writing {} through the engine's archive endpoint: {why}",
+            self.name
+        )
+    }
+}
+
+/// Writes the request and then the archive: to the helper, but each large file's body to the
+/// engine (`import_bodies.rs`) once the helper has prepared its place. Closes the helper's
+/// stdin after the last piece. Stderr is collected meanwhile, so a helper that fails is heard
+/// at once.
+async fn write_archive(
+    docker: &Docker,
+    holder: &str,
+    helper: &mut Helper,
+    pieces: &mut mpsc::Receiver<Bytes>,
+) -> Written {
+    let mut framer = ImportFramer::new(ENGINE_BODY_MIN);
+    let mut engine: Option<EngineFile> = None;
+    if let Err(why) = helper.write(IMPORT_REQUEST).await {
+        return Written::Failed(why);
+    }
+    loop {
+        let piece = tokio::select! {
+            biased;
+            heard = helper.hear() => match heard {
+                Heard::Nothing => continue,
+                // The helper exited (or the engine connection broke) before the archive
+                // ended, or answered a marker it was not sent.
+                Heard::Ended => {
+                    return Written::Failed(
+                        "the workspace helper ended before the import archive did".into(),
+                    )
+                }
+                Heard::Ready => {
+                    return Written::Failed(
+                        "the workspace helper answered a marker it was not sent".into(),
+                    )
+                }
+            },
+            piece = pieces.recv() => piece,
+        };
+        let Some(piece) = piece else {
+            // An archive that ends inside a large body drops its upload (the request is
+            // aborted); the helper then reads a truncated archive and says so.
+            drop(engine);
+            return match helper.input.shutdown().await {
+                Ok(()) => Written::All,
+                Err(e) => Written::Failed(format!("closing the workspace helper's stdin: {e}")),
+            };
+        };
+        for step in framer.feed(piece) {
+            let done = match step {
+                Step::Helper(bytes) => helper.write(&bytes).await,
+                Step::EngineStart {
+                    name,
+                    long_name,
+                    header,
+                } => {
+                    let mut marked = marker().to_vec();
+                    marked.extend_from_slice(&header);
+                    let started = async {
+                        helper.write(&marked).await?;
+                        helper.ready(&name).await?;
+                        let mut file = EngineFile {
+                            name,
+                            upload: engine_upload(docker, holder.to_owned()),
+                        };
+                        if let Some(long_name) = long_name {
+                            file.send(long_name).await?;
+                        }
+                        file.send(header).await?;
+                        Ok(file)
+                    };
+                    started.await.map(|file| engine = Some(file))
+                }
+                Step::Engine(bytes) => match &mut engine {
+                    Some(file) => file.send(bytes).await,
+                    None => Err("a body for the engine outside a large file".into()),
+                },
+                Step::EngineEnd => match engine.take() {
+                    Some(file) => file.finish().await,
+                    None => Err("the end of a large file that was not begun".into()),
+                },
+            };
+            if let Err(why) = done {
+                return Written::Failed(why);
+            }
+        }
+    }
+}
+
+/// Writes the archive (`write_archive`), then reports how the helper exited. An abandoned
+/// import kills it; a failed write closes its stdin, so it reads a truncated archive and exits.
 async fn relay(
     run: HelperRun,
     mut pieces: mpsc::Receiver<Bytes>,
@@ -72,65 +272,39 @@ async fn relay(
         attached,
         permit,
     } = run;
-    let AttachContainerResults { output, mut input } = attached;
-    // The helper's stderr is read beside the writing, so a helper that fails is heard at once.
-    let mut output = output.fuse();
-    let mut stderr = Vec::new();
-    let mut output_ended = false;
-    let mut request: Option<Bytes> = Some(Bytes::from_static(IMPORT_REQUEST));
-    let written = loop {
-        let piece = match request.take() {
-            Some(request) => Some(request),
-            None => tokio::select! {
-                biased;
-                _ = &mut abandoned => break Written::Abandoned,
-                next = output.next() => {
-                    // The helper exited (or the engine connection broke) before the archive
-                    // ended: nothing more is read, whatever the writes would say.
-                    if ended(next, &mut stderr) {
-                        output_ended = true;
-                        break Written::Failed(
-                            "the workspace helper ended before the import archive did".into(),
-                        );
-                    }
-                    continue;
-                }
-                piece = pieces.recv() => piece,
-            },
-        };
-        let Some(piece) = piece else {
-            // Closing can wait on the engine too (a TLS close): abandoning still ends it.
-            let closed = tokio::select! {
-                biased;
-                _ = &mut abandoned => break Written::Abandoned,
-                closed = input.shutdown() => closed,
-            };
-            break match closed {
-                Ok(()) => Written::All,
-                Err(e) => Written::Failed(format!("closing the workspace helper's stdin: {e}")),
-            };
-        };
-        let write = tokio::select! {
-            biased;
-            _ = &mut abandoned => break Written::Abandoned,
-            write = input.write_all(&piece) => write,
-        };
-        if let Err(e) = write {
-            break Written::Failed(format!(
-                "writing the import archive to the workspace helper: {e}"
-            ));
-        }
+    let AttachContainerResults { output, input } = attached;
+    let mut helper = Helper {
+        input,
+        output: output.fuse(),
+        stderr: Vec::new(),
+        ended: false,
+    };
+    // Abandoning drops the writing where it stands, with any upload to the engine (its request
+    // is aborted). That comes first: the engine holds the holder while it extracts, so a kill
+    // sent during an upload would wait for the upload's end.
+    let written = tokio::select! {
+        biased;
+        _ = &mut abandoned => Written::Abandoned,
+        written = write_archive(&docker, &holder, &mut helper, &mut pieces) => written,
     };
     drop(pieces);
-    // The helper's stderr to its end: it ends when the helper exits (it reads its stdin to the
-    // end first). The caller's signal and deadline bound this wait; abandoning the import kills
-    // the helper.
     let mut abandoned_now = matches!(written, Written::Abandoned);
-    while !abandoned_now && !output_ended {
+    if matches!(written, Written::Failed(_)) && !helper.ended {
+        // Bounded like every wait below: the caller's signal and deadline abandon it.
         tokio::select! {
             biased;
             _ = &mut abandoned => abandoned_now = true,
-            next = output.next() => output_ended = ended(next, &mut stderr),
+            _ = helper.input.shutdown() => {}
+        }
+    }
+    // The helper's stderr to its end: it ends when the helper exits (it reads its stdin to the
+    // end first). The caller's signal and deadline bound this wait; abandoning the import kills
+    // the helper.
+    while !abandoned_now && !helper.ended {
+        tokio::select! {
+            biased;
+            _ = &mut abandoned => abandoned_now = true,
+            _ = helper.hear() => {}
         }
     }
     let result = if abandoned_now {
@@ -140,7 +314,7 @@ async fn relay(
             "the import was abandoned",
         ))
     } else {
-        let failure = exit_failure(&docker, &holder, &stderr).await;
+        let failure = exit_failure(&docker, &holder, &helper.stderr).await;
         match (written, failure) {
             (Written::Failed(why), Some(failure)) => {
                 Err(import_failure(format!("{why} ({failure})")))
@@ -153,19 +327,6 @@ async fn relay(
     // The helper is over (or its kill was sent): the next transfer may start it.
     drop(permit);
     result
-}
-
-/// Keeps what `next` brings of the helper's stderr; `true` once its output ended (it exited,
-/// or the engine connection broke).
-fn ended(next: Option<Result<LogOutput, bollard::errors::Error>>, stderr: &mut Vec<u8>) -> bool {
-    match next {
-        Some(Ok(LogOutput::StdErr { message })) => {
-            keep_stderr(stderr, &message);
-            false
-        }
-        Some(Ok(_)) => false,
-        Some(Err(_)) | None => true,
-    }
 }
 
 /// A failed extraction, reported as the engine's refusals are (a driver failure).

@@ -8,6 +8,7 @@ mod archive;
 mod deferred_bodies;
 mod export_helper;
 mod helper_run;
+mod import_bodies;
 mod import_helper;
 mod pending;
 mod process;
