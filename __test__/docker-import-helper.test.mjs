@@ -34,6 +34,13 @@ function holderOf(sandbox) {
   return execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
 }
 
+/** The archive uploads the engine extracted into `sandbox`'s holder between two times (epoch seconds). */
+const engineUploads = (sandbox, since, until) =>
+  execFileSync('docker', ['events', '--since', since, '--until', until, '--filter', `container=${holderOf(sandbox)}`, '--filter', 'event=extract-to-dir', '--format', '{{.Action}}'], { encoding: 'utf8' })
+    .split('\n')
+    .filter(Boolean).length;
+const now = () => (Date.now() / 1000).toFixed(3);
+
 const holderRunning = (sandbox) => execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holderOf(sandbox)], { encoding: 'utf8' }).trim() === 'true';
 
 test('entries get their modes, the sandbox user and the import time; a later import replaces what is in its way', async () => {
@@ -197,24 +204,34 @@ function slowFile(path, bytes, { executable = false, midway }) {
 test('a file of 16 MiB or more, written through the engine, is what the helper would have made: bytes, mode, owner, time, its place cleared, its directory keeping its time', async () => {
   const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
   try {
+    const firstSince = now();
     await sandbox.importTree([fileFromBytes('d/was-dir/inner/x', Buffer.from('x')), fileFromBytes('d/was-file', Buffer.from('old'))]);
+    const firstUntil = now();
     const long = `d/${'n'.repeat(150)}.bin`;
     const large = randomBytes(16 * 1024 * 1024);
     const second = Math.floor(Date.now() / 1000);
+    const secondSince = now();
     await sandbox.importTree([
       fileFromBytes('d/before', Buffer.from('before')),
-      // The import outlasts a second while the engine writes into `d`: `d` still takes its
-      // entry's time, set once nothing more is written in it.
+      // The import outlasts a second midway through a file the engine writes: the file still
+      // gets the import's time, and `d`, where the engine writes three files, takes its entry's
+      // time once nothing more is written in it.
       slowFile(long, large, { executable: true, midway: () => new Promise((resolve) => setTimeout(resolve, 1100)) }),
       fileFromBytes('d/was-dir', large, { chunkBytes: 64 * 1024 }),
       fileFromBytes('d/was-file', large, { chunkBytes: 64 * 1024 }),
       fileFromBytes('d/after/z', Buffer.from('z')),
+      // A name the engine treats as its layers' metadata when it applies a layer (not here).
+      fileFromBytes('.wh..wh.kept', large, { chunkBytes: 64 * 1024 }),
     ]);
+    const secondUntil = now();
+    assert.equal(engineUploads(sandbox, firstSince, firstUntil), 0, 'small files stay with the helper');
+    assert.equal(engineUploads(sandbox, secondSince, secondUntil), 4, 'one upload through the engine for each file of 16 MiB or more');
     const entries = await listing(sandbox);
     const byPath = Object.fromEntries(entries.map((entry) => [entry.path, entry]));
     assert.deepEqual(
       entries.map((e) => [e.path, e.type, e.mode, e.type === 'directory' ? 0 : e.size]),
       [
+        ['.wh..wh.kept', 'regular file', '644', large.length],
         ['d', 'directory', '755', 0],
         ['d/after', 'directory', '755', 0],
         ['d/after/z', 'regular file', '644', 1],
@@ -227,7 +244,7 @@ test('a file of 16 MiB or more, written through the engine, is what the helper w
     for (const entry of entries) assert.equal(entry.owner, '65532:65532', `${entry.path} belongs to the sandbox user`);
     const time = byPath['d/before'].mtime;
     assert.ok(time >= second, `the second import's time (${time} ≥ ${second})`);
-    for (const path of ['d', long, 'd/was-dir', 'd/after', 'd/after/z']) assert.equal(byPath[path].mtime, time, path);
+    for (const path of ['d', long, 'd/was-dir', 'd/was-file', 'd/after', 'd/after/z']) assert.equal(byPath[path].mtime, time, path);
     await sandbox.stop();
     const seen = {};
     await sandbox.exportTree({ kind: 'files', paths: [long, 'd/was-dir'] }, async (entry) => {
@@ -271,7 +288,8 @@ test('while a large body goes through the engine: an abandoned import stops the 
   const killed = await backend.reserve(request(), { kind: 'in_process' }).start();
   try {
     // The engine holds the holder while it extracts: the kill lands once the large file is
-    // written, and the next entry's body waits for it.
+    // written, and the next entry's body waits for it. (The large body is a whole number of
+    // 64 KiB chunks, so none of it is held back waiting for the next entry's bytes.)
     let killing;
     const entries = [
       slowFile('b/large', large, { midway: async () => { killing = execFileAsync('docker', ['kill', holderOf(killed)]); } }),

@@ -5,6 +5,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readdirSync } from 'node:fs';
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
 import { fileFromBytes, SandboxCleanupError, SandboxOperationError, SandboxStartError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
@@ -32,7 +33,15 @@ test('a whole sandbox runs over a TLS engine connection with a client certificat
   const backend = tlsBackend('tls');
   const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
   try {
-    await sandbox.importTree([fileFromBytes('in/data.bin', Buffer.from([0, 1, 2, 255, 10, 13]))]);
+    // Beside a tiny file, one the helper writes just below 16 MiB and one the engine writes above
+    // it: the helper's answer to the marker comes only once the marker went through TLS.
+    const near = randomBytes(16 * 1024 * 1024 - 1);
+    const large = randomBytes(16 * 1024 * 1024 + 1);
+    await sandbox.importTree([
+      fileFromBytes('in/data.bin', Buffer.from([0, 1, 2, 255, 10, 13])),
+      fileFromBytes('in/near.bin', near, { chunkBytes: 64 * 1024 }),
+      fileFromBytes('in/large.bin', large, { chunkBytes: 64 * 1024 }),
+    ]);
     const echoed = await runShell(sandbox, 'cat; wc -c < in/data.bin >&2; printf out > in/result.txt', { input: 'stdin bytes over TLS' });
     assert.deepEqual(echoed.exit, { kind: 'exited', code: 0 });
     assert.equal(echoed.stdout, 'stdin bytes over TLS');
@@ -45,8 +54,9 @@ test('a whole sandbox runs over a TLS engine connection with a client certificat
       for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
       files[entry.path] = Buffer.concat(chunks);
     });
-    assert.deepEqual(Object.keys(files).sort(), ['in/data.bin', 'in/result.txt']);
+    assert.deepEqual(Object.keys(files).sort(), ['in/data.bin', 'in/large.bin', 'in/near.bin', 'in/result.txt']);
     assert.equal(files['in/result.txt'].toString(), 'out');
+    assert.ok(files['in/near.bin'].equals(near) && files['in/large.bin'].equals(large), 'byte-exact');
   } finally {
     await sandbox.destroy();
   }

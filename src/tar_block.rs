@@ -1,6 +1,6 @@
 //! The tar format's 512-byte block: a header is one block, and a body is padded with zeros to a
 //! whole number of them. Shared by the transfers' tar reading and writing and by the Docker
-//! driver's relay of the workspace helper's archive.
+//! driver's relays of the workspace helper's archives (exports and imports).
 
 /// Bytes in one tar block.
 pub const BLOCK: usize = 512;

@@ -673,6 +673,58 @@ mod tests {
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
+    /// Stands for the engine: writes the marked file once the helper answers.
+    struct Engine {
+        file: std::path::PathBuf,
+    }
+
+    impl Write for Engine {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            assert_eq!(bytes, READY);
+            std::fs::write(&self.file, b"through the engine")?;
+            Ok(bytes.len())
+        }
+
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn a_marked_file_with_a_long_name_is_left_to_the_engine_and_its_directory_keeps_its_time() {
+        let (dir, root) = scratch();
+        let long = format!("d/{}", "n".repeat(150));
+        // The host's order: the long-name entry, the marker, the header without its body.
+        let mut named = archive(&[(long.as_bytes(), b'0', b"")]);
+        let header_at = named.len() - 3 * BLOCK;
+        named.truncate(header_at);
+        let mut input = archive(&[(b"d/", b'5', b"")]);
+        input.truncate(input.len() - 2 * BLOCK);
+        input.extend(named);
+        input.extend(marker());
+        input.extend(bodiless(long.as_bytes(), 1 << 30));
+        input.extend(archive(&[(b"d/after", b'0', b"after")]));
+        let mut engine = Engine {
+            file: dir.join(&long),
+        };
+        import(&mut input.as_slice(), &root, &mut engine)
+            .unwrap_or_else(|_| panic!("import failed"));
+        assert_eq!(
+            std::fs::read(dir.join(&long)).expect("the engine's file"),
+            b"through the engine"
+        );
+        let mtime = std::fs::metadata(dir.join("d"))
+            .expect("d")
+            .modified()
+            .expect("mtime");
+        assert_eq!(
+            mtime,
+            std::time::UNIX_EPOCH,
+            "d takes its entry's time after the engine wrote in it"
+        );
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
     #[test]
     fn a_marker_marks_exactly_one_file() {
         let (dir, root) = scratch();

@@ -7,8 +7,9 @@
 //! place as for any file (`helper/src/import.rs`) and answers; the engine then gets the file
 //! (its long name, header, body and padding, and the end-of-archive blocks) as one archive, and
 //! the helper's archive goes on once the engine has written it. The engine extracts a file as
-//! the helper does (exactly the header's mode, owner and time, replacing whatever is at its
-//! name), and imports close before any guest process runs, so nothing else writes meanwhile.
+//! the helper does (exactly the header's mode, owner and time; the helper already cleared its
+//! place), and imports close before any guest process runs, so nothing else writes meanwhile.
+//! A file after a long name too long to keep stays with the helper, which refuses that name.
 
 use bytes::{Bytes, BytesMut};
 
@@ -138,7 +139,12 @@ impl ImportFramer {
                 header,
             };
         }
-        let keep = typeflag == b'L' && size <= LONG_NAME_KEPT_MAX;
+        if typeflag == b'L' && size > LONG_NAME_KEPT_MAX {
+            // The helper refuses a long name this long: nothing after it goes to the engine.
+            self.state = State::Trailer;
+            return Step::Helper(header);
+        }
+        let keep = typeflag == b'L';
         if keep {
             let mut kept = BytesMut::with_capacity(BLOCK + left as usize);
             kept.extend_from_slice(&header);
@@ -285,6 +291,52 @@ mod tests {
             expected.extend_from_slice(&archive[large.end..]);
             assert_eq!(helper, expected, "pieces of {size}");
         }
+    }
+
+    #[test]
+    fn large_files_in_a_row_each_go_to_the_engine_whatever_their_size_field() {
+        let (first, second) = (vec![1u8; 3_000], vec![2u8; 2_048]);
+        let mut archive = Vec::new();
+        file(&mut archive, "one", &first);
+        let second_at = archive.len();
+        file(&mut archive, "two", &second);
+        archive.extend(end_of_archive());
+        // The second header's size in GNU base-256, as the host writes sizes past 8 GiB.
+        let mut base_256 = [0u8; 12];
+        base_256[0] = 0x80;
+        base_256[10..].copy_from_slice(&2_048u16.to_be_bytes());
+        archive[second_at + 124..second_at + 136].copy_from_slice(&base_256);
+        for size in [1, 512, 1_000, archive.len()] {
+            let (helper, engine, names) = run(&archive, size, 2_000);
+            assert_eq!(names, ["one", "two"]);
+            let mut expected = marker().to_vec();
+            expected.extend_from_slice(&archive[..BLOCK]);
+            expected.extend(marker());
+            expected.extend_from_slice(&archive[second_at..second_at + BLOCK]);
+            expected.extend(end_of_archive());
+            assert_eq!(helper, expected, "pieces of {size}");
+            let body_end = archive.len() - 2 * BLOCK;
+            assert_eq!(engine, &archive[..body_end], "pieces of {size}");
+        }
+    }
+
+    #[test]
+    fn a_large_file_after_a_long_name_the_helper_refuses_stays_with_the_helper() {
+        let body = vec![3u8; 2_000];
+        let mut refused = tar::Header::new_gnu();
+        refused.set_entry_type(tar::EntryType::GNULongName);
+        refused.set_size(LONG_NAME_KEPT_MAX + 1);
+        refused.set_cksum();
+        let mut archive = refused.as_bytes().to_vec();
+        archive.resize(
+            archive.len() + (LONG_NAME_KEPT_MAX as usize + 1) + 511,
+            b'n',
+        );
+        file(&mut archive, "large", &body);
+        archive.extend(end_of_archive());
+        let (helper, engine, names) = run(&archive, 700, 1);
+        assert!(names.is_empty() && engine.is_empty());
+        assert_eq!(helper, archive);
     }
 
     #[test]

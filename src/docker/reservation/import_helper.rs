@@ -61,7 +61,9 @@ impl DockerReservation {
 
 /// Why the relay stopped writing.
 enum Written {
-    /// Every piece reached the helper (or the engine) and the helper's stdin was closed.
+    /// The pieces ended and the helper's stdin was closed: every piece reached the helper or
+    /// the engine, or the archive ended inside a large file (whose upload was dropped), which
+    /// the helper then reports as a truncated archive.
     All,
     /// The import was abandoned: the helper is killed.
     Abandoned,
@@ -88,8 +90,24 @@ enum Heard {
     Nothing,
     /// Its answer to a marker: the marked file's place is ready.
     Ready,
+    /// Stdout other than an answer.
+    Unexpected,
     /// Its output ended.
     Ended,
+}
+
+impl Heard {
+    /// Why the relay stops when it hears this while it waits for something else.
+    fn failure(&self) -> Option<String> {
+        match self {
+            Heard::Nothing => None,
+            Heard::Ready | Heard::Unexpected => {
+                Some("the workspace helper wrote on stdout what it was not asked for".into())
+            }
+            // The helper exited (or the engine connection broke) before the archive ended.
+            Heard::Ended => Some("the workspace helper ended before the import archive did".into()),
+        }
+    }
 }
 
 impl Helper {
@@ -104,6 +122,7 @@ impl Helper {
                 Heard::Nothing
             }
             Some(Ok(LogOutput::StdOut { message })) if message.as_ref() == READY => Heard::Ready,
+            Some(Ok(LogOutput::StdOut { .. })) => Heard::Unexpected,
             Some(Ok(_)) => Heard::Nothing,
             Some(Err(_)) | None => {
                 self.ended = true;
@@ -112,16 +131,42 @@ impl Helper {
         }
     }
 
-    /// Waits for the helper's answer to a marker.
-    async fn ready(&mut self, name: &str) -> Result<(), String> {
+    /// Sends a marker and its header, then waits for the helper's answer. They are flushed
+    /// first: a TLS layer may keep written bytes until a flush, and the helper answers only
+    /// once it has read them.
+    async fn prepared(&mut self, marked: &[u8]) -> Result<(), String> {
+        self.write(marked).await?;
+        self.input
+            .flush()
+            .await
+            .map_err(|e| format!("writing the import archive to the workspace helper: {e}"))?;
         loop {
             match self.hear().await {
                 Heard::Ready => return Ok(()),
-                Heard::Nothing => {}
-                Heard::Ended => {
-                    return Err(format!(
-                        "the workspace helper ended before preparing the place of {name}"
-                    ))
+                heard => {
+                    if let Some(why) = heard.failure() {
+                        return Err(why);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `work` (a step of an upload through the engine) while listening to the helper, so
+    /// a helper that exits meanwhile ends the upload at once instead of after its last byte.
+    async fn watching<T>(
+        &mut self,
+        work: impl std::future::Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        tokio::pin!(work);
+        loop {
+            tokio::select! {
+                biased;
+                done = &mut work => return done,
+                heard = self.hear(), if !self.ended => {
+                    if let Some(why) = heard.failure() {
+                        return Err(why);
+                    }
                 }
             }
         }
@@ -176,8 +221,9 @@ impl EngineFile {
 
 /// Writes the request and then the archive: to the helper, but each large file's body to the
 /// engine (`import_bodies.rs`) once the helper has prepared its place. Closes the helper's
-/// stdin after the last piece. Stderr is collected meanwhile, so a helper that fails is heard
-/// at once.
+/// stdin after the last piece. The helper's output is heard while the relay waits for pieces,
+/// an answer or an upload, so a helper that fails then is heard at once (a write to it that
+/// blocks ends when its connection does).
 async fn write_archive(
     docker: &Docker,
     holder: &str,
@@ -192,20 +238,9 @@ async fn write_archive(
     loop {
         let piece = tokio::select! {
             biased;
-            heard = helper.hear() => match heard {
-                Heard::Nothing => continue,
-                // The helper exited (or the engine connection broke) before the archive
-                // ended, or answered a marker it was not sent.
-                Heard::Ended => {
-                    return Written::Failed(
-                        "the workspace helper ended before the import archive did".into(),
-                    )
-                }
-                Heard::Ready => {
-                    return Written::Failed(
-                        "the workspace helper answered a marker it was not sent".into(),
-                    )
-                }
+            heard = helper.hear() => match heard.failure() {
+                None => continue,
+                Some(why) => return Written::Failed(why),
             },
             piece = pieces.recv() => piece,
         };
@@ -229,26 +264,28 @@ async fn write_archive(
                     let mut marked = marker().to_vec();
                     marked.extend_from_slice(&header);
                     let started = async {
-                        helper.write(&marked).await?;
-                        helper.ready(&name).await?;
+                        helper.prepared(&marked).await?;
                         let mut file = EngineFile {
                             name,
                             upload: engine_upload(docker, holder.to_owned()),
                         };
-                        if let Some(long_name) = long_name {
-                            file.send(long_name).await?;
-                        }
-                        file.send(header).await?;
+                        let first = async {
+                            if let Some(long_name) = long_name {
+                                file.send(long_name).await?;
+                            }
+                            file.send(header).await
+                        };
+                        helper.watching(first).await?;
                         Ok(file)
                     };
                     started.await.map(|file| engine = Some(file))
                 }
                 Step::Engine(bytes) => match &mut engine {
-                    Some(file) => file.send(bytes).await,
+                    Some(file) => helper.watching(file.send(bytes)).await,
                     None => Err("a body for the engine outside a large file".into()),
                 },
                 Step::EngineEnd => match engine.take() {
-                    Some(file) => file.finish().await,
+                    Some(file) => helper.watching(file.finish()).await,
                     None => Err("the end of a large file that was not begun".into()),
                 },
             };
