@@ -131,10 +131,10 @@ impl Helper {
         }
     }
 
-    /// Sends a marker and its header, then waits for the helper's answer. They are flushed
-    /// first: a TLS layer may keep written bytes until a flush, and the helper answers only
-    /// once it has read them.
-    async fn prepared(&mut self, marked: &[u8]) -> Result<(), String> {
+    /// Sends a marker and the header of the file `name`, then waits for the helper's answer.
+    /// They are flushed first: a TLS layer may keep written bytes until a flush, and the helper
+    /// answers only once it has read them.
+    async fn prepared(&mut self, marked: &[u8], name: &str) -> Result<(), String> {
         self.write(marked).await?;
         self.input
             .flush()
@@ -143,17 +143,24 @@ impl Helper {
         loop {
             match self.hear().await {
                 Heard::Ready => return Ok(()),
-                heard => {
-                    if let Some(why) = heard.failure() {
-                        return Err(why);
-                    }
+                Heard::Nothing => {}
+                Heard::Unexpected => {
+                    return Err(format!(
+                        "the workspace helper answered the marker of {name} with something else"
+                    ))
+                }
+                Heard::Ended => {
+                    return Err(format!(
+                        "the workspace helper ended before preparing the place of {name}"
+                    ))
                 }
             }
         }
     }
 
     /// Runs `work` (a step of an upload through the engine) while listening to the helper, so
-    /// a helper that exits meanwhile ends the upload at once instead of after its last byte.
+    /// a helper that exits meanwhile ends the upload within a few pieces (once `work` has to
+    /// wait) instead of after its last byte.
     async fn watching<T>(
         &mut self,
         work: impl std::future::Future<Output = Result<T, String>>,
@@ -264,7 +271,7 @@ async fn write_archive(
                     let mut marked = marker().to_vec();
                     marked.extend_from_slice(&header);
                     let started = async {
-                        helper.prepared(&marked).await?;
+                        helper.prepared(&marked, &name).await?;
                         let mut file = EngineFile {
                             name,
                             upload: engine_upload(docker, holder.to_owned()),
