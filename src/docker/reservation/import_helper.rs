@@ -136,10 +136,7 @@ impl Helper {
     /// answers only once it has read them.
     async fn prepared(&mut self, marked: &[u8], name: &str) -> Result<(), String> {
         self.write(marked).await?;
-        self.input
-            .flush()
-            .await
-            .map_err(|e| format!("writing the import archive to the workspace helper: {e}"))?;
+        self.input.flush().await.map_err(writing_failed)?;
         loop {
             match self.hear().await {
                 Heard::Ready => return Ok(()),
@@ -180,11 +177,12 @@ impl Helper {
     }
 
     async fn write(&mut self, bytes: &[u8]) -> Result<(), String> {
-        self.input
-            .write_all(bytes)
-            .await
-            .map_err(|e| format!("writing the import archive to the workspace helper: {e}"))
+        self.input.write_all(bytes).await.map_err(writing_failed)
     }
+}
+
+fn writing_failed(e: std::io::Error) -> String {
+    format!("writing the import archive to the workspace helper: {e}")
 }
 
 /// A large file on its way through the engine.
@@ -204,7 +202,7 @@ impl EngineFile {
             Err(e) => e.to_string(),
             Ok(()) => "the engine answered before the archive ended".to_owned(),
         };
-        Err(self.failed(&failure))
+        Err(through_engine(&self.name, &failure))
     }
 
     /// Ends the file's archive and waits for the engine to have written it.
@@ -215,15 +213,13 @@ impl EngineFile {
         upload
             .done
             .await
-            .map_err(|e| format!("writing {name} through the engine's archive endpoint: {e}"))
+            .map_err(|e| through_engine(&name, &e.to_string()))
     }
+}
 
-    fn failed(&self, why: &str) -> String {
-        format!(
-            "writing {} through the engine's archive endpoint: {why}",
-            self.name
-        )
-    }
+/// A failure of the upload of the file `name`.
+fn through_engine(name: &str, why: &str) -> String {
+    format!("writing {name} through the engine's archive endpoint: {why}")
 }
 
 /// Writes the request and then the archive: to the helper, but each large file's body to the
