@@ -3,7 +3,7 @@
 //   node bench/one.mjs transfer <native|dockerode|limit> <sourceDirectory>
 //   node bench/one.mjs exact <files>
 //   node bench/one.mjs stdout <native|dockerode|raw> <bytes> [runtime]
-//   node bench/one.mjs stdin <native|dockerode> <bytes>
+//   node bench/one.mjs stdin <native|dockerode|raw> <bytes> [writeBytes, 64 KiB]
 //   node bench/one.mjs start <native|docker-run|dockerode> <runs> [runtime]
 //   node bench/one.mjs concurrent <native|docker-run> <count>
 //   node bench/one.mjs cleanup <keepFile>
@@ -223,6 +223,20 @@ function cpuSeconds(since) {
   return (used.user + used.system) / 1e6;
 }
 
+/** The attach socket of container `id` for `streams` (a query), upgraded by hand. */
+function rawAttach(id, streams) {
+  return new Promise((resolve, reject) => {
+    const req = httpRequest({ socketPath: SOCKET, method: 'POST', path: `/containers/${id}/attach?stream=1&${streams}`, headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
+    req.on('upgrade', (_res, upgraded, head) => {
+      if (head.length > 0) upgraded.unshift(head);
+      resolve(upgraded);
+    });
+    req.on('response', (res) => reject(new Error(`raw attach answered ${res.statusCode}`)));
+    req.on('error', reject);
+    req.end();
+  });
+}
+
 /** `bytes` of stdout from `head -c`, from start to the last byte. */
 async function stdout(bytes, runtime) {
   const command = ['sh', '-c', `head -c ${bytes} /dev/zero`];
@@ -259,16 +273,7 @@ async function stdout(bytes, runtime) {
       return { seconds: seconds(t0), cpuSeconds: cpuSeconds(cpu) };
     }
     // The raw attach socket, read and counted without demultiplexing: the engine's own rate.
-    const socket = await new Promise((resolve, reject) => {
-      const req = httpRequest({ socketPath: SOCKET, method: 'POST', path: `/containers/${container.id}/attach?stream=1&stdout=1&stderr=1`, headers: { Connection: 'Upgrade', Upgrade: 'tcp' } });
-      req.on('upgrade', (_res, upgraded, head) => {
-        if (head.length > 0) upgraded.unshift(head);
-        resolve(upgraded);
-      });
-      req.on('response', (res) => reject(new Error(`raw attach answered ${res.statusCode}`)));
-      req.on('error', reject);
-      req.end();
-    });
+    const socket = await rawAttach(container.id, 'stdout=1&stderr=1');
     await container.start();
     const received = await drain(socket);
     // Every 8-byte frame header counted too: at least `bytes` arrived.
@@ -279,9 +284,13 @@ async function stdout(bytes, runtime) {
   }
 }
 
-/** Writes `bytes` into `cat > /dev/null` in 64 KiB writes, from the first write to the exit. */
-async function stdin(bytes) {
-  const block = Buffer.alloc(64 * 1024, 1);
+/**
+ * Writes `bytes` into `cat > /dev/null` in writes of `writeBytes`, waiting for 'drain' whenever a
+ * write says so, from the first write to the exit. `raw` writes the attach socket itself (the
+ * engine's own rate for these writes): HTTP upgrade by hand, no client library.
+ */
+async function stdin(bytes, writeBytes) {
+  const block = Buffer.alloc(writeBytes, 1);
   const feed = async (writable) => {
     for (let sent = 0; sent < bytes; sent += block.length) {
       if (!writable.write(block.subarray(0, Math.min(block.length, bytes - sent)))) await new Promise((resolve) => writable.once('drain', resolve));
@@ -310,14 +319,14 @@ async function stdin(bytes) {
   }
   const container = await docker.createContainer({ Image: IMAGE, Cmd: command, User: USER, AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true, HostConfig: hardening() });
   try {
-    const stream = await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true });
+    const stream = contender === 'dockerode' ? await container.attach({ stream: true, stdin: true, stdout: true, stderr: true, hijack: true }) : await rawAttach(container.id, 'stdin=1&stdout=1&stderr=1');
     stream.resume();
     await container.start();
     const cpu = process.cpuUsage();
     const t0 = performance.now();
     await feed(stream);
     const { StatusCode } = await container.wait();
-    if (StatusCode !== 0) throw new Error(`dockerode cat ended ${StatusCode}`);
+    if (StatusCode !== 0) throw new Error(`${contender} cat ended ${StatusCode}`);
     return { seconds: seconds(t0), cpuSeconds: cpuSeconds(cpu) };
   } finally {
     await container.remove({ force: true });
@@ -393,7 +402,7 @@ const measurements = {
   transfer: () => transfer(rest[0]),
   exact: () => exact(Number(rest[0])),
   stdout: () => stdout(Number(rest[0]), rest[1]),
-  stdin: () => stdin(Number(rest[0])),
+  stdin: () => stdin(Number(rest[0]), Number(rest[1] ?? 64 * 1024)),
   start: () => start(Number(rest[0]), rest[1]),
   concurrent: () => concurrent(Number(rest[0])),
   cleanup: () => cleanup(contender),

@@ -18,6 +18,7 @@ const median = (xs) => {
 const fixed = (n, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const perRound = (results, f) => results.rounds.map(f);
 const mib = 1024 ** 2;
+const kib = (bytes) => `${fixed(bytes / 1024)} KiB`;
 
 /**
  * Each goal as the median of its per-round values (a ratio inside one round, where noise hits
@@ -37,7 +38,8 @@ export function goalsOf(results) {
     ['export, one large file, vs `curl | tar -xf -`', speed('transfer-large', 'exportSeconds', 'limit'), '≥', 0.95],
     ['stdout throughput vs the raw attach-socket read', speed('stdout', 'seconds', 'raw'), '≥', 0.95],
     ['stdout CPU per GiB vs the raw attach-socket read', (r) => r.stdout.native.cpuSeconds / r.stdout.raw.cpuSeconds, '≤', 1.5],
-    ['stdin throughput vs dockerode', speed('stdin', 'seconds', 'dockerode'), '≥', 1.1],
+    [`stdin throughput vs dockerode, ${kib(config.stdinWriteBytes)} writes`, speed('stdin', 'seconds', 'dockerode'), '≥', 1.1],
+    [`stdin throughput vs dockerode, ${kib(config.stdinSmallWriteBytes)} writes`, speed('stdin-small', 'seconds', 'dockerode'), '≥', 1.1],
     ['start to first stdout byte vs `docker run --rm -i`', (r) => r.start.native.medianMs / r.start['docker-run'].medianMs, '≤', 0.85],
     [
       'peak RSS above idle during any transfer (MiB)',
@@ -87,6 +89,7 @@ export function render(results) {
   lines.push(`| ${fixed(config.exactFiles)} exact files (\`{ kind: 'files' }\`), export | ${fixed(m((r) => r.exact.native.filesPerSecond))} files/s | | | |`);
   const mbps = (bytes, name, contender) => `${fixed(bytes / m((r) => r[name][contender].seconds) / 1e6)} MB/s`;
   const cpuPerGiB = (name, contender) => `${fixed(m((r) => r[name][contender].cpuSeconds) / (config.stdoutBytes / 1024 ** 3), 2)} CPU-s/GiB`;
+  const cpu = (name, contender) => `${fixed(m((r) => r[name][contender].cpuSeconds), 2)} CPU-s`;
   const ms = (name, contender) => `${fixed(m((r) => r[name][contender].medianMs))} ms`;
   const burst = (contender) => `p50 ${fixed(m((r) => r.concurrent[contender].p50Ms))} ms, p99 ${fixed(m((r) => r.concurrent[contender].p99Ms))} ms, all in ${fixed(m((r) => r.concurrent[contender].wallMs))} ms`;
   lines.push(
@@ -94,7 +97,13 @@ export function render(results) {
     '| process | native-sandbox | dockerode | reference |',
     '| --- | --- | --- | --- |',
     `| stdout, ${fixed(config.stdoutBytes / mib)} MiB of \`head -c\` | ${mbps(config.stdoutBytes, 'stdout', 'native')}, ${cpuPerGiB('stdout', 'native')} | ${mbps(config.stdoutBytes, 'stdout', 'dockerode')}, ${cpuPerGiB('stdout', 'dockerode')} (attach + demux) | raw attach-socket read: ${mbps(config.stdoutBytes, 'stdout', 'raw')}, ${cpuPerGiB('stdout', 'raw')} |`,
-    `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` | ${mbps(config.stdinBytes, 'stdin', 'native')} | ${mbps(config.stdinBytes, 'stdin', 'dockerode')} | |`,
+    ...[
+      ['stdin', config.stdinWriteBytes],
+      ['stdin-small', config.stdinSmallWriteBytes],
+    ].map(
+      ([name, write]) =>
+        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${kib(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')} |`,
+    ),
     `| start to first stdout byte (whole sandbox: volume, holder, process), median of ${config.startRuns} | ${ms('start', 'native')} | ${ms('start', 'dockerode')} (create + attach + start) | \`docker run --rm -i\`: ${ms('start', 'docker-run')} |`,
     `| ${config.concurrent} sandboxes started at once, first stdout byte | ${burst('native')} | | ${config.concurrent} × \`docker run --rm -i\`: ${burst('docker-run')} |`,
   );

@@ -3,7 +3,8 @@
 // (bench/one.mjs). Writes bench/results.json (date, machine, engine, versions, every sample, the
 // goals as ratios inside each round) and regenerates the README's tables from it (bench/report.mjs).
 // Sizes: NATIVE_SANDBOX_BENCH_ROUNDS (3), _SMALL_FILES (20,000 of 4 KiB), _LARGE_BYTES (1 GiB),
-// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB), _START_RUNS (10), _CONCURRENT (16), _EXACT_FILES (4,200).
+// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB, written in 64 KiB and again in 1 KiB writes), _START_RUNS (10),
+// _CONCURRENT (16), _EXACT_FILES (4,200).
 import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
 import { cpus, release, totalmem, tmpdir } from 'node:os';
@@ -19,6 +20,8 @@ const config = {
   largeBytes: env('LARGE_BYTES', 1024 ** 3),
   stdoutBytes: env('STDOUT_BYTES', 1024 ** 3),
   stdinBytes: env('STDIN_BYTES', 256 * 1024 ** 2),
+  stdinWriteBytes: 64 * 1024,
+  stdinSmallWriteBytes: 1024,
   startRuns: env('START_RUNS', 10),
   concurrent: env('CONCURRENT', 16),
   exactFiles: env('EXACT_FILES', 4_200),
@@ -85,7 +88,8 @@ const measurements = {
   'transfer-large': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, large] },
   exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles], keep: true },
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
-  stdin: { contenders: ['native', 'dockerode'], args: (c) => ['stdin', c, config.stdinBytes] },
+  stdin: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdin', c, config.stdinBytes, config.stdinWriteBytes] },
+  'stdin-small': { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdin', c, config.stdinBytes, config.stdinSmallWriteBytes] },
   start: { contenders: ['native', 'docker-run', 'dockerode'], args: (c) => ['start', c, config.startRuns] },
   concurrent: { contenders: ['native', 'docker-run'], args: (c) => ['concurrent', c, config.concurrent] },
   ...(runsc
