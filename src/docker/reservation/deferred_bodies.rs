@@ -58,8 +58,8 @@ enum State {
         size: u64,
         left: u64,
     },
-    /// After the first end-of-archive block: everything is passed on.
-    Trailer,
+    /// After the first end-of-archive block: everything is passed on; `seen` bytes so far.
+    Trailer { seen: u64 },
 }
 
 impl State {
@@ -103,12 +103,21 @@ impl Framer {
         }
     }
 
+    /// Whether both end-of-archive blocks were fed: the archive is whole, and the helper
+    /// writes nothing after them (`helper/src/main.rs`).
+    pub fn ended(&self) -> bool {
+        matches!(self.state, State::Trailer { seen } if seen >= BLOCK as u64)
+    }
+
     /// The pieces `bytes` makes, in order.
     pub fn feed(&mut self, mut bytes: Bytes) -> Result<Vec<Piece>, String> {
         let mut pieces = Vec::new();
         while !bytes.is_empty() {
             match &mut self.state {
-                State::Trailer => pieces.push(Piece::Bytes(bytes.split_to(bytes.len()))),
+                State::Trailer { seen } => {
+                    *seen = seen.saturating_add(bytes.len() as u64);
+                    pieces.push(Piece::Bytes(bytes.split_to(bytes.len())));
+                }
                 State::Body { left } => {
                     let n = bytes
                         .len()
@@ -171,7 +180,7 @@ impl Framer {
                 return Err("the archive ended after a deferred body's marker".into());
             }
             pieces.push(Piece::Bytes(header));
-            self.state = State::Trailer;
+            self.state = State::Trailer { seen: 0 };
             return Ok(());
         }
         let size = size_field(&header).ok_or("a header's size is unreadable")?;
@@ -436,6 +445,31 @@ mod tests {
             let (bytes, fetches) = flatten(pieces);
             assert_eq!(fetches, vec![("big.bin".to_owned(), 1000)], "cut {cut}");
             assert!(bytes == expected, "cut {cut}");
+        }
+    }
+
+    #[test]
+    fn the_archive_is_whole_only_once_both_end_blocks_arrived_whatever_the_cuts() {
+        let mut archive = Vec::new();
+        archive.extend(header("workspace/", 0, b'5'));
+        archive.extend(header("workspace/empty", 0, b'0'));
+        // A body of zeros is no end block, nor is a header's worth of it.
+        archive.extend(header("workspace/zeros", BLOCK as u64, b'0'));
+        archive.extend(vec![0u8; BLOCK]);
+        let body = archive.len();
+        archive.extend(vec![0u8; 2 * BLOCK]);
+        for cut in [1, 7, 511, 512, 513, archive.len()] {
+            let mut framer = Framer::new();
+            let mut fed = 0;
+            for part in archive.chunks(cut) {
+                framer.feed(Bytes::copy_from_slice(part)).expect("framed");
+                fed += part.len();
+                assert_eq!(
+                    framer.ended(),
+                    fed >= body + 2 * BLOCK,
+                    "cut {cut}, {fed} bytes fed"
+                );
+            }
         }
     }
 

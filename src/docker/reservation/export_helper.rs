@@ -138,9 +138,27 @@ async fn request(
     input.shutdown().await
 }
 
+/// Why the helper's request did not all reach it, if it did not. The archive answers the
+/// request only if all of it reached the helper: one that lost its stdin would answer a shorter
+/// request (or none) as if it were whole.
+async fn request_failure(
+    writer: &mut tokio::task::JoinHandle<std::io::Result<()>>,
+) -> Option<String> {
+    match tokio::time::timeout(EXIT_WAIT, writer).await {
+        Ok(Ok(Ok(()))) => None,
+        Ok(Ok(Err(e))) => Some(format!("writing the workspace helper's request: {e}")),
+        Ok(Err(e)) => Some(format!(
+            "writing the workspace helper's request ended abnormally: {e}"
+        )),
+        Err(_) => Some("the workspace helper's request was not written in time".to_owned()),
+    }
+}
+
 /// How the relay's reading ended.
 enum Relayed {
-    /// The helper's stdout ended; its stderr so far.
+    /// The helper wrote its whole archive (both end-of-archive blocks).
+    Whole,
+    /// The helper's stdout ended before that; its stderr so far.
     Ended(Vec<u8>),
     /// Nobody reads the archive any more, or the engine connection failed (reported).
     Abandoned,
@@ -183,6 +201,9 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
                 if !pass_on(&docker, &holder, pieces, &sender).await {
                     break Relayed::Abandoned;
                 }
+                if framer.ended() {
+                    break Relayed::Whole;
+                }
             }
             Some(Ok(LogOutput::StdErr { message })) => keep_stderr(&mut stderr, &message),
             Some(Ok(_)) => {}
@@ -199,17 +220,24 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
     };
     match relayed {
         Relayed::Abandoned => kill(&docker, &holder).await,
+        Relayed::Whole => {
+            // The helper writes its end blocks last, after its whole answer: the export has
+            // every byte now and need not wait for the holder to stop. The relay still waits
+            // for the helper's exit (its output read to the end) before the next run may start.
+            if let Some(failure) = request_failure(&mut writer).await {
+                let _ = sender.send(Err(failure)).await;
+            }
+            drop(sender);
+            let rest = async { while output.next().await.is_some() {} };
+            if tokio::time::timeout(EXIT_WAIT, rest).await.is_err() {
+                kill(&docker, &holder).await;
+            } else {
+                // How it exits no longer matters to this export, which has its whole archive.
+                let _ = exit_failure(&docker, &holder, &[]).await;
+            }
+        }
         Relayed::Ended(stderr) => {
-            // The archive answers the request only if all of it reached the helper: one that
-            // lost its stdin would answer a shorter request (or none) as if it were whole.
-            let sent = match tokio::time::timeout(EXIT_WAIT, &mut writer).await {
-                Ok(Ok(Ok(()))) => None,
-                Ok(Ok(Err(e))) => Some(format!("writing the workspace helper's request: {e}")),
-                Ok(Err(e)) => Some(format!(
-                    "writing the workspace helper's request ended abnormally: {e}"
-                )),
-                Err(_) => Some("the workspace helper's request was not written in time".to_owned()),
-            };
+            let sent = request_failure(&mut writer).await;
             if let Some(failure) = exit_failure(&docker, &holder, &stderr).await.or(sent) {
                 let _ = sender.send(Err(failure)).await;
             }
