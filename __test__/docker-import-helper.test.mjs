@@ -138,6 +138,24 @@ test('large bodies (moved in the kernel, or read through the engine past 16 MiB)
   }
 });
 
+test('an import settles once the helper said it extracted everything; the helper exits on its own, and the next transfers wait for it', async () => {
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    // Back to back: each run waits for the previous helper's exit before it starts the holder.
+    for (let i = 0; i < 3; i++) await sandbox.importTree([fileFromBytes(`f${i}.txt`, Buffer.from(`body ${i}`)), directory(`d${i}`)]);
+    // A process started at once sees every entry of every import.
+    const seen = await runShell(sandbox, 'for i in 0 1 2; do cat f$i.txt; test -d d$i && echo; done');
+    assert.deepEqual(seen.exit, { kind: 'exited', code: 0 }, seen.stderr);
+    assert.equal(seen.stdout, 'body 0\nbody 1\nbody 2\n');
+    // The last helper was not killed: it stopped by itself, exiting 0.
+    const state = () => execFileSync('docker', ['inspect', '--format', '{{.State.Running}} {{.State.ExitCode}}', holderOf(sandbox)], { encoding: 'utf8' }).trim();
+    for (let waited = 0; state() !== 'false 0' && waited < 100; waited++) await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(state(), 'false 0');
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
 test('a helper killed mid-import fails the import, naming the helper; the sandbox is fenced and destroys cleanly', async () => {
   const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
   try {

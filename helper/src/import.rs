@@ -21,6 +21,10 @@
 //! only once the engine has written the file. The file's directory takes its time afterwards,
 //! as always, so the engine's write does not change it.
 //!
+//! Once the whole archive is extracted (directories have their times, the input is read to its
+//! end), the helper writes `DONE` to stdout, its last act: the host's import is over then, before
+//! the engine has seen the helper exit.
+//!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, from the workspace root,
 //! so nothing is written through a link. The archive is the host's (`src/transfer/import.rs`):
 //! ustar or GNU headers, GNU long names, directories and regular files only; anything else, a
@@ -42,6 +46,8 @@ const LONG_NAME_MAX: u64 = 4_096;
 const REMOVE_DEPTH_MAX: usize = 256;
 /// What the helper writes on stdout once a marked file's place is ready.
 pub const READY: &[u8] = b"R";
+/// What the helper writes on stdout once the whole archive is extracted.
+pub const DONE: &[u8] = b"D";
 
 /// One entry's header, its name already taken from a long-name entry when there was one.
 struct Header {
@@ -433,12 +439,12 @@ fn copy_body(
     Ok(())
 }
 
-/// Extracts the archive on `input` into `root`, then reads `input` to its end; `ready` hears
-/// `READY` once the place of each marked file is prepared.
+/// Extracts the archive on `input` into `root`, then reads `input` to its end; `answers` hears
+/// `READY` once the place of each marked file is prepared, and `DONE` at the very end.
 pub fn import(
     input: &mut impl Source,
     root: &OwnedFd,
-    ready: &mut impl Write,
+    answers: &mut impl Write,
 ) -> Result<(), Failure> {
     // Modes are the entries' own, not narrowed by the holder's umask.
     // SAFETY: `umask` only sets this process's file mode creation mask.
@@ -511,10 +517,7 @@ pub fn import(
             }
             _ if marked => {
                 remove(parent, last, &shown, 0)?;
-                ready
-                    .write_all(READY)
-                    .and_then(|()| ready.flush())
-                    .map_err(|e| Failure::Io(format!("answering a marker: {e}")))?;
+                answer(answers, READY, "a marker")?;
                 marked = false;
             }
             _ => {
@@ -533,7 +536,15 @@ pub fn import(
     // The second end-of-archive block and anything after it: read to the end, so the host's
     // last writes always find a reader.
     std::io::copy(input, &mut std::io::sink()).map_err(|e| reading(&e))?;
-    Ok(())
+    answer(answers, DONE, "the end of the import")
+}
+
+/// Writes `what` to the host at once (answering `about`).
+fn answer(answers: &mut impl Write, what: &[u8], about: &str) -> Result<(), Failure> {
+    answers
+        .write_all(what)
+        .and_then(|()| answers.flush())
+        .map_err(|e| Failure::Io(format!("answering {about}: {e}")))
 }
 
 #[cfg(test)]
@@ -614,8 +625,10 @@ mod tests {
             (b"was-link/", b'5', b""),
             (b"was-link/y", b'0', &[7u8; 70_000]),
         ]);
-        import(&mut input.as_slice(), &root, &mut Vec::new())
+        let mut answers = Vec::new();
+        import(&mut input.as_slice(), &root, &mut answers)
             .unwrap_or_else(|_| panic!("import failed"));
+        assert_eq!(answers, DONE, "the end answered, once");
         assert_eq!(std::fs::read(dir.join(&long)).expect("long"), b"long");
         assert_eq!(std::fs::read(dir.join("was-file/x")).expect("x"), b"x");
         assert_eq!(
@@ -661,10 +674,14 @@ mod tests {
         input.extend(marker());
         input.extend(bodiless(b"d/big", 1 << 30));
         input.extend(archive(&[(b"d/after", b'0', b"after")]));
-        let mut ready = Vec::new();
-        import(&mut input.as_slice(), &root, &mut ready)
+        let mut answers = Vec::new();
+        import(&mut input.as_slice(), &root, &mut answers)
             .unwrap_or_else(|_| panic!("import failed"));
-        assert_eq!(ready, READY, "one answer for the one marker");
+        assert_eq!(
+            answers,
+            [READY, DONE].concat(),
+            "one answer for the one marker, then the end"
+        );
         assert!(
             !dir.join("d/big").exists(),
             "what was at the marked name is removed"
@@ -673,15 +690,21 @@ mod tests {
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
-    /// Stands for the engine: writes the marked file once the helper answers.
+    /// Stands for the engine: writes the marked file once the helper answers the marker.
     struct Engine {
         file: std::path::PathBuf,
+        done: bool,
     }
 
     impl Write for Engine {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            assert_eq!(bytes, READY);
-            std::fs::write(&self.file, b"through the engine")?;
+            assert!(!self.done, "nothing after the end");
+            if bytes == DONE {
+                self.done = true;
+            } else {
+                assert_eq!(bytes, READY);
+                std::fs::write(&self.file, b"through the engine")?;
+            }
             Ok(bytes.len())
         }
 
@@ -706,9 +729,11 @@ mod tests {
         input.extend(archive(&[(b"d/after", b'0', b"after")]));
         let mut engine = Engine {
             file: dir.join(&long),
+            done: false,
         };
         import(&mut input.as_slice(), &root, &mut engine)
             .unwrap_or_else(|_| panic!("import failed"));
+        assert!(engine.done, "the end answered after the engine's file");
         assert_eq!(
             std::fs::read(dir.join(&long)).expect("the engine's file"),
             b"through the engine"
@@ -748,9 +773,11 @@ mod tests {
         let (dir, root) = scratch();
         let mut short = archive(&[(b"f", b'0', &[1u8; 1000])]);
         short.truncate(BLOCK + 600);
+        let mut answers = Vec::new();
         assert!(
-            matches!(import(&mut short.as_slice(), &root, &mut Vec::new()), Err(Failure::Io(m)) if m.contains("ended before"))
+            matches!(import(&mut short.as_slice(), &root, &mut answers), Err(Failure::Io(m)) if m.contains("ended before"))
         );
+        assert!(answers.is_empty(), "a failed import never answers its end");
         let link = archive(&[(b"l", b'2', b"")]);
         assert!(
             matches!(import(&mut link.as_slice(), &root, &mut Vec::new()), Err(Failure::Refused(m)) if m.contains("entry type '2'"))

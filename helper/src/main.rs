@@ -23,7 +23,8 @@
 //!
 //! A request of `/import` is followed by an import archive, which the helper extracts into the
 //! workspace (`import.rs`); on stdout it only answers the archive's markers, which say that a
-//! file's body comes through the engine's archive endpoint instead.
+//! file's body comes through the engine's archive endpoint instead, and at the very end says
+//! that the whole archive is extracted.
 //!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, starting from the
 //! workspace root, so nothing outside the workspace and nothing outside the selection is ever

@@ -14,7 +14,9 @@ use tokio::sync::mpsc;
 
 use super::abort_on_drop::AbortOnDrop;
 use super::deferred_bodies::{fetch_body, Framer, Piece};
-use super::helper_run::{exit_failure, keep_stderr, kill, Fallback, HelperRun, EXIT_WAIT};
+use super::helper_run::{
+    exit_failure, exit_of_finished, keep_stderr, kill, Fallback, HelperRun, EXIT_WAIT,
+};
 use super::DockerReservation;
 use crate::docker::engine::with_causes;
 use crate::lifecycle::driver::ArchiveDownload;
@@ -229,12 +231,7 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
             }
             drop(sender);
             let rest = async { while output.next().await.is_some() {} };
-            if tokio::time::timeout(EXIT_WAIT, rest).await.is_err() {
-                kill(&docker, &holder).await;
-            } else {
-                // How it exits no longer matters to this export, which has its whole archive.
-                let _ = exit_failure(&docker, &holder, &[]).await;
-            }
+            exit_of_finished(&docker, &holder, rest).await;
         }
         Relayed::Ended(stderr) => {
             let sent = request_failure(&mut writer).await;

@@ -171,6 +171,21 @@ pub(super) async fn exit_failure(docker: &Docker, holder: &str, stderr: &[u8]) -
     })
 }
 
+/// Waits for a helper whose work is whole (its caller already has the outcome) to end its
+/// output (`rest`, read to its end) and exit; how it exits no longer matters. One still
+/// writing after `EXIT_WAIT` is killed, as is one that does not exit within it.
+pub(super) async fn exit_of_finished(
+    docker: &Docker,
+    holder: &str,
+    rest: impl std::future::Future<Output = ()>,
+) {
+    if tokio::time::timeout(EXIT_WAIT, rest).await.is_err() {
+        kill(docker, holder).await;
+    } else {
+        let _ = exit_failure(docker, holder, &[]).await;
+    }
+}
+
 /// Stops an abandoned helper, within `EXIT_WAIT` (a holder already gone or stopped is fine).
 pub(super) async fn kill(docker: &Docker, holder: &str) {
     let options = KillContainerOptionsBuilder::default()

@@ -17,7 +17,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::archive::engine_upload;
-use super::helper_run::{exit_failure, keep_stderr, kill, Fallback, HelperRun};
+use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, Fallback, HelperRun};
 use super::import_bodies::{marker, ImportFramer, Step, ENGINE_BODY_MIN};
 use super::DockerReservation;
 use crate::lifecycle::driver::ArchiveUpload;
@@ -30,6 +30,8 @@ const QUEUE: usize = 4;
 const IMPORT_REQUEST: &[u8] = b"/import\0";
 /// The helper's answer to a marker (`helper/src/import.rs`): the marked file's place is ready.
 const READY: &[u8] = b"R";
+/// The helper's last word (`helper/src/import.rs`): the whole archive is extracted.
+const DONE: &[u8] = b"D";
 
 impl DockerReservation {
     /// The import through the helper, or `None` when this holder has no helper (one made by an
@@ -43,9 +45,7 @@ impl DockerReservation {
         let (report, outcome) = oneshot::channel();
         // Dropped with `done` before the outcome arrives: the import was abandoned.
         let (abandon, abandoned) = oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = report.send(relay(run, pieces, abandoned).await);
-        });
+        tokio::spawn(relay(run, pieces, abandoned, report));
         let done = async move {
             let _abandon = abandon;
             outcome.await.unwrap_or_else(|_| {
@@ -90,6 +90,8 @@ enum Heard {
     Nothing,
     /// Its answer to a marker: the marked file's place is ready.
     Ready,
+    /// Its last word: the whole archive is extracted.
+    Done,
     /// Stdout other than an answer.
     Unexpected,
     /// Its output ended.
@@ -101,7 +103,7 @@ impl Heard {
     fn failure(&self) -> Option<String> {
         match self {
             Heard::Nothing => None,
-            Heard::Ready | Heard::Unexpected => {
+            Heard::Ready | Heard::Done | Heard::Unexpected => {
                 Some("the workspace helper wrote on stdout what it was not asked for".into())
             }
             // The helper exited (or the engine connection broke) before the archive ended.
@@ -122,6 +124,7 @@ impl Helper {
                 Heard::Nothing
             }
             Some(Ok(LogOutput::StdOut { message })) if message.as_ref() == READY => Heard::Ready,
+            Some(Ok(LogOutput::StdOut { message })) if message.as_ref() == DONE => Heard::Done,
             Some(Ok(LogOutput::StdOut { .. })) => Heard::Unexpected,
             Some(Ok(_)) => Heard::Nothing,
             Some(Err(_)) | None => {
@@ -141,7 +144,7 @@ impl Helper {
             match self.hear().await {
                 Heard::Ready => return Ok(()),
                 Heard::Nothing => {}
-                Heard::Unexpected => {
+                Heard::Done | Heard::Unexpected => {
                     return Err(format!(
                         "the workspace helper answered the marker of {name} with something else"
                     ))
@@ -299,13 +302,16 @@ async fn write_archive(
     }
 }
 
-/// Writes the archive (`write_archive`), then reports how the helper exited. An abandoned
-/// import kills it; a failed write closes its stdin, so it reads a truncated archive and exits.
+/// Writes the archive (`write_archive`), then reports to `report` that the helper said the
+/// whole archive is extracted, or else how it exited. An abandoned import kills it; a failed
+/// write closes its stdin, so it reads a truncated archive and exits. The helper's exit is
+/// known (or its kill sent) before the next run may start, also after a report of success.
 async fn relay(
     run: HelperRun,
     mut pieces: mpsc::Receiver<Bytes>,
     mut abandoned: oneshot::Receiver<()>,
-) -> Result<(), OwnerError> {
+    report: oneshot::Sender<Result<(), OwnerError>>,
+) {
     let HelperRun {
         docker,
         holder,
@@ -337,15 +343,30 @@ async fn relay(
             _ = helper.input.shutdown() => {}
         }
     }
-    // The helper's stderr to its end: it ends when the helper exits (it reads its stdin to the
-    // end first). The caller's signal and deadline bound this wait; abandoning the import kills
-    // the helper.
+    // The helper's output to its end: it ends when the helper exits (it reads its stdin to the
+    // end first), or to its last word after a whole archive. The caller's signal and deadline
+    // bound this wait; abandoning the import kills the helper.
+    let mut extracted = false;
     while !abandoned_now && !helper.ended {
         tokio::select! {
             biased;
             _ = &mut abandoned => abandoned_now = true,
-            _ = helper.hear() => {}
+            heard = helper.hear() => {
+                if matches!((&heard, &written), (Heard::Done, Written::All)) {
+                    extracted = true;
+                    break;
+                }
+            }
         }
+    }
+    if extracted {
+        // Every byte reached the helper and it extracted them all: the import is over for its
+        // caller. The helper only exits now; the next run waits for that.
+        let _ = report.send(Ok(()));
+        let rest = async { while !matches!(helper.hear().await, Heard::Ended) {} };
+        exit_of_finished(&docker, &holder, rest).await;
+        drop(permit);
+        return;
     }
     let result = if abandoned_now {
         kill(&docker, &holder).await;
@@ -366,7 +387,7 @@ async fn relay(
     };
     // The helper is over (or its kill was sent): the next transfer may start it.
     drop(permit);
-    result
+    let _ = report.send(result);
 }
 
 /// A failed extraction, reported as the engine's refusals are (a driver failure).
