@@ -75,7 +75,9 @@ test('files come back in the requested order, byte for byte, with their modes, f
     }
     assert.equal(summary.files, 301n);
     assert.equal(summary.directories, 0n);
-    // The holder ran the helper and stopped again: a workspace export still works after it.
+    // The holder ran the helper and stops again (the export settled before the engine saw the
+    // helper exit): a workspace export still works after it.
+    for (let i = 0; i < 100 && runningHolders().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
     assert.deepEqual(runningHolders(), []);
     let files = 0;
     await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, test } from 'node:test';
 import { SandboxOperationError, SandboxValidationError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('export-tree');
 const backend = dockerBackend(namespace);
@@ -65,7 +65,6 @@ test('a workspace export lists what the engine lists: directories, files, modes,
 test('an export settles once its archive is whole; the helper still exits on its own, and the next transfers wait for it', async () => {
   const sandbox = await prepared('mkdir -p d && printf one > d/one.txt && printf two > two.txt');
   try {
-    const holder = execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
     const expected = [['d'], ['d/one.txt', 'one', false], ['two.txt', 'two', false]];
     // Back to back: each run waits for the previous helper's exit before it starts the holder.
     for (let i = 0; i < 3; i++) {
@@ -74,10 +73,8 @@ test('an export settles once its archive is whole; the helper still exits on its
     }
     const exact = await collect(sandbox, { kind: 'files', paths: ['two.txt', 'd/one.txt'] });
     assert.deepEqual(exact.entries, [['two.txt', 'two', false], ['d/one.txt', 'one', false]]);
-    // The last helper was not killed: it stops by itself, exiting 0, with nobody waiting on it.
-    const state = () => execFileSync('docker', ['inspect', '-f', '{{.State.Running}} {{.State.ExitCode}}', holder], { encoding: 'utf8' }).trim();
-    for (let waited = 0; state() !== 'false 0' && waited < 100; waited++) await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(state(), 'false 0');
+    // The last helper was not killed: it stops by itself, exiting 0, after its export settled.
+    assert.deepEqual(await stoppedHolder(sandbox), { running: false, exitCode: 0 });
   } finally {
     await sandbox.destroy();
   }

@@ -72,6 +72,21 @@ function listed(args) {
   return execFileSync('docker', args, { encoding: 'utf8' }).split('\n').filter(Boolean);
 }
 
+/**
+ * `sandbox`'s workspace holder once it stopped, as `{ running, exitCode }`, waiting for it up to
+ * 10 s: a transfer settles as soon as its helper's work is whole, before the engine reports the
+ * helper's exit (the next transfer waits for that).
+ */
+export async function stoppedHolder(sandbox) {
+  const holder = execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
+  const state = () => {
+    const [running, exitCode] = execFileSync('docker', ['inspect', '--format', '{{.State.Running}} {{.State.ExitCode}}', holder], { encoding: 'utf8' }).trim().split(' ');
+    return { running: running === 'true', exitCode: Number(exitCode) };
+  };
+  for (let waited = 0; state().running && waited < 100; waited++) await new Promise((resolve) => setTimeout(resolve, 100));
+  return state();
+}
+
 /** Every container, volume and network labelled with `namespace`. */
 export function leftovers(namespace) {
   const filter = `label=dev.native-sandbox.namespace=${namespace}`;

@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { promisify } from 'node:util';
 import { fileFromBytes, SandboxOperationError, SandboxStateError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('import-helper');
 const backend = dockerBackend(namespace);
@@ -41,8 +41,6 @@ const engineUploads = (sandbox, since, until) =>
     .filter(Boolean).length;
 /** The engine's clock, which stamps its events. */
 const engineNow = () => execFileSync('docker', ['info', '--format', '{{.SystemTime}}'], { encoding: 'utf8', timeout: 30_000 }).trim();
-
-const holderRunning = (sandbox) => execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holderOf(sandbox)], { encoding: 'utf8' }).trim() === 'true';
 
 test('entries get their modes, the sandbox user and the import time; a later import replaces what is in its way', async () => {
   const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
@@ -89,7 +87,7 @@ test('entries get their modes, the sandbox user and the import time; a later imp
     // Directories keep their entry's time, after everything written in them.
     for (const path of ['bin', 'empty', 'bin/run']) assert.equal(byPath[path].mtime, firstTime, path);
     for (const path of ['becomes-dir', 'becomes-dir/child', 'replaced.txt']) assert.equal(byPath[path].mtime, secondTime, path);
-    assert.equal(holderRunning(sandbox), false, 'the helper exited with its import');
+    assert.deepEqual(await stoppedHolder(sandbox), { running: false, exitCode: 0 }, 'the helper exits after its import');
   } finally {
     await sandbox.destroy();
   }
@@ -148,9 +146,7 @@ test('an import settles once the helper said it extracted everything; the helper
     assert.deepEqual(seen.exit, { kind: 'exited', code: 0 }, seen.stderr);
     assert.equal(seen.stdout, 'body 0\nbody 1\nbody 2\n');
     // The last helper was not killed: it stopped by itself, exiting 0.
-    const state = () => execFileSync('docker', ['inspect', '--format', '{{.State.Running}} {{.State.ExitCode}}', holderOf(sandbox)], { encoding: 'utf8' }).trim();
-    for (let waited = 0; state() !== 'false 0' && waited < 100; waited++) await new Promise((resolve) => setTimeout(resolve, 100));
-    assert.equal(state(), 'false 0');
+    assert.deepEqual(await stoppedHolder(sandbox), { running: false, exitCode: 0 });
   } finally {
     await sandbox.destroy();
   }
@@ -196,7 +192,7 @@ test('an abandoned import stops the helper, and the next transfer runs it again'
       if (entry.kind === 'file') for await (const _ of entry.bytes);
     });
     assert.ok(seen.length > 0 && seen.length < 401, `the export saw part of the abandoned import (${seen.length})`);
-    assert.equal(holderRunning(sandbox), false);
+    assert.deepEqual(await stoppedHolder(sandbox), { running: false, exitCode: 0 }, "the export's helper exits");
   } finally {
     await sandbox.destroy();
   }
@@ -272,7 +268,7 @@ test('a file of 16 MiB or more, written through the engine, is what the helper w
       seen[entry.path] = Buffer.concat(chunks);
     });
     assert.ok(seen[long].equals(large) && seen['d/was-dir'].equals(large), 'byte-exact');
-    assert.equal(holderRunning(sandbox), false, 'the helper exited with its import');
+    assert.deepEqual(await stoppedHolder(sandbox), { running: false, exitCode: 0 }, 'the last helper exits');
   } finally {
     await sandbox.destroy();
   }
@@ -299,7 +295,7 @@ test('while a large body goes through the engine: an abandoned import stops the 
     assert.equal(seen['a/first']?.toString(), 'first');
     assert.ok(!('a/last' in seen), 'nothing after the abandoned body');
     assert.ok((seen['a/large']?.length ?? 0) < large.length, 'the large body was cut short');
-    assert.equal(holderRunning(abandoned), false);
+    assert.equal((await stoppedHolder(abandoned)).running, false);
   } finally {
     await abandoned.destroy();
   }

@@ -38,8 +38,8 @@ export function goalsOf(results) {
     ['export, one large file, vs `curl | tar -xf -`', speed('transfer-large', 'exportSeconds', 'limit'), '≥', 0.95],
     ['stdout throughput vs the raw attach-socket read', speed('stdout', 'seconds', 'raw'), '≥', 0.95],
     ['stdout CPU per GiB vs the raw attach-socket read', (r) => r.stdout.native.cpuSeconds / r.stdout.raw.cpuSeconds, '≤', 1.5],
-    [`stdin throughput vs dockerode, ${kib(config.stdinWriteBytes)} writes`, speed('stdin', 'seconds', 'dockerode'), '≥', 1.1],
-    [`stdin throughput vs dockerode, ${kib(config.stdinSmallWriteBytes)} writes`, speed('stdin-small', 'seconds', 'dockerode'), '≥', 1.1],
+    [`stdin throughput vs dockerode, ${kib(config.stdinWriteBytes)} writes (the issue's measurement)`, speed('stdin', 'seconds', 'dockerode'), '≥', 1.1],
+    [`stdin throughput vs dockerode, ${kib(config.stdinSmallWriteBytes)} writes (added: small writes, batched)`, speed('stdin-small', 'seconds', 'dockerode'), '≥', 1.1],
     ['start to first stdout byte vs `docker run --rm -i`', (r) => r.start.native.medianMs / r.start['docker-run'].medianMs, '≤', 0.85],
     [
       'peak RSS above idle during any transfer (MiB)',

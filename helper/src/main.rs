@@ -28,7 +28,8 @@
 //!
 //! Every component is opened relative to its parent with `O_NOFOLLOW`, starting from the
 //! workspace root, so nothing outside the workspace and nothing outside the selection is ever
-//! opened. Exit status 0 after the end-of-archive blocks; otherwise the stream ends short and
+//! opened. Exit status 0 after the end-of-archive blocks, the last bytes an archive's answer
+//! writes (the host's relay ends the export there); otherwise the stream ends short and
 //! stderr says why (2: opening, reading or writing failed, 4: a request that is not a
 //! workspace-relative path, or an import archive the helper does not extract).
 

@@ -58,8 +58,9 @@ enum State {
         size: u64,
         left: u64,
     },
-    /// After the first end-of-archive block: everything is passed on; `seen` bytes so far.
-    Trailer { seen: u64 },
+    /// After the first end-of-archive block: everything is passed on. `seen` bytes so far, and
+    /// whether those of the second block were all zeros.
+    Trailer { seen: u64, zeros: bool },
 }
 
 impl State {
@@ -104,9 +105,10 @@ impl Framer {
     }
 
     /// Whether both end-of-archive blocks were fed: the archive is whole, and the helper
-    /// writes nothing after them (`helper/src/main.rs`).
+    /// writes nothing after them (`helper/src/main.rs`). A second block that is not all zeros
+    /// never ends it (the export's reader then refuses what follows the end).
     pub fn ended(&self) -> bool {
-        matches!(self.state, State::Trailer { seen } if seen >= BLOCK as u64)
+        matches!(self.state, State::Trailer { seen, zeros } if zeros && seen >= BLOCK as u64)
     }
 
     /// The pieces `bytes` makes, in order.
@@ -114,7 +116,11 @@ impl Framer {
         let mut pieces = Vec::new();
         while !bytes.is_empty() {
             match &mut self.state {
-                State::Trailer { seen } => {
+                State::Trailer { seen, zeros } => {
+                    let second = usize::try_from((BLOCK as u64).saturating_sub(*seen))
+                        .unwrap_or(BLOCK)
+                        .min(bytes.len());
+                    *zeros &= bytes[..second].iter().all(|&b| b == 0);
                     *seen = seen.saturating_add(bytes.len() as u64);
                     pieces.push(Piece::Bytes(bytes.split_to(bytes.len())));
                 }
@@ -180,7 +186,10 @@ impl Framer {
                 return Err("the archive ended after a deferred body's marker".into());
             }
             pieces.push(Piece::Bytes(header));
-            self.state = State::Trailer { seen: 0 };
+            self.state = State::Trailer {
+                seen: 0,
+                zeros: true,
+            };
             return Ok(());
         }
         let size = size_field(&header).ok_or("a header's size is unreadable")?;
@@ -456,8 +465,18 @@ mod tests {
         // A body of zeros is no end block, nor is a header's worth of it.
         archive.extend(header("workspace/zeros", BLOCK as u64, b'0'));
         archive.extend(vec![0u8; BLOCK]);
-        let body = archive.len();
+        // A PAX set and a marker just before the end.
+        archive.extend(header("././@PaxHeader", 12, b'x'));
+        archive.extend(padded(b"12 size=600\n"));
+        archive.extend(header("workspace/pax", 1, b'0'));
+        archive.extend(padded(&[9u8; 600]));
+        archive.extend(header("././@NativeSandboxDeferred", 7, b'N'));
+        archive.extend(padded(b"big.bin"));
+        archive.extend(header("workspace/big.bin", 1000, b'0'));
+        let end = archive.len();
         archive.extend(vec![0u8; 2 * BLOCK]);
+        // What follows the end keeps it ended.
+        archive.extend(vec![0u8; BLOCK]);
         for cut in [1, 7, 511, 512, 513, archive.len()] {
             let mut framer = Framer::new();
             let mut fed = 0;
@@ -466,10 +485,21 @@ mod tests {
                 fed += part.len();
                 assert_eq!(
                     framer.ended(),
-                    fed >= body + 2 * BLOCK,
+                    fed >= end + 2 * BLOCK,
                     "cut {cut}, {fed} bytes fed"
                 );
             }
+        }
+        // A second block that is not all zeros never ends the archive.
+        let mut dirty = archive[..end + BLOCK].to_vec();
+        dirty.extend(vec![0u8; BLOCK - 1]);
+        dirty.push(1);
+        for cut in [1, 513, dirty.len()] {
+            let mut framer = Framer::new();
+            for part in dirty.chunks(cut) {
+                framer.feed(Bytes::copy_from_slice(part)).expect("framed");
+            }
+            assert!(!framer.ended(), "cut {cut}");
         }
     }
 

@@ -166,8 +166,10 @@ enum Relayed {
     Abandoned,
 }
 
-/// Relays the helper's stdout to `sender` while its request is written, then checks how the
-/// helper exited: anything but 0 ends the archive with an error, after its last byte.
+/// Relays the helper's stdout to `sender` while its request is written. A whole archive (both
+/// end blocks arrived) ends the export's stream at once, and the relay then waits for the
+/// helper to stop; an archive cut short is followed by how the helper exited, as an error after
+/// its last byte.
 async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<Bytes, String>>) {
     let HelperRun {
         docker,

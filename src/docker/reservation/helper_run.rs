@@ -24,7 +24,8 @@ use crate::lifecycle::error::OwnerError;
 /// abandoned helper may take, before the transfer gives up on it.
 pub(super) const EXIT_WAIT: Duration = Duration::from_secs(10);
 /// How long a transfer waits for the previous run to release the holder: at most three waits
-/// of `EXIT_WAIT` (an export's request writer, the helper's exit, its kill), with room to spare.
+/// of `EXIT_WAIT` (an export's request writer, then the helper's output and exit, then its
+/// kill; an import's relay waits two), with room to spare.
 const PERMIT_WAIT: Duration = Duration::from_secs(4 * EXIT_WAIT.as_secs());
 /// The helper's stderr kept for the error message when it fails.
 pub(super) const STDERR_BYTES: usize = 4 * 1_024;
@@ -172,17 +173,23 @@ pub(super) async fn exit_failure(docker: &Docker, holder: &str, stderr: &[u8]) -
 }
 
 /// Waits for a helper whose work is whole (its caller already has the outcome) to end its
-/// output (`rest`, read to its end) and exit; how it exits no longer matters. One still
-/// writing after `EXIT_WAIT` is killed, as is one that does not exit within it.
+/// output (`rest`, read to its end) and stop; how it exits no longer matters. Both within one
+/// `EXIT_WAIT`: past it, the helper is killed (within another).
 pub(super) async fn exit_of_finished(
     docker: &Docker,
     holder: &str,
     rest: impl std::future::Future<Output = ()>,
 ) {
-    if tokio::time::timeout(EXIT_WAIT, rest).await.is_err() {
+    let deadline = tokio::time::Instant::now() + EXIT_WAIT;
+    let stopped = tokio::time::timeout_at(deadline, rest).await.is_ok()
+        && stopped_within(
+            docker,
+            holder,
+            deadline.saturating_duration_since(tokio::time::Instant::now()),
+        )
+        .await;
+    if !stopped {
         kill(docker, holder).await;
-    } else {
-        let _ = exit_failure(docker, holder, &[]).await;
     }
 }
 
