@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, test } from 'node:test';
 import { SandboxOperationError, SandboxValidationError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('export-tree');
 const backend = dockerBackend(namespace);
@@ -36,8 +36,7 @@ async function collect(sandbox, selection) {
 
 /** The workspace as the engine's archive endpoint lists it (`tar -t` of its archive). */
 function engineListing(sandbox, path) {
-  const holder = execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
-  const archive = execFileSync('curl', ['-sf', '--unix-socket', '/var/run/docker.sock', `http://engine/containers/${holder}/archive?path=${encodeURIComponent(path)}`]);
+  const archive = execFileSync('curl', ['-sf', '--unix-socket', '/var/run/docker.sock', `http://engine/containers/${holderOf(sandbox)}/archive?path=${encodeURIComponent(path)}`]);
   return execFileSync('tar', ['-tf', '-'], { input: archive, encoding: 'utf8' }).split('\n').filter(Boolean).map((name) => name.replace(/\/$/, ''));
 }
 

@@ -72,13 +72,18 @@ function listed(args) {
   return execFileSync('docker', args, { encoding: 'utf8' }).split('\n').filter(Boolean);
 }
 
+/** The ID of `sandbox`'s workspace holder container. */
+export function holderOf(sandbox) {
+  return execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
+}
+
 /**
  * `sandbox`'s workspace holder once it stopped, as `{ running, exitCode }`, waiting for it up to
  * 10 s: a transfer settles as soon as its helper's work is whole, before the engine reports the
  * helper's exit (the next transfer waits for that).
  */
 export async function stoppedHolder(sandbox) {
-  const holder = execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
+  const holder = holderOf(sandbox);
   const state = () => {
     const [running, exitCode] = execFileSync('docker', ['inspect', '--format', '{{.State.Running}} {{.State.ExitCode}}', holder], { encoding: 'utf8' }).trim().split(' ');
     return { running: running === 'true', exitCode: Number(exitCode) };

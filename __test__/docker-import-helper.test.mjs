@@ -8,7 +8,7 @@ import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { promisify } from 'node:util';
 import { fileFromBytes, SandboxOperationError, SandboxStateError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('import-helper');
 const backend = dockerBackend(namespace);
@@ -28,10 +28,6 @@ async function listing(sandbox) {
       const [path, type, mode, owner, size, mtime] = line.split('|');
       return { path: path.slice(2), type, mode, owner, size: Number(size), mtime: Number(mtime) };
     });
-}
-
-function holderOf(sandbox) {
-  return execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=export'], { encoding: 'utf8' }).trim();
 }
 
 /** The archive uploads the engine extracted into `sandbox`'s holder between two of its own times (`engineNow`). */
