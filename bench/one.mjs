@@ -1,6 +1,6 @@
 // One measurement by one contender, in its own process (its memory and CPU are its own). Prints
 // one JSON line. `bench/run.mjs` calls it in interleaved rounds; nothing here asserts anything.
-//   node bench/one.mjs transfer <native|dockerode|limit> <sourceDirectory>
+//   node bench/one.mjs transfer <native|dockerode|limit|download> <sourceDirectory>
 //   node bench/one.mjs exact <files>
 //   node bench/one.mjs stdout <native|dockerode|raw> <bytes> [runtime]
 //   node bench/one.mjs stdin <native|dockerode|raw> <bytes> [writeBytes, 64 KiB]
@@ -175,6 +175,10 @@ async function transfer(source) {
       let exported;
       if (contender === 'dockerode') {
         exported = await withRss(async () => pipeline(await container.getArchive({ path: '/sandbox/workspace' }), tarFs.extract(destination)));
+      } else if (contender === 'download') {
+        // The engine's delivery alone: the same archive read by curl and thrown away, no file
+        // written (imported as the limit imports).
+        await sh(`curl -sf --unix-socket ${SOCKET} '${archive}' > /dev/null`);
       } else {
         await sh(`mkdir '${destination}' && curl -sf --unix-socket ${SOCKET} '${archive}' | tar -xf - -C '${destination}'`);
       }

@@ -58,6 +58,28 @@ export function goalsOf(results) {
   });
 }
 
+/**
+ * What the engine allows, beside the goals: the fastest client any contender shows against the
+ * goals' own baselines (median and range of the per-round ratios), for the measurements that
+ * recorded it.
+ */
+export function ceilingsOf(results) {
+  const { config, rounds } = results;
+  const has = (name, contender) => rounds.every((round) => round[name]?.[contender] !== undefined);
+  const ratio = (name, field, faster, baseline) => (round) => round[name][baseline][field] / round[name][faster][field];
+  const ceilings = [
+    ['stdin', 'raw', `stdin: the raw attach-socket writer vs dockerode, both in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw', 'dockerode')],
+    ['stdin', 'raw-large', `stdin: the raw attach-socket writer in ${kib(config.stdinLargeWriteBytes ?? 0)} writes vs dockerode in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw-large', 'dockerode')],
+    ['transfer-large', 'download', 'export, one large file: the engine\'s archive download alone (`curl > /dev/null`, no file written) vs `curl | tar -xf -`', ratio('transfer-large', 'exportSeconds', 'download', 'limit')],
+  ];
+  return ceilings
+    .filter(([name, contender]) => has(name, contender))
+    .map(([, , name, value]) => {
+      const values = perRound(results, value);
+      return { name, measured: median(values), shown: `${fixed(median(values), 2)} (${fixed(Math.min(...values), 2)}–${fixed(Math.max(...values), 2)})` };
+    });
+}
+
 /** The README section: one run's tables (medians over its rounds) and its goals. */
 export function render(results) {
   const { config, rounds } = results;
@@ -86,6 +108,9 @@ export function render(results) {
       lines.push(`| ${label}, ${verb} | ${rate(name, 'native', field)} | ${rate(name, 'dockerode', field)} | ${rate(name, 'limit', field)} | ${rss(name, memory)} |`);
     }
   }
+  if (rounds.every((r) => r['transfer-large'].download)) {
+    lines.push(`| one file of ${fixed(config.largeBytes / mib)} MiB, the same archive downloaded alone (no file written) | | | \`curl > /dev/null\`: ${rate('transfer-large', 'download', 'exportSeconds')} | |`);
+  }
   lines.push(`| ${fixed(config.exactFiles)} exact files (\`{ kind: 'files' }\`), export | ${fixed(m((r) => r.exact.native.filesPerSecond))} files/s | | | |`);
   const mbps = (bytes, name, contender) => `${fixed(bytes / m((r) => r[name][contender].seconds) / 1e6)} MB/s`;
   const cpuPerGiB = (name, contender) => `${fixed(m((r) => r[name][contender].cpuSeconds) / (config.stdoutBytes / 1024 ** 3), 2)} CPU-s/GiB`;
@@ -102,7 +127,7 @@ export function render(results) {
       ['stdin-small', config.stdinSmallWriteBytes],
     ].map(
       ([name, write]) =>
-        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${kib(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')} |`,
+        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${kib(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${rounds.every((r) => r[name]['raw-large']) ? `; in ${kib(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''} |`,
     ),
     `| start to first stdout byte (whole sandbox: volume, holder, process), median of ${config.startRuns} | ${ms('start', 'native')} | ${ms('start', 'dockerode')} (create + attach + start) | \`docker run --rm -i\`: ${ms('start', 'docker-run')} |`,
     `| ${config.concurrent} sandboxes started at once, first stdout byte | ${burst('native')} | | ${config.concurrent} × \`docker run --rm -i\`: ${burst('docker-run')} |`,
@@ -116,6 +141,11 @@ export function render(results) {
   for (const note of results.notes ?? []) lines.push('', note);
   lines.push('', '| goal (ratio inside each round; median, range over rounds) | measured | goal | |', '| --- | --- | --- | --- |');
   for (const goal of results.goals) lines.push(`| ${goal.name.replaceAll('|', '\\|')} | ${goal.shown} | ${goal.goal} | ${goal.met ? 'met' : 'not met'} |`);
+  const ceilings = ceilingsOf(results);
+  if (ceilings.length > 0) {
+    lines.push('', '| what the engine allows (speed ratio inside each round; median, range over rounds) | measured |', '| --- | --- |');
+    for (const ceiling of ceilings) lines.push(`| ${ceiling.name.replaceAll('|', '\\|')} | ${ceiling.shown} |`);
+  }
   return lines.join('\n');
 }
 

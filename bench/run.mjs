@@ -22,6 +22,7 @@ const config = {
   stdinBytes: env('STDIN_BYTES', 256 * 1024 ** 2),
   stdinWriteBytes: 64 * 1024,
   stdinSmallWriteBytes: 1024,
+  stdinLargeWriteBytes: 1024 ** 2,
   startRuns: env('START_RUNS', 10),
   concurrent: env('CONCURRENT', 16),
   exactFiles: env('EXACT_FILES', 4_200),
@@ -85,10 +86,14 @@ const large = largeTree();
 // name → { contenders, args(contender) }: each round runs every contender of every measurement.
 const measurements = {
   'transfer-small': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, small], keep: true },
-  'transfer-large': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, large] },
+  'transfer-large': { contenders: ['native', 'dockerode', 'limit', 'download'], args: (c) => ['transfer', c, large] },
   exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles], keep: true },
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
-  stdin: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdin', c, config.stdinBytes, config.stdinWriteBytes] },
+  // `raw-large`: the raw writer in writes 16 times larger, what the engine takes from a client.
+  stdin: {
+    contenders: ['native', 'dockerode', 'raw', 'raw-large'],
+    args: (c) => (c === 'raw-large' ? ['stdin', 'raw', config.stdinBytes, config.stdinLargeWriteBytes] : ['stdin', c, config.stdinBytes, config.stdinWriteBytes]),
+  },
   'stdin-small': { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdin', c, config.stdinBytes, config.stdinSmallWriteBytes] },
   start: { contenders: ['native', 'docker-run', 'dockerode'], args: (c) => ['start', c, config.startRuns] },
   concurrent: { contenders: ['native', 'docker-run'], args: (c) => ['concurrent', c, config.concurrent] },
