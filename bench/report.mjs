@@ -18,7 +18,15 @@ const median = (xs) => {
 const fixed = (n, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigits: digits, maximumFractionDigits: digits });
 const perRound = (results, f) => results.rounds.map(f);
 const mib = 1024 ** 2;
-const kib = (bytes) => `${fixed(bytes / 1024)} KiB`;
+/** A write size: in MiB when it is whole mebibytes, else in KiB. */
+const kib = (bytes) => (bytes >= mib && bytes % mib === 0 ? `${fixed(bytes / mib)} MiB` : `${fixed(bytes / 1024)} KiB`);
+/** The median of per-round `values`, with their range when there is more than one round. */
+const shownOf = (values, digits) => {
+  const range = values.length > 1 ? ` (${fixed(Math.min(...values), digits)}–${fixed(Math.max(...values), digits)})` : '';
+  return `${fixed(median(values), digits)}${range}`;
+};
+/** Whether every round recorded `contender` for measurement `name`. */
+const inEveryRound = (results, name, contender) => results.rounds.every((round) => round[name]?.[contender] !== undefined);
 
 /**
  * Each goal as the median of its per-round values (a ratio inside one round, where noise hits
@@ -52,31 +60,30 @@ export function goalsOf(results) {
     const values = perRound(results, value);
     const measured = median(values);
     const met = relation === '≥' ? measured >= goal : measured <= goal;
-    const digits = goal >= 10 ? 0 : 2;
-    const range = values.length > 1 ? ` (${fixed(Math.min(...values), digits)}–${fixed(Math.max(...values), digits)})` : '';
-    return { name, goal: `${relation} ${goal}`, measured, values, met, shown: `${fixed(measured, digits)}${range}` };
+    return { name, goal: `${relation} ${goal}`, measured, values, met, shown: shownOf(values, goal >= 10 ? 0 : 2) };
   });
 }
 
 /**
- * What the engine allows, beside the goals: the fastest client any contender shows against the
- * goals' own baselines (median and range of the per-round ratios), for the measurements that
- * recorded it.
+ * Beside the goals: how fast other clients of the same engine endpoint are against the goals'
+ * own baselines (each round's baseline time over the client's; median and range over rounds),
+ * for the measurements every round recorded. A value near 1 says the client, or its write size,
+ * makes no difference to the rate; it is not an upper bound of what the engine allows.
  */
-export function ceilingsOf(results) {
-  const { config, rounds } = results;
-  const has = (name, contender) => rounds.every((round) => round[name]?.[contender] !== undefined);
-  const ratio = (name, field, faster, baseline) => (round) => round[name][baseline][field] / round[name][faster][field];
-  const ceilings = [
-    ['stdin', 'raw', `stdin: the raw attach-socket writer vs dockerode, both in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw', 'dockerode')],
-    ['stdin', 'raw-large', `stdin: the raw attach-socket writer in ${kib(config.stdinLargeWriteBytes ?? 0)} writes vs dockerode in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw-large', 'dockerode')],
-    ['transfer-large', 'download', 'export, one large file: the engine\'s archive download alone (`curl > /dev/null`, no file written) vs `curl | tar -xf -`', ratio('transfer-large', 'exportSeconds', 'download', 'limit')],
+export function referencesOf(results) {
+  const { config } = results;
+  const ratio = (name, field, client, baseline) => (round) => round[name][baseline][field] / round[name][client][field];
+  const references = [
+    ['stdin', 'raw', () => `stdin: the raw attach-socket writer vs dockerode, both in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw', 'dockerode')],
+    ['stdin', 'raw-large', () => `stdin: the raw attach-socket writer in ${kib(config.stdinLargeWriteBytes)} writes vs dockerode in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw-large', 'dockerode')],
+    ['transfer-large', 'download', () => 'export, one large file: the archive endpoint\'s delivery to curl alone (`curl > /dev/null`: no tar, no file written) vs `curl | tar -xf -`', ratio('transfer-large', 'exportSeconds', 'download', 'limit')],
   ];
-  return ceilings
-    .filter(([name, contender]) => has(name, contender))
-    .map(([, , name, value]) => {
+  return references
+    .filter(([name, contender]) => inEveryRound(results, name, contender))
+    .map(([, , label, value]) => {
+      const name = label();
       const values = perRound(results, value);
-      return { name, measured: median(values), shown: `${fixed(median(values), 2)} (${fixed(Math.min(...values), 2)}–${fixed(Math.max(...values), 2)})` };
+      return { name, measured: median(values), shown: shownOf(values, 2) };
     });
 }
 
@@ -108,8 +115,8 @@ export function render(results) {
       lines.push(`| ${label}, ${verb} | ${rate(name, 'native', field)} | ${rate(name, 'dockerode', field)} | ${rate(name, 'limit', field)} | ${rss(name, memory)} |`);
     }
   }
-  if (rounds.every((r) => r['transfer-large'].download)) {
-    lines.push(`| one file of ${fixed(config.largeBytes / mib)} MiB, the same archive downloaded alone (no file written) | | | \`curl > /dev/null\`: ${rate('transfer-large', 'download', 'exportSeconds')} | |`);
+  if (inEveryRound(results, 'transfer-large', 'download')) {
+    lines.push(`| one file of ${fixed(config.largeBytes / mib)} MiB, the export's archive downloaded alone (no file written) | | | \`curl > /dev/null\`: ${rate('transfer-large', 'download', 'exportSeconds')} | |`);
   }
   lines.push(`| ${fixed(config.exactFiles)} exact files (\`{ kind: 'files' }\`), export | ${fixed(m((r) => r.exact.native.filesPerSecond))} files/s | | | |`);
   const mbps = (bytes, name, contender) => `${fixed(bytes / m((r) => r[name][contender].seconds) / 1e6)} MB/s`;
@@ -127,7 +134,7 @@ export function render(results) {
       ['stdin-small', config.stdinSmallWriteBytes],
     ].map(
       ([name, write]) =>
-        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${kib(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${rounds.every((r) => r[name]['raw-large']) ? `; in ${kib(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''} |`,
+        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${kib(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${inEveryRound(results, name, 'raw-large') ? `; in ${kib(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''} |`,
     ),
     `| start to first stdout byte (whole sandbox: volume, holder, process), median of ${config.startRuns} | ${ms('start', 'native')} | ${ms('start', 'dockerode')} (create + attach + start) | \`docker run --rm -i\`: ${ms('start', 'docker-run')} |`,
     `| ${config.concurrent} sandboxes started at once, first stdout byte | ${burst('native')} | | ${config.concurrent} × \`docker run --rm -i\`: ${burst('docker-run')} |`,
@@ -141,10 +148,10 @@ export function render(results) {
   for (const note of results.notes ?? []) lines.push('', note);
   lines.push('', '| goal (ratio inside each round; median, range over rounds) | measured | goal | |', '| --- | --- | --- | --- |');
   for (const goal of results.goals) lines.push(`| ${goal.name.replaceAll('|', '\\|')} | ${goal.shown} | ${goal.goal} | ${goal.met ? 'met' : 'not met'} |`);
-  const ceilings = ceilingsOf(results);
-  if (ceilings.length > 0) {
-    lines.push('', '| what the engine allows (speed ratio inside each round; median, range over rounds) | measured |', '| --- | --- |');
-    for (const ceiling of ceilings) lines.push(`| ${ceiling.name.replaceAll('|', '\\|')} | ${ceiling.shown} |`);
+  const references = referencesOf(results);
+  if (references.length > 0) {
+    lines.push('', '| beside the goals: other clients of the same engine endpoint vs the goals\' baselines (speed ratio inside each round; median, range over rounds) | measured |', '| --- | --- |');
+    for (const reference of references) lines.push(`| ${reference.name.replaceAll('|', '\\|')} | ${reference.shown} |`);
   }
   return lines.join('\n');
 }

@@ -3,7 +3,8 @@
 // (bench/one.mjs). Writes bench/results.json (date, machine, engine, versions, every sample, the
 // goals as ratios inside each round) and regenerates the README's tables from it (bench/report.mjs).
 // Sizes: NATIVE_SANDBOX_BENCH_ROUNDS (3), _SMALL_FILES (20,000 of 4 KiB), _LARGE_BYTES (1 GiB),
-// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB, written in 64 KiB and again in 1 KiB writes), _START_RUNS (10),
+// _STDOUT_BYTES (1 GiB), _STDIN_BYTES (256 MiB, written in 64 KiB and again in 1 KiB writes; the raw
+// writer also in 1 MiB writes), _START_RUNS (10),
 // _CONCURRENT (16), _EXACT_FILES (4,200).
 import { execFileSync } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
@@ -89,7 +90,8 @@ const measurements = {
   'transfer-large': { contenders: ['native', 'dockerode', 'limit', 'download'], args: (c) => ['transfer', c, large] },
   exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles], keep: true },
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
-  // `raw-large`: the raw writer in writes 16 times larger, what the engine takes from a client.
+  // `raw-large`: the raw writer in writes 16 times larger, to show whether the client or its write
+  // size changes the engine's stdin rate.
   stdin: {
     contenders: ['native', 'dockerode', 'raw', 'raw-large'],
     args: (c) => (c === 'raw-large' ? ['stdin', 'raw', config.stdinBytes, config.stdinLargeWriteBytes] : ['stdin', c, config.stdinBytes, config.stdinWriteBytes]),
@@ -113,7 +115,8 @@ try {
       const order = contenders.map((_, i) => contenders[(i + round) % contenders.length]);
       results[name] = {};
       for (const contender of order) {
-        results[name][contender] = runOne(args(contender), keep);
+        // Stored under this run's own contender name (`raw-large` runs one.mjs's `raw`).
+        results[name][contender] = { ...runOne(args(contender), keep), contender };
         console.log(`round ${round + 1} ${name} ${contender}: ${JSON.stringify(results[name][contender])}`);
       }
     }
