@@ -176,8 +176,8 @@ async function transfer(source) {
       if (contender === 'dockerode') {
         exported = await withRss(async () => pipeline(await container.getArchive({ path: '/sandbox/workspace' }), tarFs.extract(destination)));
       } else if (contender === 'download') {
-        // The engine's delivery alone: the same archive read by curl and thrown away, no file
-        // written (imported as the limit imports).
+        // The archive endpoint's delivery to curl alone: the same archive read and thrown away,
+        // tar and disk left out (imported as the limit imports).
         await sh(`curl -sf --unix-socket ${SOCKET} '${archive}' > /dev/null`);
       } else {
         await sh(`mkdir '${destination}' && curl -sf --unix-socket ${SOCKET} '${archive}' | tar -xf - -C '${destination}'`);
