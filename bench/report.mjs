@@ -19,7 +19,7 @@ const fixed = (n, digits = 0) => n.toLocaleString('en-US', { minimumFractionDigi
 const perRound = (results, f) => results.rounds.map(f);
 const mib = 1024 ** 2;
 /** A write size: in MiB when it is whole mebibytes, else in KiB. */
-const kib = (bytes) => (bytes >= mib && bytes % mib === 0 ? `${fixed(bytes / mib)} MiB` : `${fixed(bytes / 1024)} KiB`);
+const writeSize = (bytes) => (bytes >= mib && bytes % mib === 0 ? `${fixed(bytes / mib)} MiB` : `${fixed(bytes / 1024)} KiB`);
 /** The median of per-round `values`, with their range when there is more than one round. */
 const shownOf = (values, digits) => {
   const range = values.length > 1 ? ` (${fixed(Math.min(...values), digits)}–${fixed(Math.max(...values), digits)})` : '';
@@ -46,8 +46,8 @@ export function goalsOf(results) {
     ['export, one large file, vs `curl | tar -xf -`', speed('transfer-large', 'exportSeconds', 'limit'), '≥', 0.95],
     ['stdout throughput vs the raw attach-socket read', speed('stdout', 'seconds', 'raw'), '≥', 0.95],
     ['stdout CPU per GiB vs the raw attach-socket read', (r) => r.stdout.native.cpuSeconds / r.stdout.raw.cpuSeconds, '≤', 1.5],
-    [`stdin throughput vs dockerode, ${kib(config.stdinWriteBytes)} writes (the issue's measurement)`, speed('stdin', 'seconds', 'dockerode'), '≥', 1.1],
-    [`stdin throughput vs dockerode, ${kib(config.stdinSmallWriteBytes)} writes (added: small writes, batched)`, speed('stdin-small', 'seconds', 'dockerode'), '≥', 1.1],
+    [`stdin throughput vs dockerode, ${writeSize(config.stdinWriteBytes)} writes (the issue's measurement)`, speed('stdin', 'seconds', 'dockerode'), '≥', 1.1],
+    [`stdin throughput vs dockerode, ${writeSize(config.stdinSmallWriteBytes)} writes (added: small writes, batched)`, speed('stdin-small', 'seconds', 'dockerode'), '≥', 1.1],
     ['start to first stdout byte vs `docker run --rm -i`', (r) => r.start.native.medianMs / r.start['docker-run'].medianMs, '≤', 0.85],
     [
       'peak RSS above idle during any transfer (MiB)',
@@ -74,8 +74,8 @@ export function referencesOf(results) {
   const { config } = results;
   const ratio = (name, field, client, baseline) => (round) => round[name][baseline][field] / round[name][client][field];
   const references = [
-    ['stdin', 'raw', () => `stdin: the raw attach-socket writer vs dockerode, both in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw', 'dockerode')],
-    ['stdin', 'raw-large', () => `stdin: the raw attach-socket writer in ${kib(config.stdinLargeWriteBytes)} writes vs dockerode in ${kib(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw-large', 'dockerode')],
+    ['stdin', 'raw', () => `stdin: the raw attach-socket writer vs dockerode, both in ${writeSize(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw', 'dockerode')],
+    ['stdin', 'raw-large', () => `stdin: the raw attach-socket writer in ${writeSize(config.stdinLargeWriteBytes)} writes vs dockerode in ${writeSize(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw-large', 'dockerode')],
     ['transfer-large', 'download', () => 'export, one large file: the archive endpoint\'s delivery to curl alone (`curl > /dev/null`: no tar, no file written) vs `curl | tar -xf -`', ratio('transfer-large', 'exportSeconds', 'download', 'limit')],
   ];
   return references
@@ -134,7 +134,7 @@ export function render(results) {
       ['stdin-small', config.stdinSmallWriteBytes],
     ].map(
       ([name, write]) =>
-        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${kib(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${inEveryRound(results, name, 'raw-large') ? `; in ${kib(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''} |`,
+        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${writeSize(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${inEveryRound(results, name, 'raw-large') ? `; in ${writeSize(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''} |`,
     ),
     `| start to first stdout byte (whole sandbox: volume, holder, process), median of ${config.startRuns} | ${ms('start', 'native')} | ${ms('start', 'dockerode')} (create + attach + start) | \`docker run --rm -i\`: ${ms('start', 'docker-run')} |`,
     `| ${config.concurrent} sandboxes started at once, first stdout byte | ${burst('native')} | | ${config.concurrent} × \`docker run --rm -i\`: ${burst('docker-run')} |`,
