@@ -7,7 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxValidationError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('exact');
 const backend = dockerBackend(namespace);
@@ -77,7 +77,7 @@ test('files come back in the requested order, byte for byte, with their modes, f
     assert.equal(summary.directories, 0n);
     // The holder ran the helper and stops again (the export settled before the engine saw the
     // helper exit): a workspace export still works after it.
-    for (let i = 0; i < 100 && runningHolders().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    await stoppedHolder(sandbox);
     assert.deepEqual(runningHolders(), []);
     let files = 0;
     await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
@@ -151,7 +151,7 @@ test('an export abandoned mid-way leaves no helper running, and the next one wor
       .catch((e) => e);
     assert.match(String(error?.message), /consumer gave up/);
     // The helper is killed when its archive is abandoned: wait (bounded) for the engine to say so.
-    for (let i = 0; i < 100 && runningHolders().length > 0; i++) await new Promise((resolve) => setTimeout(resolve, 100));
+    await stoppedHolder(sandbox);
     assert.deepEqual(runningHolders(), []);
     const [before] = holderStarts();
     const { entries } = await exported(sandbox, paths.slice(0, 3));

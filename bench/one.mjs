@@ -290,8 +290,8 @@ async function stdout(bytes, runtime) {
 
 /**
  * Writes `bytes` into `cat > /dev/null` in writes of `writeBytes`, waiting for 'drain' whenever a
- * write says so, from the first write to the exit. `raw` writes the attach socket itself (the
- * engine's own rate for these writes): HTTP upgrade by hand, no client library.
+ * write says so, from the first write to the exit. `raw` writes the attach socket itself: HTTP
+ * upgrade by hand, no client library (the same socket dockerode's hijacked attach hands back).
  */
 async function stdin(bytes, writeBytes) {
   const block = Buffer.alloc(writeBytes, 1);
