@@ -115,9 +115,62 @@ describe('docker process: exits and streams', () => {
       await sandbox.destroy();
     }
   });
+
+  // An engine holds a killed container for as long as its attached output is unread: the
+  // stop must read on itself, or it waits for ever.
+  test('a stop settles while stdout is unread: its staged bytes come first, then cancelled for what did not fit', async () => {
+    const sandbox = await backend.reserve(request((p) => (p.deadlines.cleanupMs = 10_000)), { kind: 'in_process' }).start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/cat', args: ['/dev/zero'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      streams.stdin.end();
+      // Long enough for the staging, the connection and the guest's pipe to fill.
+      await sleep(1000);
+      await sandbox.stop();
+      assert.equal(sandbox.state.kind, 'stopped');
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      let read = 0;
+      const error = await new Promise((resolve, reject) => {
+        streams.stdout.on('data', (chunk) => {
+          assert.ok(chunk.every((b) => b === 0));
+          read += chunk.length;
+        });
+        streams.stdout.on('error', resolve);
+        streams.stdout.on('end', () => reject(new Error(`stdout ended after ${read} bytes without saying that bytes were discarded`)));
+      });
+      assert.ok(error instanceof SandboxOperationError, String(error));
+      assert.equal(error.code, 'cancelled');
+      assert.match(error.message, /stdout was unread/);
+      // The staging (1 MiB) was full but for less than one piece (64 KiB) when the stop came.
+      assert.ok(read > MiB - 64 * 1024, `what the staging held was delivered first (${read} bytes)`);
+      // stderr lost nothing: it ends as usual.
+      assert.equal((await collect(streams.stderr)).length, 0);
+    } finally {
+      await sandbox.destroy();
+    }
+  });
 });
 
 describe('docker process: stream limits', () => {
+  test('a fast writer past maxOutputBytes: the owned stop settles and destroy leaves nothing', async () => {
+    const sandbox = await backend
+      .reserve(request((p) => Object.assign(p.streams, { maxOutputBytes: 4096 })), { kind: 'in_process' })
+      .start();
+    try {
+      const process = sandbox.reserveProcess({ executable: '/bin/cat', args: ['/dev/zero'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      streams.stdin.end();
+      streams.stderr.on('error', () => {}).resume();
+      const error = await collect(streams.stdout).catch((e) => e);
+      assert.equal(error.code, 'output_limit');
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      for (let i = 0; i < 250 && sandbox.state.kind !== 'stopped'; i++) await sleep(20);
+      assert.equal(sandbox.state.kind, 'stopped');
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+
   test('maxOutputBytes 0 fails the output with output_limit and stops the sandbox', async () => {
     const sandbox = await backend
       .reserve(request((p) => (p.streams.maxOutputBytes = 0)), { kind: 'in_process' })

@@ -178,11 +178,48 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }) });
     const sandbox = await started(setup);
     const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    const ends = [streams.stdout, streams.stderr].map((stream) => settled(stream));
     streams.stdout.resume();
     streams.stderr.resume();
     await sandbox.stop();
     assert.deepEqual([raw.stdin.closed, raw.stdout.closed, raw.stderr.closed], [true, true, true]);
+    // Read all along, they lost nothing: both end.
+    assert.deepEqual(await Promise.all(ends), ['end', 'end']);
+    await sandbox.destroy();
+  });
+
+  test('a stop with unread output settles; that stream fails with cancelled at its next read, the other ends', async () => {
+    const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }) });
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    streams.stderr.resume();
+    const stderrEnd = settled(streams.stderr);
+    // More than the staging: the consumer is behind and the driver's stream holds the rest.
+    for (let i = 0; i < 64; i++) raw.stdout.write(Buffer.alloc(64 * 1024, 1));
+    await new Promise((resolve) => setImmediate(resolve));
+    await sandbox.stop();
+    assert.equal(await stderrEnd, 'end');
+    const outcome = await settled(streams.stdout.resume());
+    assert.ok(outcome instanceof SandboxOperationError, String(outcome));
+    assert.equal(outcome.code, 'cancelled');
+    assert.match(outcome.message, /stdout was unread/);
     await sandbox.destroy();
   });
 });
+
+/** How `stream` settles: 'end', or its error; a stream still open after 5 s fails the test. */
+function settled(stream) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the stream did not settle within 5 s')), 5_000);
+    stream.once('end', () => {
+      clearTimeout(timer);
+      resolve('end');
+    });
+    stream.once('error', (error) => {
+      clearTimeout(timer);
+      resolve(error);
+    });
+  });
+}
 

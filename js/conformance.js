@@ -270,6 +270,27 @@ export function runSandboxConformance(options) {
       );
     });
 
+    test('a stop settles while the output is unread, and the streams settle after it', { timeout: TEST_MS }, async () => {
+      await withReady(async (sandbox) => {
+        // Lines of 4 KiB, written for ever: the staging and every buffer behind it fill up.
+        const script = 's=0123456789abcdef; for i in 1 2 3 4 5 6 7 8; do s=$s$s; done; while :; do echo $s; echo $s >&2; done';
+        const streams = await sandbox.reserveProcess({ executable: guest.shell, args: ['-c', script], env: {}, cwd: sandbox.workspace }).start();
+        streams.stdin.end();
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await sandbox.stop();
+        assert.equal(sandbox.state.kind, 'stopped');
+        await streams.exit;
+        // Read now: each stream ends, or fails saying that output was discarded.
+        for (const stream of [streams.stdout, streams.stderr]) {
+          const outcome = await drain(stream).then(() => undefined, (e) => e);
+          if (outcome !== undefined) {
+            assert.ok(outcome instanceof SandboxOperationError, String(outcome));
+            assert.equal(outcome.code, 'cancelled');
+          }
+        }
+      });
+    });
+
     test('the execution deadline stops the whole workload (or is refused at reserve)', { timeout: TEST_MS }, async () => {
       const deadline = (policy) => {
         policy.execution = { kind: 'deadline', timeoutMs: 1_000 };

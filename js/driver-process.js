@@ -93,10 +93,21 @@ function observeStartup(actual, startupMs, callerSignal, ownerSignal) {
 
 /** How long closing a driver's streams may take: a stream that never reports closing is left. */
 const CLOSE_WAIT_MS = 5_000;
+/** How long output still being read may take to reach its own end before it is destroyed. */
+const OUTPUT_END_WAIT_MS = 250;
 
-/** Destroys a driver's raw streams and waits until each has closed, `CLOSE_WAIT_MS` at most. */
+/**
+ * Destroys a driver's raw streams and waits until each has closed, `CLOSE_WAIT_MS` at most.
+ * Output first gets `OUTPUT_END_WAIT_MS` to end by itself: a consumer that keeps reading then
+ * loses nothing, while an unread stream cannot hold the stop.
+ */
 async function closeRaw(raw) {
   const streams = [raw?.stdin, raw?.stdout, raw?.stderr].filter((stream) => stream && typeof stream.destroy === 'function');
+  const outputs = [raw?.stdout, raw?.stderr].filter((stream) => stream && typeof stream.destroy === 'function' && !stream.closed && !stream.destroyed);
+  await within(
+    OUTPUT_END_WAIT_MS,
+    Promise.all(outputs.map((stream) => finished(stream).catch(() => {}))),
+  );
   const closed = Promise.all(
     streams.map((stream) => {
       if (stream.closed || stream.destroyed) return undefined;
@@ -105,11 +116,16 @@ async function closeRaw(raw) {
       return ended;
     }),
   );
+  await within(CLOSE_WAIT_MS, closed);
+}
+
+/** Waits for `promise`, `ms` at most. */
+async function within(ms, promise) {
   let timer;
   const waited = new Promise((resolve) => {
-    timer = setTimeout(resolve, CLOSE_WAIT_MS);
+    timer = setTimeout(resolve, ms);
   });
-  await Promise.race([closed, waited]);
+  await Promise.race([promise, waited]);
   clearTimeout(timer);
 }
 
@@ -123,10 +139,23 @@ function limitedStreams(raw, limits, stopSandbox) {
     for (const stream of outputs) stream.destroy(error);
     stopSandbox().catch(() => {});
   };
-  const output = (source) => {
+  const output = (source, name) => {
+    let ended = false;
+    // A read waits for the source (nothing was pushed since it was asked for).
+    let pulling = false;
+    // The consumer fell behind: the source holds what it has not taken.
+    let behind = false;
+    // Output was lost to a stop: the stream fails with it at its next read.
+    let failure;
     const stream = new Readable({
       highWaterMark: limits.highWaterMark,
       read() {
+        if (failure) {
+          this.destroy(failure);
+          return;
+        }
+        pulling = true;
+        behind = false;
         source.resume();
       },
     });
@@ -136,11 +165,30 @@ function limitedStreams(raw, limits, stopSandbox) {
         violate(new SandboxOperationError('output_limit', `the process wrote more than policy.streams.maxOutputBytes (${limits.maxOutputBytes}); the sandbox is being stopped`));
         return;
       }
+      pulling = false;
       // Staging bound: stop reading the driver when the consumer falls behind.
-      if (!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) source.pause();
+      if (!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) {
+        behind = true;
+        source.pause();
+      }
     });
-    source.on('end', () => stream.push(null));
+    source.on('end', () => {
+      ended = true;
+      stream.push(null);
+    });
     source.on('error', (error) => stream.destroy(error));
+    // Closed before its end (a stop closes what is left): a source the consumer kept up with
+    // lost nothing and ends; one that still held unread output makes the stream fail with
+    // `cancelled`, at once for a waiting read, else at the next read.
+    source.on('close', () => {
+      if (ended || stream.destroyed) return;
+      if (!behind && source.readableLength === 0) {
+        stream.push(null);
+        return;
+      }
+      failure = new SandboxOperationError('cancelled', `the sandbox stopped while the process's ${name} was unread: what was not read was discarded`);
+      if (pulling) stream.destroy(failure);
+    });
     outputs.push(stream);
     return stream;
   };
@@ -174,5 +222,5 @@ function limitedStreams(raw, limits, stopSandbox) {
     return write(chunk, encoding, callback);
   };
   const exit = Promise.resolve(raw.exit).then((value) => Object.freeze({ ...value }));
-  return Object.freeze({ stdin, stdout: output(raw.stdout), stderr: output(raw.stderr), exit });
+  return Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
 }

@@ -50,8 +50,16 @@ node_modules/.bin/tsc -p tsconfig.json || fail "tsc"
 status=0
 # Every engine object the suites create carries this run's id in its namespace label.
 export NATIVE_SANDBOX_TEST_RUN="run$(date +%s)"
+# One run takes minutes; a run that hangs (a suite whose process never exits) is killed past
+# this bound and fails, so both runs and their reports fit the CI's time.
+run_bound=30m
 for runtime in "${node20}" "${node22}"; do
   step "node --test on $("${runtime}" --version)"
-  "${runtime}" --test --test-concurrency=1 __test__/*.test.mjs || status=1
+  timeout --kill-after=30s "${run_bound}" "${runtime}" --test --test-concurrency=1 __test__/*.test.mjs
+  rc=$?
+  if [ "${rc}" -eq 124 ] || [ "${rc}" -eq 137 ]; then
+    echo "test: node --test on $("${runtime}" --version) did not finish within ${run_bound}: killed" >&2
+  fi
+  [ "${rc}" -eq 0 ] || status=1
 done
 exit "${status}"

@@ -459,6 +459,10 @@ impl SandboxOwner {
                 }
                 owner.await_transfer_release(import, limit).await?;
                 owner.cleanup_checkpoint(Phase::Stopping).await;
+                if let Some(io) = &io {
+                    // An engine holds a killed container while its attached output is unread.
+                    io.stopping();
+                }
                 // The driver's own stop is its work: it is awaited, not abandoned (an observer
                 // gives up on it, and a retry enters a new one).
                 Arc::clone(&owner.inner.driver).stop().await?;

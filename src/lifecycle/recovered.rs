@@ -1,6 +1,6 @@
 //! Cleanup-only ownership of a reconciled sandbox: stop and destroy, never run.
 
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::Duration;
 
 use super::driver::RecoveredDriver;
@@ -23,6 +23,8 @@ struct Inner {
     record: Mutex<SandboxRecoveryRecord>,
     stop: Mutex<Option<Actual<()>>>,
     destroy: Mutex<Option<Actual<()>>>,
+    /// The streams of the last attachment, told when compute stops (without keeping them).
+    attached: Mutex<Weak<ProcessIo>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -37,6 +39,7 @@ impl RecoveredOwner {
                 record: Mutex::new(record),
                 stop: Mutex::new(None),
                 destroy: Mutex::new(None),
+                attached: Mutex::new(Weak::new()),
             }),
         }
     }
@@ -128,7 +131,7 @@ impl RecoveredOwner {
         };
         // A weak reference: the streams must not keep the owner alive.
         let owner = Arc::downgrade(&self.inner);
-        Ok(ProcessIo::new(
+        let io = ProcessIo::new(
             channels,
             limits,
             Arc::new(move || {
@@ -137,7 +140,9 @@ impl RecoveredOwner {
                     drop(RecoveredOwner { inner }.begin_stop());
                 }
             }),
-        ))
+        );
+        *lock(&self.inner.attached) = Arc::downgrade(&io);
+        Ok(io)
     }
 
     fn begin_stop(&self) -> Actual<()> {
@@ -149,6 +154,11 @@ impl RecoveredOwner {
         let actual = enter(async move {
             let result = async {
                 owner.refresh_record().await?;
+                let attached = lock(&owner.inner.attached).upgrade();
+                if let Some(io) = attached {
+                    // An engine holds a killed container while its attached output is unread.
+                    io.stopping();
+                }
                 Arc::clone(&owner.inner.driver).stop().await
             }
             .await;
@@ -185,5 +195,115 @@ impl RecoveredOwner {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+    use futures::future::{BoxFuture, FutureExt};
+    use futures::StreamExt;
+    use tokio::sync::mpsc;
+
+    use crate::lifecycle::driver::{OutputStream, ProcessChannels};
+    use crate::lifecycle::error::OperationCode;
+    use crate::recovery::record::{test_record, Identity};
+
+    type Piece = Result<(OutputStream, Bytes), OwnerError>;
+
+    /// An engine that, as Docker's does, holds a killed process until its attached output is
+    /// read: its stop writes more than the staging holds into a connection of one slot.
+    struct Engine {
+        record: SandboxRecoveryRecord,
+        feed: mpsc::Sender<Piece>,
+        attached: Mutex<Option<mpsc::Receiver<Piece>>>,
+    }
+
+    const PIECES: usize = 64;
+    const PIECE: usize = 64 * 1024;
+
+    impl RecoveredDriver for Engine {
+        fn recovery_record(
+            self: Arc<Self>,
+        ) -> BoxFuture<'static, Result<SandboxRecoveryRecord, OwnerError>> {
+            futures::future::ready(Ok(self.record.clone())).boxed()
+        }
+
+        fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+            async move {
+                for _ in 0..PIECES {
+                    let piece = Bytes::from(vec![7; PIECE]);
+                    self.feed
+                        .send(Ok((OutputStream::Stdout, piece)))
+                        .await
+                        .map_err(|_| OwnerError::driver("the attachment went away"))?;
+                }
+                Ok(())
+            }
+            .boxed()
+        }
+
+        fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+            futures::future::ready(Ok(())).boxed()
+        }
+
+        fn attach_process(
+            self: Arc<Self>,
+        ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+            let attached = lock(&self.attached).take();
+            async move {
+                let mut output = attached.ok_or_else(|| OwnerError::state("attached once only"))?;
+                Ok(ProcessChannels {
+                    input: Box::pin(tokio::io::sink()),
+                    output: futures::stream::poll_fn(move |cx| output.poll_recv(cx)).boxed(),
+                    exit: futures::future::pending().boxed(),
+                })
+            }
+            .boxed()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_stop_reads_past_the_attached_streams_unread_output() {
+        let (feed, attached) = mpsc::channel(1);
+        let record = test_record(Identity::Planned);
+        let engine = Arc::new(Engine {
+            record: record.clone(),
+            feed,
+            attached: Mutex::new(Some(attached)),
+        });
+        let owner = RecoveredOwner::new(engine, record);
+        let io = owner
+            .attach_process(StreamLimits::DEFAULT, Duration::from_secs(5))
+            .await
+            .expect("attached");
+        // Nobody reads: without the stop reading on, the engine's stop would never finish.
+        tokio::time::timeout(Duration::from_secs(10), owner.stop())
+            .await
+            .expect("the stop settles")
+            .expect("the stop succeeds");
+        let mut staged = 0;
+        let failure = loop {
+            match io.read(OutputStream::Stdout, usize::MAX).await {
+                Ok(Some(bytes)) => staged += bytes.len(),
+                Ok(None) => panic!("stdout ended after {staged} bytes as if nothing was lost"),
+                Err(error) => break error,
+            }
+        };
+        assert!(
+            staged > 0 && staged < PIECES * PIECE,
+            "{staged} bytes staged"
+        );
+        assert!(
+            matches!(
+                failure,
+                OwnerError::Operation {
+                    code: OperationCode::Cancelled,
+                    ..
+                }
+            ),
+            "{failure:?}"
+        );
     }
 }

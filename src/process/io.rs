@@ -5,18 +5,15 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt, Shared};
-use futures::StreamExt;
 use tokio::sync::{mpsc, Semaphore};
 
+use super::output_pump::{OutputPump, PumpControl, PumpSettings, Received};
 use super::stdin_lane::{StdinLane, Taken};
 
 use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::policy::request::StreamLimits;
-
-type Received = Result<Bytes, OwnerError>;
 
 /// The task that writes queued stdin to the guest; joinable by `end()`.
 type StdinWriter = Shared<BoxFuture<'static, Result<(), OwnerError>>>;
@@ -47,8 +44,7 @@ impl OutputReader {
     }
 }
 
-/// Called once when a limit is crossed or a stream breaks: the owner stops the workload.
-pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
+pub use super::output_pump::OnViolation;
 
 pub struct ProcessIo {
     limits: StreamLimits,
@@ -62,8 +58,7 @@ pub struct ProcessIo {
     stdout: tokio::sync::Mutex<OutputReader>,
     stderr: tokio::sync::Mutex<OutputReader>,
     output_budget: Arc<Semaphore>,
-    /// Wakes the output pump on `close()` (a stored permit if it is not waiting yet).
-    closed: Arc<tokio::sync::Notify>,
+    pump: Arc<PumpControl>,
     exit: Shared<BoxFuture<'static, ProcessExit>>,
     violated: Arc<AtomicBool>,
     on_violation: OnViolation,
@@ -102,71 +97,23 @@ impl ProcessIo {
         let (stderr_tx, stderr_rx) = mpsc::unbounded_channel();
         let violated = Arc::new(AtomicBool::new(false));
 
-        let pump_budget = Arc::clone(&output_budget);
-        let pump_violated = Arc::clone(&violated);
-        let pump_violation = Arc::clone(&on_violation);
-        let closed = Arc::new(tokio::sync::Notify::new());
-        let pump_closed = Arc::clone(&closed);
-        let max_output = limits.max_output_bytes;
-        let piece = output_staging.clamp(1, 64 * 1024);
-        tokio::spawn(async move {
-            let mut output = output;
-            let mut total: u64 = 0;
-            // `close()` ends the pump even while the engine sends nothing, so a detached
-            // attachment lets go of its connection at once. One wait for the whole pump (a
-            // permit stored before it is first polled still counts).
-            let closed = pump_closed.notified();
-            tokio::pin!(closed);
-            loop {
-                let item = tokio::select! {
-                    biased;
-                    item = output.next() => item,
-                    () = &mut closed => None,
-                };
-                let Some(item) = item else { break };
-                let (which, bytes) = match item {
-                    Ok(chunk) => chunk,
-                    Err(error) => {
-                        let _ = stdout_tx.send(Err(error.clone()));
-                        let _ = stderr_tx.send(Err(error));
-                        break;
-                    }
-                };
-                total = total.saturating_add(bytes.len() as u64);
-                if max_output.is_some_and(|max| total > max) {
-                    let error = OwnerError::operation(
-                        OperationCode::OutputLimit,
-                        format!(
-                            "the process wrote more than policy.streams.maxOutputBytes ({}) to stdout and stderr together; the sandbox is being stopped",
-                            max_output.unwrap_or(0)
-                        ),
-                    );
-                    let _ = stdout_tx.send(Err(error.clone()));
-                    let _ = stderr_tx.send(Err(error));
-                    if !pump_violated.swap(true, Ordering::SeqCst) {
-                        pump_violation();
-                    }
-                    break;
-                }
-                let sender = match which {
-                    OutputStream::Stdout => &stdout_tx,
-                    OutputStream::Stderr => &stderr_tx,
-                };
-                let mut rest = bytes;
-                while !rest.is_empty() {
-                    let part = rest.split_to(rest.len().min(piece));
-                    // Staging is full: stop reading from the engine until a reader takes bytes.
-                    match pump_budget.acquire_many(permits(part.len())).await {
-                        Ok(permit) => permit.forget(),
-                        Err(_) => return,
-                    }
-                    if sender.send(Ok(part)).is_err() {
-                        // Nobody reads this stream any more: give its budget back and go on.
-                        continue;
-                    }
-                }
-            }
-        });
+        let pump = Arc::new(PumpControl::default());
+        tokio::spawn(
+            OutputPump::new(
+                output,
+                PumpSettings {
+                    budget: Arc::clone(&output_budget),
+                    staging: limits.max_buffered_output_bytes,
+                    max_output: limits.max_output_bytes,
+                    stdout: stdout_tx,
+                    stderr: stderr_tx,
+                    control: Arc::clone(&pump),
+                    violated: Arc::clone(&violated),
+                    on_violation: Arc::clone(&on_violation),
+                },
+            )
+            .run(),
+        );
 
         let stdin = StdinLane::new(input, Arc::clone(&stdin_budget));
         let writer = tokio::spawn(Arc::clone(&stdin).writer());
@@ -189,7 +136,7 @@ impl ProcessIo {
             stdout: OutputReader::new(stdout_rx),
             stderr: OutputReader::new(stderr_rx),
             output_budget,
-            closed,
+            pump,
             exit: exit.shared(),
             violated,
             on_violation,
@@ -406,13 +353,23 @@ impl ProcessIo {
         self.stdin.end();
         self.stdin_budget.close();
         self.output_budget.close();
-        self.closed.notify_one();
+        self.pump.close();
+    }
+
+    /// Compute is being stopped: the output pump reads on without waiting for staging space,
+    /// so an unread stream never keeps the engine from stopping the container. What the
+    /// staging cannot hold is discarded, and its stream fails with `cancelled` after the bytes
+    /// it staged (see `output_pump`).
+    pub fn stopping(&self) {
+        self.pump.stopping();
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bytes::Bytes;
+    use futures::StreamExt;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
 

@@ -1,0 +1,527 @@
+//! The output pump: moves the engine's demultiplexed output into the two streams' staging, in
+//! order, within the staging's budget, and counts the output total.
+//!
+//! Invariants:
+//! - while compute runs, a full staging stops the pump (backpressure on the engine): nothing is
+//!   read that the staging cannot hold, and nothing is dropped;
+//! - once compute is stopping (`PumpControl::stopping`) a piece waits for staging space at most
+//!   `ROOM_WAIT_WHILE_STOPPING`: an engine holds a killed container until its attached output
+//!   is read, so an unread stream must not keep the stop from happening, while a reader that
+//!   keeps reading loses nothing. A piece that finds no room within that wait is discarded with
+//!   everything after it on that stream, and the stream fails with `cancelled` after the bytes
+//!   it staged: nothing is truncated silently;
+//! - past `maxOutputBytes` both streams fail with `output_limit` and the pump reads on, staging
+//!   nothing, for the same reason;
+//! - every stream receives at most one failure, after its last staged bytes;
+//! - the pump ends when the engine's stream ends or fails, when `PumpControl::close` is called
+//!   (even while the engine sends nothing), or when the staging's budget is closed (the
+//!   streams' `close` does both).
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use tokio::sync::{mpsc, Notify, Semaphore};
+
+use crate::lifecycle::driver::OutputStream;
+use crate::lifecycle::error::{OperationCode, OwnerError};
+
+pub type Received = Result<Bytes, OwnerError>;
+pub type EngineOutput = BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>;
+
+/// Once compute is stopping, a piece waits at most this long for staging space: a reader that
+/// keeps reading loses nothing, and an unread stream cannot hold the stop for long.
+pub const ROOM_WAIT_WHILE_STOPPING: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// Called once when the output total is crossed: the owner stops the workload.
+pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
+
+/// What the owner tells a running pump.
+#[derive(Default)]
+pub struct PumpControl {
+    /// Wakes the pump for good (a stored permit if it is not waiting yet).
+    closed: Notify,
+    stopping: AtomicBool,
+    /// Wakes a pump waiting for staging space once `stopping` is set.
+    stopping_wake: Notify,
+}
+
+impl PumpControl {
+    /// Ends a pump waiting for the engine, which lets go of the engine's stream at once (even
+    /// while the engine sends nothing); a pump waiting for staging space ends when the budget
+    /// is closed.
+    pub fn close(&self) {
+        self.closed.notify_one();
+    }
+
+    /// Compute is being stopped: from now on a piece waits for staging space only briefly
+    /// (see the module's invariants).
+    pub fn stopping(&self) {
+        self.stopping.store(true, Ordering::SeqCst);
+        self.stopping_wake.notify_one();
+    }
+
+    fn is_stopping(&self) -> bool {
+        self.stopping.load(Ordering::SeqCst)
+    }
+}
+
+/// One stream's side of the pump.
+struct Lane {
+    staged: mpsc::UnboundedSender<Received>,
+    /// The stream received its failure (or its reader is gone): nothing more is staged.
+    ended: bool,
+}
+
+/// Whether a piece found room in the staging.
+enum Room {
+    Granted,
+    /// Compute is stopping and the staging stayed full for `ROOM_WAIT_WHILE_STOPPING`.
+    Full,
+    /// The budget is closed: the streams are closed.
+    Closed,
+}
+
+pub struct OutputPump {
+    output: EngineOutput,
+    budget: Arc<Semaphore>,
+    /// Staged pieces are at most this large (the staging's reads take them one by one).
+    piece: usize,
+    staging: u64,
+    max_output: Option<u64>,
+    total: u64,
+    /// Past `maxOutputBytes`: read on, stage nothing.
+    discarding: bool,
+    stdout: Lane,
+    stderr: Lane,
+    control: Arc<PumpControl>,
+    violated: Arc<AtomicBool>,
+    on_violation: OnViolation,
+}
+
+pub struct PumpSettings {
+    pub budget: Arc<Semaphore>,
+    pub staging: u64,
+    pub max_output: Option<u64>,
+    pub stdout: mpsc::UnboundedSender<Received>,
+    pub stderr: mpsc::UnboundedSender<Received>,
+    pub control: Arc<PumpControl>,
+    pub violated: Arc<AtomicBool>,
+    pub on_violation: OnViolation,
+}
+
+fn stream_name(which: OutputStream) -> &'static str {
+    match which {
+        OutputStream::Stdout => "stdout",
+        OutputStream::Stderr => "stderr",
+    }
+}
+
+fn permits(n: usize) -> u32 {
+    u32::try_from(n).unwrap_or(u32::MAX)
+}
+
+impl OutputPump {
+    pub fn new(output: EngineOutput, settings: PumpSettings) -> Self {
+        let lane = |staged| Lane {
+            staged,
+            ended: false,
+        };
+        Self {
+            output,
+            budget: settings.budget,
+            piece: usize::try_from(settings.staging)
+                .unwrap_or(usize::MAX)
+                .clamp(1, 64 * 1024),
+            staging: settings.staging,
+            max_output: settings.max_output,
+            total: 0,
+            discarding: false,
+            stdout: lane(settings.stdout),
+            stderr: lane(settings.stderr),
+            control: settings.control,
+            violated: settings.violated,
+            on_violation: settings.on_violation,
+        }
+    }
+
+    /// Runs until the engine's stream ends or fails, `close`, or a closed budget.
+    pub async fn run(mut self) {
+        let control = Arc::clone(&self.control);
+        // One wait for the whole pump (a permit stored before it is first polled still counts).
+        let closed = control.closed.notified();
+        tokio::pin!(closed);
+        loop {
+            let item = tokio::select! {
+                biased;
+                item = self.output.next() => item,
+                () = &mut closed => None,
+            };
+            let Some(item) = item else { return };
+            let (which, bytes) = match item {
+                Ok(chunk) => chunk,
+                Err(error) => {
+                    self.fail_both(&error);
+                    return;
+                }
+            };
+            if self.discarding {
+                continue;
+            }
+            self.total = self.total.saturating_add(bytes.len() as u64);
+            if let Some(max) = self.max_output.filter(|max| self.total > *max) {
+                self.fail_both(&OwnerError::operation(
+                    OperationCode::OutputLimit,
+                    format!(
+                        "the process wrote more than policy.streams.maxOutputBytes ({max}) to stdout and stderr together; the sandbox is being stopped"
+                    ),
+                ));
+                self.discarding = true;
+                if !self.violated.swap(true, Ordering::SeqCst) {
+                    (self.on_violation)();
+                }
+                continue;
+            }
+            if !self.stage(which, bytes).await {
+                return;
+            }
+        }
+    }
+
+    fn lane(&mut self, which: OutputStream) -> &mut Lane {
+        match which {
+            OutputStream::Stdout => &mut self.stdout,
+            OutputStream::Stderr => &mut self.stderr,
+        }
+    }
+
+    /// Fails every stream that has not failed yet with `error`.
+    fn fail_both(&mut self, error: &OwnerError) {
+        for lane in [&mut self.stdout, &mut self.stderr] {
+            if !std::mem::replace(&mut lane.ended, true) {
+                let _ = lane.staged.send(Err(error.clone()));
+            }
+        }
+    }
+
+    /// Stages `bytes` on `which` piece by piece; `false` once the budget is closed.
+    async fn stage(&mut self, which: OutputStream, mut bytes: Bytes) -> bool {
+        while !bytes.is_empty() && !self.lane(which).ended {
+            let part = bytes.split_to(bytes.len().min(self.piece));
+            let n = permits(part.len());
+            match room(&self.budget, &self.control, n).await {
+                Room::Granted => {}
+                Room::Closed => return false,
+                Room::Full => {
+                    let staging = self.staging;
+                    let lane = self.lane(which);
+                    lane.ended = true;
+                    let _ = lane.staged.send(Err(OwnerError::operation(
+                        OperationCode::Cancelled,
+                        format!(
+                            "the sandbox stopped while its {} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, {staging}) was discarded",
+                            stream_name(which)
+                        ),
+                    )));
+                    return true;
+                }
+            }
+            let lane = self.lane(which);
+            if lane.staged.send(Ok(part)).is_err() {
+                // Nobody reads this stream any more: its space goes back at once.
+                lane.ended = true;
+                self.budget.add_permits(n as usize);
+            }
+        }
+        true
+    }
+}
+
+/// Room for `n` bytes: waited for as long as it takes while compute runs, at most
+/// `ROOM_WAIT_WHILE_STOPPING` once it stops.
+async fn room(budget: &Semaphore, control: &PumpControl, n: u32) -> Room {
+    let granted = |permit: Result<tokio::sync::SemaphorePermit<'_>, _>| match permit {
+        Ok(permit) => {
+            permit.forget();
+            Room::Granted
+        }
+        Err(tokio::sync::AcquireError { .. }) => Room::Closed,
+    };
+    if !control.is_stopping() {
+        tokio::select! {
+            biased;
+            permit = budget.acquire_many(n) => return granted(permit),
+            () = stopping(control) => {}
+        }
+    }
+    match tokio::time::timeout(ROOM_WAIT_WHILE_STOPPING, budget.acquire_many(n)).await {
+        Ok(permit) => granted(permit),
+        Err(_) => Room::Full,
+    }
+}
+
+/// Resolves once compute is stopping.
+async fn stopping(control: &PumpControl) {
+    loop {
+        // Registered before the flag is read, so a `stopping()` in between is not lost.
+        let woken = control.stopping_wake.notified();
+        tokio::pin!(woken);
+        woken.as_mut().enable();
+        if control.is_stopping() {
+            return;
+        }
+        woken.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+    use std::time::Duration;
+
+    /// A running pump over an engine stream fed by the test through a channel of one slot, so
+    /// a feed that completes proves the pump read the piece before it.
+    struct Running {
+        feed: mpsc::Sender<Result<(OutputStream, Bytes), OwnerError>>,
+        stdout: mpsc::UnboundedReceiver<Received>,
+        stderr: mpsc::UnboundedReceiver<Received>,
+        control: Arc<PumpControl>,
+        budget: Arc<Semaphore>,
+        violations: Arc<AtomicUsize>,
+        pump: tokio::task::JoinHandle<()>,
+    }
+
+    fn running(staging: u64, max_output: Option<u64>) -> Running {
+        let (feed, mut engine) = mpsc::channel(1);
+        let output = futures::stream::poll_fn(move |cx| engine.poll_recv(cx)).boxed();
+        let (stdout_tx, stdout) = mpsc::unbounded_channel();
+        let (stderr_tx, stderr) = mpsc::unbounded_channel();
+        let control = Arc::new(PumpControl::default());
+        let budget = Arc::new(Semaphore::new(staging as usize));
+        let violations = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&violations);
+        let pump = OutputPump::new(
+            output,
+            PumpSettings {
+                budget: Arc::clone(&budget),
+                staging,
+                max_output,
+                stdout: stdout_tx,
+                stderr: stderr_tx,
+                control: Arc::clone(&control),
+                violated: Arc::new(AtomicBool::new(false)),
+                on_violation: Arc::new(move || {
+                    counted.fetch_add(1, Ordering::SeqCst);
+                }),
+            },
+        );
+        Running {
+            feed,
+            stdout,
+            stderr,
+            control,
+            budget,
+            violations,
+            pump: tokio::spawn(pump.run()),
+        }
+    }
+
+    async fn settles<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
+        tokio::time::timeout(Duration::from_secs(5), future)
+            .await
+            .unwrap_or_else(|_| panic!("{what} did not settle"))
+    }
+
+    impl Running {
+        async fn feed(&self, which: OutputStream, bytes: &'static [u8]) {
+            settles(
+                "the pump reads the feed",
+                self.feed.send(Ok((which, Bytes::from_static(bytes)))),
+            )
+            .await
+            .expect("the pump listens");
+        }
+
+        /// Whether the pump leaves the engine's pieces unread: one more fills the slot, and
+        /// the next finds no room for a while.
+        async fn holds_the_engine(&self, which: OutputStream) -> bool {
+            self.feed(which, b"z").await;
+            let next = self.feed.send(Ok((which, Bytes::from_static(b"z"))));
+            tokio::time::timeout(Duration::from_millis(100), next)
+                .await
+                .is_err()
+        }
+    }
+
+    fn code(received: Option<Received>) -> Option<OperationCode> {
+        match received {
+            Some(Err(OwnerError::Operation { code, .. })) => Some(code),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn while_compute_runs_a_full_staging_holds_the_engine_and_drops_nothing() {
+        let mut pump = running(4, None);
+        pump.feed(OutputStream::Stdout, b"abcd").await;
+        // The pump waits for room with "efgh"; the slot behind it stays full.
+        pump.feed(OutputStream::Stdout, b"efgh").await;
+        assert!(pump.holds_the_engine(OutputStream::Stdout).await);
+        assert_eq!(
+            pump.stdout.recv().await,
+            Some(Ok(Bytes::from_static(b"abcd")))
+        );
+        pump.budget.add_permits(4);
+        assert_eq!(
+            pump.stdout.recv().await,
+            Some(Ok(Bytes::from_static(b"efgh")))
+        );
+    }
+
+    #[tokio::test]
+    async fn once_stopping_the_pump_reads_on_and_fails_only_a_stream_that_lost_bytes() {
+        let mut pump = running(4, None);
+        pump.feed(OutputStream::Stdout, b"abcd").await;
+        pump.feed(OutputStream::Stdout, b"efgh").await;
+        assert!(pump.holds_the_engine(OutputStream::Stdout).await);
+        pump.control.stopping();
+        // "efgh" and everything after it on stdout is discarded; the engine is read on.
+        for _ in 0..100 {
+            pump.feed(OutputStream::Stdout, b"more").await;
+        }
+        assert_eq!(
+            pump.stdout.recv().await,
+            Some(Ok(Bytes::from_static(b"abcd")))
+        );
+        assert_eq!(
+            code(pump.stdout.recv().await),
+            Some(OperationCode::Cancelled)
+        );
+        // Room again (a reader took stdout's bytes): stderr's own bytes are staged whole.
+        pump.budget.add_permits(4);
+        pump.feed(OutputStream::Stderr, b"err").await;
+        assert_eq!(
+            pump.stderr.recv().await,
+            Some(Ok(Bytes::from_static(b"err")))
+        );
+        drop(pump.feed);
+        settles("the pump's end", pump.pump).await.expect("joined");
+        // stdout received one failure only; stderr ends without one.
+        assert_eq!(pump.stdout.recv().await, None);
+        assert_eq!(pump.stderr.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn once_stopping_a_reader_that_keeps_reading_loses_nothing() {
+        let Running {
+            feed,
+            mut stdout,
+            control,
+            budget,
+            pump,
+            ..
+        } = running(4, None);
+        control.stopping();
+        let reader = tokio::spawn(async move {
+            let mut read = Vec::new();
+            while let Some(piece) = stdout.recv().await {
+                let piece = piece.expect("no failure");
+                read.extend_from_slice(&piece);
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                budget.add_permits(piece.len());
+            }
+            read
+        });
+        for _ in 0..50 {
+            settles(
+                "the pump reads the feed",
+                feed.send(Ok((OutputStream::Stdout, Bytes::from_static(b"abcd")))),
+            )
+            .await
+            .expect("the pump listens");
+        }
+        drop(feed);
+        settles("the pump's end", pump).await.expect("joined");
+        let read = settles("the reader", reader).await.expect("joined");
+        assert_eq!(read, b"abcd".repeat(50));
+    }
+
+    #[tokio::test]
+    async fn stopping_wakes_a_pump_already_waiting_for_room() {
+        let mut pump = running(2, None);
+        pump.feed(OutputStream::Stderr, b"ab").await;
+        pump.feed(OutputStream::Stderr, b"cd").await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        pump.control.stopping();
+        pump.feed(OutputStream::Stdout, b"x").await;
+        assert_eq!(
+            pump.stderr.recv().await,
+            Some(Ok(Bytes::from_static(b"ab")))
+        );
+        assert_eq!(
+            code(pump.stderr.recv().await),
+            Some(OperationCode::Cancelled)
+        );
+        // stdout found no room either: it lost its byte too.
+        assert_eq!(
+            code(pump.stdout.recv().await),
+            Some(OperationCode::Cancelled)
+        );
+    }
+
+    #[tokio::test]
+    async fn past_the_output_total_both_streams_fail_once_and_the_engine_is_read_on() {
+        let mut pump = running(1024, Some(4));
+        pump.feed(OutputStream::Stdout, b"abc").await;
+        pump.feed(OutputStream::Stderr, b"de").await;
+        for _ in 0..100 {
+            pump.feed(OutputStream::Stdout, b"more").await;
+        }
+        assert_eq!(
+            pump.stdout.recv().await,
+            Some(Ok(Bytes::from_static(b"abc")))
+        );
+        assert_eq!(
+            code(pump.stdout.recv().await),
+            Some(OperationCode::OutputLimit)
+        );
+        assert_eq!(
+            code(pump.stderr.recv().await),
+            Some(OperationCode::OutputLimit)
+        );
+        assert_eq!(pump.violations.load(Ordering::SeqCst), 1);
+        drop(pump.feed);
+        settles("the pump's end", pump.pump).await.expect("joined");
+        assert_eq!(pump.stdout.recv().await, None);
+        assert_eq!(pump.stderr.recv().await, None);
+    }
+
+    #[tokio::test]
+    async fn close_ends_a_pump_waiting_for_room() {
+        let pump = running(2, None);
+        pump.feed(OutputStream::Stdout, b"ab").await;
+        pump.feed(OutputStream::Stdout, b"cd").await;
+        // The streams' close: the budget is closed and the pump told.
+        pump.budget.close();
+        pump.control.close();
+        settles("the pump's end", pump.pump).await.expect("joined");
+        assert!(
+            pump.feed.is_closed(),
+            "the pump let go of the engine's stream"
+        );
+    }
+
+    #[tokio::test]
+    async fn close_ends_a_pump_while_the_engine_sends_nothing() {
+        let pump = running(2, None);
+        pump.control.close();
+        settles("the pump's end", pump.pump).await.expect("joined");
+        assert!(
+            pump.feed.is_closed(),
+            "the pump let go of the engine's stream"
+        );
+    }
+}
