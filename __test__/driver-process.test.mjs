@@ -4,12 +4,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
+import { finished } from 'node:stream/promises';
 import { describe, test } from 'node:test';
 import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
-function localDriver({ withProcess = true, startProcess } = {}) {
+function localDriver({ withProcess = true, startProcess, onStop } = {}) {
   const children = [];
   let count = 0;
   const driver = {
@@ -43,6 +44,7 @@ function localDriver({ withProcess = true, startProcess } = {}) {
           return ready;
         },
         async stop() {
+          if (onStop) return onStop();
           for (const child of children) {
             try {
               process.kill(-child.pid, 'SIGKILL');
@@ -206,6 +208,36 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     assert.match(outcome.message, /stdout was unread/);
     await sandbox.destroy();
   });
+});
+
+test('a driver whose stop waits for its output to be read is not held by a consumer that does not read', async () => {
+  const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+  // As an engine with an attached client: the stop returns once the driver's output was read.
+  const setup = localDriver({
+    startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }),
+    onStop: async () => {
+      raw.stdout.end();
+      raw.stderr.end();
+      await Promise.all([finished(raw.stdout), finished(raw.stderr)]);
+    },
+  });
+  const sandbox = await started(setup);
+  const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+  // 4 MiB against a staging of 64 KiB: the driver's stream holds nearly all of it.
+  for (let i = 0; i < 64; i++) raw.stdout.write(Buffer.alloc(64 * 1024, 1));
+  await new Promise((resolve) => setImmediate(resolve));
+  await sandbox.stop();
+  assert.equal(sandbox.state.kind, 'stopped');
+  let read = 0;
+  streams.stdout.on('data', (chunk) => {
+    read += chunk.length;
+  });
+  const outcome = await settled(streams.stdout);
+  assert.ok(outcome instanceof SandboxOperationError, String(outcome));
+  assert.equal(outcome.code, 'cancelled');
+  assert.ok(read > 0 && read <= 64 * 1024 + 16 * 1024, `what the staging held came first (${read} bytes)`);
+  assert.equal(await settled(streams.stderr.resume()), 'end');
+  await sandbox.destroy();
 });
 
 /** How `stream` settles: 'end', or its error; a stream still open after 5 s fails the test. */

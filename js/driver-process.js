@@ -34,7 +34,7 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
     if (signal?.aborted) throw new SandboxOperationError('cancelled', 'process startup was cancelled before entry');
     settle(owner.enterExternalProcess(), context, errorFromDescriptor);
     const controller = new AbortController();
-    const slot = { controller, close: async () => {} };
+    const slot = { controller, stopping: () => {}, close: async () => {} };
     processSlot.process = slot;
     const actual = Promise.resolve().then(() => reserved.start({ signal: controller.signal }));
     let raw;
@@ -51,7 +51,9 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
     slot.close = () => closeRaw(raw);
     let streams;
     try {
-      streams = limitedStreams(raw, limits, stopSandbox);
+      const limited = limitedStreams(raw, limits, stopSandbox);
+      streams = limited.streams;
+      slot.stopping = limited.stopping;
     } catch (error) {
       // A driver that started something other than the process port's streams: fenced and
       // stopped first, then what it started is closed (within CLOSE_WAIT_MS).
@@ -135,6 +137,10 @@ function limitedStreams(raw, limits, stopSandbox) {
   }
   let outputTotal = 0;
   const outputs = [];
+  // Compute is stopping: the driver's output is read on, so a driver whose stop waits for it
+  // (as an engine waits for an attached client to read) is never held by a consumer that does
+  // not read. What the staging cannot hold then is discarded, and its stream fails.
+  const stopped = [];
   const violate = (error) => {
     for (const stream of outputs) stream.destroy(error);
     stopSandbox().catch(() => {});
@@ -147,6 +153,9 @@ function limitedStreams(raw, limits, stopSandbox) {
     let behind = false;
     // Output was lost to a stop: the stream fails with it at its next read.
     let failure;
+    let stopping = false;
+    // Output was discarded while stopping.
+    let lost = false;
     const stream = new Readable({
       highWaterMark: limits.highWaterMark,
       read() {
@@ -165,15 +174,30 @@ function limitedStreams(raw, limits, stopSandbox) {
         violate(new SandboxOperationError('output_limit', `the process wrote more than policy.streams.maxOutputBytes (${limits.maxOutputBytes}); the sandbox is being stopped`));
         return;
       }
+      if (stopping && (lost || stream.readableLength + chunk.length > limits.maxBufferedOutputBytes)) {
+        lost = true;
+        return;
+      }
       pulling = false;
       // Staging bound: stop reading the driver when the consumer falls behind.
-      if (!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) {
+      if ((!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) && !stopping) {
         behind = true;
         source.pause();
       }
     });
+    stopped.push(() => {
+      stopping = true;
+      // Flowing from here: what does not fit is counted as lost, not left in the source.
+      behind = false;
+      source.resume();
+    });
     source.on('end', () => {
       ended = true;
+      if (lost) {
+        failure = new SandboxOperationError('cancelled', `the sandbox stopped while the process's ${name} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, ${limits.maxBufferedOutputBytes}) was discarded`);
+        if (pulling) stream.destroy(failure);
+        return;
+      }
       stream.push(null);
     });
     source.on('error', (error) => stream.destroy(error));
@@ -182,7 +206,7 @@ function limitedStreams(raw, limits, stopSandbox) {
     // `cancelled`, at once for a waiting read, else at the next read.
     source.on('close', () => {
       if (ended || stream.destroyed) return;
-      if (!behind && source.readableLength === 0) {
+      if (!lost && !behind && source.readableLength === 0) {
         stream.push(null);
         return;
       }
@@ -222,5 +246,6 @@ function limitedStreams(raw, limits, stopSandbox) {
     return write(chunk, encoding, callback);
   };
   const exit = Promise.resolve(raw.exit).then((value) => Object.freeze({ ...value }));
-  return Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
+  const streams = Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
+  return { streams, stopping: () => stopped.forEach((stop) => stop()) };
 }

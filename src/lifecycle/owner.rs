@@ -467,8 +467,9 @@ impl SandboxOwner {
                 // gives up on it, and a retry enters a new one).
                 Arc::clone(&owner.inner.driver).stop().await?;
                 if let Some(io) = io {
-                    // Compute is gone: unblock every pending read and write.
-                    io.close().await;
+                    // Compute is gone: what the engine still sends is delivered (within a bound),
+                    // then every pending read and write is unblocked.
+                    io.close_after_stop().await;
                 }
                 if let Some(startup) = startup {
                     // Entered startup must settle before compute counts as stopped.
@@ -781,7 +782,8 @@ impl SandboxOwner {
         // A limit crossed by the first output already stopped the sandbox: the streams carry
         // that failure, so they are still handed over.
         if !still_ready && !io.violated() {
-            io.close().await;
+            // The stop entered before these streams were recorded does not know them.
+            io.stop_unclaimed();
             return Err(OwnerError::cancelled(
                 "the sandbox stopped while its process was starting",
             ));

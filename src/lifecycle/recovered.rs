@@ -23,8 +23,14 @@ struct Inner {
     record: Mutex<SandboxRecoveryRecord>,
     stop: Mutex<Option<Actual<()>>>,
     destroy: Mutex<Option<Actual<()>>>,
-    /// The streams of the last attachment, told when compute stops (without keeping them).
-    attached: Mutex<Weak<ProcessIo>>,
+    attached: Mutex<Attached>,
+}
+
+/// The last attachment's streams (not kept alive by the owner), and whether compute is
+/// stopping: a stop tells the streams attached before it, an attachment after it tells itself.
+struct Attached {
+    io: Weak<ProcessIo>,
+    stopping: bool,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -39,7 +45,10 @@ impl RecoveredOwner {
                 record: Mutex::new(record),
                 stop: Mutex::new(None),
                 destroy: Mutex::new(None),
-                attached: Mutex::new(Weak::new()),
+                attached: Mutex::new(Attached {
+                    io: Weak::new(),
+                    stopping: false,
+                }),
             }),
         }
     }
@@ -141,7 +150,14 @@ impl RecoveredOwner {
                 }
             }),
         );
-        *lock(&self.inner.attached) = Arc::downgrade(&io);
+        let stopping = {
+            let mut attached = lock(&self.inner.attached);
+            attached.io = Arc::downgrade(&io);
+            attached.stopping
+        };
+        if stopping {
+            io.stopping();
+        }
         Ok(io)
     }
 
@@ -154,7 +170,11 @@ impl RecoveredOwner {
         let actual = enter(async move {
             let result = async {
                 owner.refresh_record().await?;
-                let attached = lock(&owner.inner.attached).upgrade();
+                let attached = {
+                    let mut attached = lock(&owner.inner.attached);
+                    attached.stopping = true;
+                    attached.io.upgrade()
+                };
                 if let Some(io) = attached {
                     // An engine holds a killed container while its attached output is unread.
                     io.stopping();

@@ -4,6 +4,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
 use tokio::sync::{mpsc, Semaphore};
@@ -59,18 +60,28 @@ pub struct ProcessIo {
     stderr: tokio::sync::Mutex<OutputReader>,
     output_budget: Arc<Semaphore>,
     pump: Arc<PumpControl>,
+    /// Resolves when the output pump has ended.
+    pump_ended: Shared<BoxFuture<'static, ()>>,
     exit: Shared<BoxFuture<'static, ProcessExit>>,
     violated: Arc<AtomicBool>,
     on_violation: OnViolation,
 }
 
 /// A process's streams dropped without `end` or `close` still let go of stdin: the writer task
-/// writes what is staged and delivers EOF, then ends (it would otherwise wait forever).
+/// writes what is staged and delivers EOF, then ends (it would otherwise wait forever). The
+/// output pump ends too: nobody can read what it stages, and the space of what was staged with
+/// the readers never comes back.
 impl Drop for ProcessIo {
     fn drop(&mut self) {
         self.stdin.end();
+        self.output_budget.close();
+        self.pump.close();
     }
 }
+
+/// After compute stopped, the output pump gets this long to reach the end of the engine's
+/// stream (the engine ends it once the killed container is gone) before the streams are cut.
+pub const OUTPUT_END_WAIT_AFTER_STOP: Duration = Duration::from_secs(1);
 
 fn permits(n: usize) -> u32 {
     u32::try_from(n).unwrap_or(u32::MAX)
@@ -98,7 +109,7 @@ impl ProcessIo {
         let violated = Arc::new(AtomicBool::new(false));
 
         let pump = Arc::new(PumpControl::default());
-        tokio::spawn(
+        let pumping = tokio::spawn(
             OutputPump::new(
                 output,
                 PumpSettings {
@@ -114,6 +125,11 @@ impl ProcessIo {
             )
             .run(),
         );
+        let pump_ended = async move {
+            let _ = pumping.await;
+        }
+        .boxed()
+        .shared();
 
         let stdin = StdinLane::new(input, Arc::clone(&stdin_budget));
         let writer = tokio::spawn(Arc::clone(&stdin).writer());
@@ -137,6 +153,7 @@ impl ProcessIo {
             stderr: OutputReader::new(stderr_rx),
             output_budget,
             pump,
+            pump_ended,
             exit: exit.shared(),
             violated,
             on_violation,
@@ -354,6 +371,28 @@ impl ProcessIo {
         self.stdin_budget.close();
         self.output_budget.close();
         self.pump.close();
+    }
+
+    /// Streams nobody will be handed, while compute stops: stdin ends, and the output pump
+    /// reads on (as after `stopping`) until the engine ends its stream, so the stop's kill is
+    /// never held by output nobody reads.
+    pub fn stop_unclaimed(&self) {
+        self.stdin.end();
+        self.stdin_budget.close();
+        self.pump.stopping();
+    }
+
+    /// Compute stopped: the output pump delivers what the engine still sends, until the end of
+    /// its stream, for `OUTPUT_END_WAIT_AFTER_STOP` at most; past it, the streams not ended yet
+    /// fail with `cancelled` (the engine may have held more). Then as `close`.
+    pub async fn close_after_stop(&self) {
+        let ended = tokio::time::timeout(OUTPUT_END_WAIT_AFTER_STOP, self.pump_ended.clone())
+            .await
+            .is_ok();
+        if !ended {
+            self.pump.cut();
+        }
+        self.close().await;
     }
 
     /// Compute is being stopped: the output pump reads on without waiting for staging space,
@@ -661,6 +700,75 @@ mod tests {
             ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {})),
             feed,
         )
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_stop_the_rest_of_the_engines_output_is_delivered_to_its_end() {
+        let (io, feed) = output_process();
+        feed.send(Bytes::from_static(b"last")).expect("fed");
+        drop(feed);
+        let stopped = tokio::time::Instant::now();
+        io.close_after_stop().await;
+        assert!(stopped.elapsed() < OUTPUT_END_WAIT_AFTER_STOP);
+        let last = io.read(OutputStream::Stdout, 64).await.expect("read");
+        assert_eq!(last.as_deref(), Some(&b"last"[..]));
+        assert_eq!(io.read(OutputStream::Stdout, 64).await, Ok(None));
+        assert_eq!(io.read(OutputStream::Stderr, 64).await, Ok(None));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn after_a_stop_an_engine_that_never_ends_its_output_is_cut_within_the_bound() {
+        let (io, feed) = output_process();
+        feed.send(Bytes::from_static(b"some")).expect("fed");
+        let stopped = tokio::time::Instant::now();
+        io.close_after_stop().await;
+        assert_eq!(stopped.elapsed(), OUTPUT_END_WAIT_AFTER_STOP);
+        settles("the pump lets go of the engine's stream", feed.closed()).await;
+        let some = io.read(OutputStream::Stdout, 64).await.expect("read");
+        assert_eq!(some.as_deref(), Some(&b"some"[..]));
+        for stream in [OutputStream::Stdout, OutputStream::Stderr] {
+            let cut = io.read(stream, 64).await;
+            assert!(
+                matches!(
+                    cut,
+                    Err(OwnerError::Operation {
+                        code: OperationCode::Cancelled,
+                        ..
+                    })
+                ),
+                "{cut:?}"
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn dropped_streams_end_a_pump_waiting_for_staging_space() {
+        let (feed, pieces) = mpsc::channel::<Bytes>(1);
+        let output = futures::stream::unfold(pieces, |mut pieces| async move {
+            pieces
+                .recv()
+                .await
+                .map(|bytes| (Ok((OutputStream::Stdout, bytes)), pieces))
+        })
+        .boxed();
+        let channels = ProcessChannels {
+            input: Box::pin(tokio::io::sink()),
+            output,
+            exit: futures::future::pending().boxed(),
+        };
+        let limits = StreamLimits {
+            max_buffered_output_bytes: 4,
+            ..StreamLimits::DEFAULT
+        };
+        let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
+        for piece in [&b"abcd"[..], b"efgh", b"ijkl"] {
+            settles("the pump reads", feed.send(Bytes::from_static(piece)))
+                .await
+                .expect("the pump listens");
+        }
+        // "abcd" is staged, the pump waits for room with "efgh", "ijkl" fills the slot.
+        drop(io);
+        settles("the pump lets go of the engine's stream", feed.closed()).await;
     }
 
     #[tokio::test(start_paused = true)]

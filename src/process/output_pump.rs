@@ -13,11 +13,12 @@
 //! - past `maxOutputBytes` both streams fail with `output_limit` and the pump reads on, staging
 //!   nothing, for the same reason;
 //! - every stream receives at most one failure, after its last staged bytes;
-//! - the pump ends when the engine's stream ends or fails, when `PumpControl::close` is called
-//!   (even while the engine sends nothing), or when the staging's budget is closed (the
-//!   streams' `close` does both).
+//! - the pump ends when the engine's stream ends or fails, on `PumpControl::close` or `cut`
+//!   (even while the engine sends nothing, or always has output ready), or when the staging's
+//!   budget is closed (the streams' `close` does both); a piece it held then is discarded and
+//!   its stream fails with `cancelled`, and after `cut` every stream not failed yet does.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -38,10 +39,18 @@ pub const ROOM_WAIT_WHILE_STOPPING: std::time::Duration = std::time::Duration::f
 /// Called once when the output total is crossed: the owner stops the workload.
 pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
 
+/// `PumpControl::closing`: the pump runs...
+const OPEN: u8 = 0;
+/// ...ends, and the streams it has not failed end as usual...
+const CLOSED: u8 = 1;
+/// ...or ends, and they fail with `cancelled` (the engine's stream may have held more).
+const CUT: u8 = 2;
+
 /// What the owner tells a running pump.
 #[derive(Default)]
 pub struct PumpControl {
-    /// Wakes the pump for good (a stored permit if it is not waiting yet).
+    closing: AtomicU8,
+    /// Wakes the pump once `closing` is set (a stored permit if it is not waiting yet).
     closed: Notify,
     stopping: AtomicBool,
     /// Wakes a pump waiting for staging space once `stopping` is set.
@@ -49,11 +58,27 @@ pub struct PumpControl {
 }
 
 impl PumpControl {
-    /// Ends a pump waiting for the engine, which lets go of the engine's stream at once (even
-    /// while the engine sends nothing); a pump waiting for staging space ends when the budget
-    /// is closed.
+    /// Ends the pump at its next step, or at once while it waits for the engine (even while
+    /// the engine sends nothing): it lets go of the engine's stream, and the streams end as
+    /// usual. A pump waiting for staging space ends when the budget is closed; the piece it
+    /// held is then discarded, and its stream fails with `cancelled`.
     pub fn close(&self) {
+        self.end(CLOSED);
+    }
+
+    /// As `close`, but the streams not failed yet fail with `cancelled`: the engine had not
+    /// ended its stream, so it may have held more.
+    pub fn cut(&self) {
+        self.end(CUT);
+    }
+
+    fn end(&self, how: u8) {
+        self.closing.fetch_max(how, Ordering::SeqCst);
         self.closed.notify_one();
+    }
+
+    fn closing(&self) -> u8 {
+        self.closing.load(Ordering::SeqCst)
     }
 
     /// Compute is being stopped: from now on a piece waits for staging space only briefly
@@ -73,6 +98,15 @@ struct Lane {
     staged: mpsc::UnboundedSender<Received>,
     /// The stream received its failure (or its reader is gone): nothing more is staged.
     ended: bool,
+}
+
+/// Why the pump ended.
+#[derive(PartialEq, Eq)]
+enum End {
+    /// The engine's stream ended or failed.
+    Engine,
+    /// `close`, `cut` or a closed budget.
+    Control,
 }
 
 /// Whether a piece found room in the staging.
@@ -147,24 +181,46 @@ impl OutputPump {
         }
     }
 
-    /// Runs until the engine's stream ends or fails, `close`, or a closed budget.
+    /// Runs until the engine's stream ends or fails, `close` or `cut`, or a closed budget.
     pub async fn run(mut self) {
+        let ended = self.pump().await;
+        if ended == End::Control && self.control.closing() == CUT {
+            for which in [OutputStream::Stdout, OutputStream::Stderr] {
+                self.fail(
+                    which,
+                    format!(
+                        "the sandbox stopped before the engine ended its {}: what it still held was not delivered",
+                        stream_name(which)
+                    ),
+                );
+            }
+        }
+    }
+
+    async fn pump(&mut self) -> End {
         let control = Arc::clone(&self.control);
         // One wait for the whole pump (a permit stored before it is first polled still counts).
         let closed = control.closed.notified();
         tokio::pin!(closed);
         loop {
+            // Looked at on every step: an engine with output always ready would otherwise keep
+            // the wait below from ever seeing it.
+            if control.closing() != OPEN {
+                return End::Control;
+            }
             let item = tokio::select! {
                 biased;
                 item = self.output.next() => item,
-                () = &mut closed => None,
+                () = &mut closed => return End::Control,
             };
-            let Some(item) = item else { return };
+            let Some(item) = item else {
+                return End::Engine;
+            };
             let (which, bytes) = match item {
                 Ok(chunk) => chunk,
                 Err(error) => {
                     self.fail_both(&error);
-                    return;
+                    return End::Engine;
                 }
             };
             if self.discarding {
@@ -185,7 +241,7 @@ impl OutputPump {
                 continue;
             }
             if !self.stage(which, bytes).await {
-                return;
+                return End::Control;
             }
         }
     }
@@ -194,6 +250,17 @@ impl OutputPump {
         match which {
             OutputStream::Stdout => &mut self.stdout,
             OutputStream::Stderr => &mut self.stderr,
+        }
+    }
+
+    /// Fails `which` with `cancelled` and `message` unless it failed already.
+    fn fail(&mut self, which: OutputStream, message: String) {
+        let lane = self.lane(which);
+        if !std::mem::replace(&mut lane.ended, true) {
+            let _ = lane.staged.send(Err(OwnerError::operation(
+                OperationCode::Cancelled,
+                message,
+            )));
         }
     }
 
@@ -213,18 +280,25 @@ impl OutputPump {
             let n = permits(part.len());
             match room(&self.budget, &self.control, n).await {
                 Room::Granted => {}
-                Room::Closed => return false,
+                Room::Closed => {
+                    self.fail(
+                        which,
+                        format!(
+                            "the process's streams were closed while its {} was unread: output past the staging was discarded",
+                            stream_name(which)
+                        ),
+                    );
+                    return false;
+                }
                 Room::Full => {
                     let staging = self.staging;
-                    let lane = self.lane(which);
-                    lane.ended = true;
-                    let _ = lane.staged.send(Err(OwnerError::operation(
-                        OperationCode::Cancelled,
+                    self.fail(
+                        which,
                         format!(
                             "the sandbox stopped while its {} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, {staging}) was discarded",
                             stream_name(which)
                         ),
-                    )));
+                    );
                     return true;
                 }
             }
@@ -356,6 +430,11 @@ mod tests {
         }
     }
 
+    /// The next thing staged on a stream (`None` at its end), within the test's bound.
+    async fn next(staged: &mut mpsc::UnboundedReceiver<Received>) -> Option<Received> {
+        settles("the next staged piece", staged.recv()).await
+    }
+
     fn code(received: Option<Received>) -> Option<OperationCode> {
         match received {
             Some(Err(OwnerError::Operation { code, .. })) => Some(code),
@@ -371,12 +450,12 @@ mod tests {
         pump.feed(OutputStream::Stdout, b"efgh").await;
         assert!(pump.holds_the_engine(OutputStream::Stdout).await);
         assert_eq!(
-            pump.stdout.recv().await,
+            next(&mut pump.stdout).await,
             Some(Ok(Bytes::from_static(b"abcd")))
         );
         pump.budget.add_permits(4);
         assert_eq!(
-            pump.stdout.recv().await,
+            next(&mut pump.stdout).await,
             Some(Ok(Bytes::from_static(b"efgh")))
         );
     }
@@ -393,25 +472,25 @@ mod tests {
             pump.feed(OutputStream::Stdout, b"more").await;
         }
         assert_eq!(
-            pump.stdout.recv().await,
+            next(&mut pump.stdout).await,
             Some(Ok(Bytes::from_static(b"abcd")))
         );
         assert_eq!(
-            code(pump.stdout.recv().await),
+            code(next(&mut pump.stdout).await),
             Some(OperationCode::Cancelled)
         );
         // Room again (a reader took stdout's bytes): stderr's own bytes are staged whole.
         pump.budget.add_permits(4);
         pump.feed(OutputStream::Stderr, b"err").await;
         assert_eq!(
-            pump.stderr.recv().await,
+            next(&mut pump.stderr).await,
             Some(Ok(Bytes::from_static(b"err")))
         );
         drop(pump.feed);
         settles("the pump's end", pump.pump).await.expect("joined");
         // stdout received one failure only; stderr ends without one.
-        assert_eq!(pump.stdout.recv().await, None);
-        assert_eq!(pump.stderr.recv().await, None);
+        assert_eq!(next(&mut pump.stdout).await, None);
+        assert_eq!(next(&mut pump.stderr).await, None);
     }
 
     #[tokio::test]
@@ -449,25 +528,28 @@ mod tests {
         assert_eq!(read, b"abcd".repeat(50));
     }
 
-    #[tokio::test]
-    async fn stopping_wakes_a_pump_already_waiting_for_room() {
+    #[tokio::test(start_paused = true)]
+    async fn stopping_wakes_a_pump_already_waiting_for_room_and_bounds_its_wait() {
         let mut pump = running(2, None);
         pump.feed(OutputStream::Stderr, b"ab").await;
         pump.feed(OutputStream::Stderr, b"cd").await;
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        // The pump is waiting for room with "cd" (it leaves the engine's next pieces unread).
+        assert!(pump.holds_the_engine(OutputStream::Stderr).await);
+        let stopped = tokio::time::Instant::now();
         pump.control.stopping();
-        pump.feed(OutputStream::Stdout, b"x").await;
         assert_eq!(
-            pump.stderr.recv().await,
+            next(&mut pump.stderr).await,
             Some(Ok(Bytes::from_static(b"ab")))
         );
         assert_eq!(
-            code(pump.stderr.recv().await),
+            code(next(&mut pump.stderr).await),
             Some(OperationCode::Cancelled)
         );
-        // stdout found no room either: it lost its byte too.
+        assert_eq!(stopped.elapsed(), ROOM_WAIT_WHILE_STOPPING);
+        // stdout finds no room either (stderr's bytes still hold it): it loses its byte too.
+        pump.feed(OutputStream::Stdout, b"x").await;
         assert_eq!(
-            code(pump.stdout.recv().await),
+            code(next(&mut pump.stdout).await),
             Some(OperationCode::Cancelled)
         );
     }
@@ -481,29 +563,30 @@ mod tests {
             pump.feed(OutputStream::Stdout, b"more").await;
         }
         assert_eq!(
-            pump.stdout.recv().await,
+            next(&mut pump.stdout).await,
             Some(Ok(Bytes::from_static(b"abc")))
         );
         assert_eq!(
-            code(pump.stdout.recv().await),
+            code(next(&mut pump.stdout).await),
             Some(OperationCode::OutputLimit)
         );
         assert_eq!(
-            code(pump.stderr.recv().await),
+            code(next(&mut pump.stderr).await),
             Some(OperationCode::OutputLimit)
         );
         assert_eq!(pump.violations.load(Ordering::SeqCst), 1);
         drop(pump.feed);
         settles("the pump's end", pump.pump).await.expect("joined");
-        assert_eq!(pump.stdout.recv().await, None);
-        assert_eq!(pump.stderr.recv().await, None);
+        assert_eq!(next(&mut pump.stdout).await, None);
+        assert_eq!(next(&mut pump.stderr).await, None);
     }
 
     #[tokio::test]
-    async fn close_ends_a_pump_waiting_for_room() {
-        let pump = running(2, None);
+    async fn a_piece_held_when_the_budget_closes_fails_its_stream_only() {
+        let mut pump = running(2, None);
         pump.feed(OutputStream::Stdout, b"ab").await;
         pump.feed(OutputStream::Stdout, b"cd").await;
+        assert!(pump.holds_the_engine(OutputStream::Stdout).await);
         // The streams' close: the budget is closed and the pump told.
         pump.budget.close();
         pump.control.close();
@@ -512,16 +595,97 @@ mod tests {
             pump.feed.is_closed(),
             "the pump let go of the engine's stream"
         );
+        assert_eq!(
+            next(&mut pump.stdout).await,
+            Some(Ok(Bytes::from_static(b"ab")))
+        );
+        assert_eq!(
+            code(next(&mut pump.stdout).await),
+            Some(OperationCode::Cancelled)
+        );
+        assert_eq!(next(&mut pump.stdout).await, None);
+        // stderr lost nothing it had: it ends as usual.
+        assert_eq!(next(&mut pump.stderr).await, None);
     }
 
     #[tokio::test]
-    async fn close_ends_a_pump_while_the_engine_sends_nothing() {
-        let pump = running(2, None);
+    async fn close_ends_a_pump_while_the_engine_sends_nothing_and_the_streams_as_usual() {
+        let mut pump = running(2, None);
+        pump.feed(OutputStream::Stdout, b"a").await;
+        assert_eq!(
+            next(&mut pump.stdout).await,
+            Some(Ok(Bytes::from_static(b"a")))
+        );
         pump.control.close();
         settles("the pump's end", pump.pump).await.expect("joined");
         assert!(
             pump.feed.is_closed(),
             "the pump let go of the engine's stream"
         );
+        assert_eq!(next(&mut pump.stdout).await, None);
+        assert_eq!(next(&mut pump.stderr).await, None);
+    }
+
+    #[tokio::test]
+    async fn cut_fails_every_stream_not_failed_yet_with_cancelled() {
+        let mut pump = running(1024, None);
+        pump.feed(OutputStream::Stdout, b"a").await;
+        assert_eq!(
+            next(&mut pump.stdout).await,
+            Some(Ok(Bytes::from_static(b"a")))
+        );
+        pump.control.cut();
+        settles("the pump's end", pump.pump).await.expect("joined");
+        assert_eq!(
+            code(next(&mut pump.stdout).await),
+            Some(OperationCode::Cancelled)
+        );
+        assert_eq!(
+            code(next(&mut pump.stderr).await),
+            Some(OperationCode::Cancelled)
+        );
+        assert_eq!(next(&mut pump.stdout).await, None);
+    }
+
+    #[tokio::test]
+    async fn after_the_engine_ended_its_stream_a_cut_fails_nothing() {
+        let mut pump = running(1024, None);
+        pump.feed(OutputStream::Stdout, b"a").await;
+        drop(pump.feed);
+        settles("the pump's end", pump.pump).await.expect("joined");
+        pump.control.cut();
+        assert_eq!(
+            next(&mut pump.stdout).await,
+            Some(Ok(Bytes::from_static(b"a")))
+        );
+        assert_eq!(next(&mut pump.stdout).await, None);
+        assert_eq!(next(&mut pump.stderr).await, None);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn close_ends_a_pump_whose_engine_always_has_output_ready() {
+        let (stdout, _stdout_rx) = mpsc::unbounded_channel();
+        let (stderr, _stderr_rx) = mpsc::unbounded_channel();
+        let control = Arc::new(PumpControl::default());
+        // Past the total at once: the pump reads on, discarding, as fast as the engine gives.
+        let always =
+            futures::stream::repeat_with(|| Ok((OutputStream::Stdout, Bytes::from_static(b"x"))));
+        let pump = OutputPump::new(
+            always.boxed(),
+            PumpSettings {
+                budget: Arc::new(Semaphore::new(16)),
+                staging: 16,
+                max_output: Some(0),
+                stdout,
+                stderr,
+                control: Arc::clone(&control),
+                violated: Arc::new(AtomicBool::new(false)),
+                on_violation: Arc::new(|| {}),
+            },
+        );
+        let pumping = tokio::spawn(pump.run());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        control.close();
+        settles("the pump's end", pumping).await.expect("joined");
     }
 }
