@@ -185,8 +185,33 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     streams.stderr.resume();
     await sandbox.stop();
     assert.deepEqual([raw.stdin.closed, raw.stdout.closed, raw.stderr.closed], [true, true, true]);
-    // Read all along, they lost nothing: both end.
-    assert.deepEqual(await Promise.all(ends), ['end', 'end']);
+    // The driver never ended them: closed before their end, they may have held more.
+    for (const outcome of await Promise.all(ends)) {
+      assert.ok(outcome instanceof SandboxOperationError, String(outcome));
+      assert.equal(outcome.code, 'cancelled');
+      assert.match(outcome.message, /closed before the driver ended it/);
+    }
+    await sandbox.destroy();
+  });
+
+  test('streams a stopped driver ended, read all along, end as usual', async () => {
+    const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+    // As a killed child: its streams end once what it wrote was read.
+    const setup = localDriver({
+      startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }),
+      onStop: async () => {
+        raw.stdout.end();
+        raw.stderr.end();
+      },
+    });
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    const out = collect(streams.stdout);
+    const ends = settled(streams.stderr.resume());
+    raw.stdout.write('before the stop');
+    await sandbox.stop();
+    assert.equal((await out).toString(), 'before the stop');
+    assert.equal(await ends, 'end');
     await sandbox.destroy();
   });
 
@@ -199,6 +224,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     const stderrEnd = settled(streams.stderr);
     // More than the staging: the consumer is behind and the driver's stream holds the rest.
     for (let i = 0; i < 64; i++) raw.stdout.write(Buffer.alloc(64 * 1024, 1));
+    // The process closed its stderr; its stdout is still open when the stop comes.
+    raw.stderr.end();
     await new Promise((resolve) => setImmediate(resolve));
     await sandbox.stop();
     assert.equal(await stderrEnd, 'end');

@@ -7,6 +7,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxU
 import { settle } from './driver-port.js';
 import { parseOperationOptions } from './options.js';
 import { parseSandboxProcessId } from './parsers.js';
+import { deliverPendingFailure, failAfterBuffered, holdFailure } from './readable-failure.js';
 
 /**
  * `sandbox.reserveProcess(spec)` for a JavaScript driver with a `reserveProcess` port. As the
@@ -63,6 +64,8 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       throw error;
     }
     if (controller.signal.aborted || owner.state().kind !== 'ready') {
+      // The stop entered before these streams existed did not read them on.
+      slot.stopping();
       await slot.close();
       throw new SandboxOperationError('cancelled', 'the sandbox stopped while its process was starting');
     }
@@ -147,27 +150,22 @@ function limitedStreams(raw, limits, stopSandbox) {
   };
   const output = (source, name) => {
     let ended = false;
-    // A read waits for the source (nothing was pushed since it was asked for).
+    // Node waits for the source: a read is pending (nothing was pushed since it was asked for).
     let pulling = false;
-    // The consumer fell behind: the source holds what it has not taken.
-    let behind = false;
-    // Output was lost to a stop: the stream fails with it at its next read.
-    let failure;
     let stopping = false;
-    // Output was discarded while stopping.
+    // Output discarded while stopping (the staging could not hold it).
     let lost = false;
     const stream = new Readable({
       highWaterMark: limits.highWaterMark,
       read() {
-        if (failure) {
-          this.destroy(failure);
-          return;
-        }
+        if (deliverPendingFailure(this)) return;
         pulling = true;
-        behind = false;
         source.resume();
       },
     });
+    // A failure of this stream comes after the bytes it already buffered: at once for a pending
+    // read, else at the next read (a consumer that never reads is never sent it).
+    const fail = (error) => (pulling ? failAfterBuffered(stream, error) : holdFailure(stream, error));
     source.on('data', (chunk) => {
       outputTotal += chunk.length;
       if (limits.maxOutputBytes !== undefined && outputTotal > limits.maxOutputBytes) {
@@ -180,38 +178,24 @@ function limitedStreams(raw, limits, stopSandbox) {
       }
       pulling = false;
       // Staging bound: stop reading the driver when the consumer falls behind.
-      if ((!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) && !stopping) {
-        behind = true;
-        source.pause();
-      }
+      if ((!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) && !stopping) source.pause();
     });
     stopped.push(() => {
       stopping = true;
-      // Flowing from here: what does not fit is counted as lost, not left in the source.
-      behind = false;
       source.resume();
     });
+    const discarded = () =>
+      new SandboxOperationError('cancelled', `the sandbox stopped while the process's ${name} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, ${limits.maxBufferedOutputBytes}) was discarded`);
     source.on('end', () => {
       ended = true;
-      if (lost) {
-        failure = new SandboxOperationError('cancelled', `the sandbox stopped while the process's ${name} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, ${limits.maxBufferedOutputBytes}) was discarded`);
-        if (pulling) stream.destroy(failure);
-        return;
-      }
-      stream.push(null);
+      if (lost) fail(discarded());
+      else stream.push(null);
     });
     source.on('error', (error) => stream.destroy(error));
-    // Closed before its end (a stop closes what is left): a source the consumer kept up with
-    // lost nothing and ends; one that still held unread output makes the stream fail with
-    // `cancelled`, at once for a waiting read, else at the next read.
+    // Closed before its end (a stop closes what is left): the driver may have held more.
     source.on('close', () => {
       if (ended || stream.destroyed) return;
-      if (!lost && !behind && source.readableLength === 0) {
-        stream.push(null);
-        return;
-      }
-      failure = new SandboxOperationError('cancelled', `the sandbox stopped while the process's ${name} was unread: what was not read was discarded`);
-      if (pulling) stream.destroy(failure);
+      fail(lost ? discarded() : new SandboxOperationError('cancelled', `the process's ${name} was closed before the driver ended it: what it still held was not delivered`));
     });
     outputs.push(stream);
     return stream;

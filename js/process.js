@@ -4,6 +4,7 @@ import { Readable, Writable } from 'node:stream';
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from './errors.js';
 import { settle } from './driver-port.js';
 import { onAbort, parseOperationOptions } from './options.js';
+import { deliverPendingFailure, failAfterBuffered } from './readable-failure.js';
 
 /**
  * `sandbox.reserveProcess(spec)` over a native owner that has a process port. `reattachable`
@@ -38,15 +39,17 @@ export function processStreams({ owner, context, limits, stopSandbox }) {
     new Readable({
       highWaterMark: limits.highWaterMark,
       read(size) {
+        if (deliverPendingFailure(this)) return;
         // Everything staged, up to the staging size: a fast stream costs one crossing per
         // batch instead of one per engine frame, and each Buffer is exactly its bytes.
         owner.processRead(name, Math.max(size ?? 0, limits.highWaterMark, limits.maxBufferedOutputBytes)).then(
           (chunk) => {
             if (chunk === null) this.push(null);
             else if (Buffer.isBuffer(chunk)) this.push(chunk);
-            else this.destroy(toError(chunk.error));
+            // After the bytes this stream already buffered.
+            else failAfterBuffered(this, toError(chunk.error));
           },
-          (error) => this.destroy(error),
+          (error) => failAfterBuffered(this, error),
         );
       },
     });

@@ -175,11 +175,16 @@ impl RecoveredOwner {
                     attached.stopping = true;
                     attached.io.upgrade()
                 };
-                if let Some(io) = attached {
+                if let Some(io) = &attached {
                     // An engine holds a killed container while its attached output is unread.
                     io.stopping();
                 }
-                Arc::clone(&owner.inner.driver).stop().await
+                Arc::clone(&owner.inner.driver).stop().await?;
+                if let Some(io) = attached {
+                    // As a live owner's stop: the rest of the output within a bound, then closed.
+                    io.close_after_stop().await;
+                }
+                Ok(())
             }
             .await;
             if result.is_err() {

@@ -395,10 +395,10 @@ impl ProcessIo {
         self.close().await;
     }
 
-    /// Compute is being stopped: the output pump reads on without waiting for staging space,
-    /// so an unread stream never keeps the engine from stopping the container. What the
-    /// staging cannot hold is discarded, and its stream fails with `cancelled` after the bytes
-    /// it staged (see `output_pump`).
+    /// Compute is being stopped: from now on a piece of output waits at most
+    /// `ROOM_WAIT_WHILE_STOPPING` for staging space, so an unread stream never keeps the engine
+    /// from stopping the container. What finds no room is discarded, and its stream fails with
+    /// `cancelled` after the bytes it staged (see `output_pump`).
     pub fn stopping(&self) {
         self.pump.stopping();
     }

@@ -1,0 +1,31 @@
+// A Readable's failure delivered after the bytes it already buffered: `destroy(error)` would
+// drop them, so a failure that arrives while bytes wait is held until the consumer took them.
+
+const pending = new WeakMap();
+
+/**
+ * Fails `stream` with `error` once its buffer is empty: at once if it is, else at a later
+ * `_read` (which calls `deliverPendingFailure`). The first failure is the one delivered.
+ */
+export function failAfterBuffered(stream, error) {
+  holdFailure(stream, error);
+  deliverPendingFailure(stream);
+}
+
+/** Holds `error` for `stream`'s next `_read`, without delivering it now. */
+export function holdFailure(stream, error) {
+  if (!pending.has(stream)) pending.set(stream, error);
+}
+
+/**
+ * For `_read`: whether a failure is held for `stream`. If so it is delivered when the buffer is
+ * empty; else an empty push ends this read, so `_read` is called again after the consumer took
+ * bytes.
+ */
+export function deliverPendingFailure(stream) {
+  if (!pending.has(stream)) return false;
+  if (stream.destroyed) return true;
+  if (stream.readableLength === 0) stream.destroy(pending.get(stream));
+  else stream.push(Buffer.alloc(0));
+  return true;
+}
