@@ -69,6 +69,18 @@ async function started(setup, edit = () => {}) {
   return createSandboxBackend(setup.driver).reserve(request, { kind: 'in_process' }).start();
 }
 
+/**
+ * A started sandbox whose driver's process is three PassThroughs the test writes and ends
+ * (`raw`); `onStop`, when given, is the driver's stop.
+ */
+async function rawProcess(onStop) {
+  const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+  const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: onStop && (() => onStop(raw)) });
+  const sandbox = await started(setup);
+  const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+  return { raw, sandbox, streams };
+}
+
 function collect(stream) {
   const chunks = [];
   stream.on('data', (c) => chunks.push(c));
@@ -176,10 +188,7 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
   });
 
   test("stop() closes the driver's streams and waits for them", async () => {
-    const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
-    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }) });
-    const sandbox = await started(setup);
-    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    const { raw, sandbox, streams } = await rawProcess();
     const ends = [streams.stdout, streams.stderr].map((stream) => settled(stream));
     streams.stdout.resume();
     streams.stderr.resume();
@@ -195,17 +204,11 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
   });
 
   test('streams a stopped driver ended, read all along, end as usual', async () => {
-    const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
     // As a killed child: its streams end once what it wrote was read.
-    const setup = localDriver({
-      startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }),
-      onStop: async () => {
-        raw.stdout.end();
-        raw.stderr.end();
-      },
+    const { raw, sandbox, streams } = await rawProcess(async ({ stdout, stderr }) => {
+      stdout.end();
+      stderr.end();
     });
-    const sandbox = await started(setup);
-    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
     const out = collect(streams.stdout);
     const ends = settled(streams.stderr.resume());
     raw.stdout.write('before the stop');
@@ -216,10 +219,7 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
   });
 
   test('a stop with unread output settles; that stream fails with cancelled at its next read, the other ends', async () => {
-    const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
-    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }) });
-    const sandbox = await started(setup);
-    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    const { raw, sandbox, streams } = await rawProcess();
     streams.stderr.resume();
     const stderrEnd = settled(streams.stderr);
     // More than the staging: the consumer is behind and the driver's stream holds the rest.
@@ -238,18 +238,12 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
 });
 
 test('a driver whose stop waits for its output to be read is not held by a consumer that does not read', async () => {
-  const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
   // As an engine with an attached client: the stop returns once the driver's output was read.
-  const setup = localDriver({
-    startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }),
-    onStop: async () => {
-      raw.stdout.end();
-      raw.stderr.end();
-      await Promise.all([finished(raw.stdout), finished(raw.stderr)]);
-    },
+  const { raw, sandbox, streams } = await rawProcess(async ({ stdout, stderr }) => {
+    stdout.end();
+    stderr.end();
+    await Promise.all([finished(stdout), finished(stderr)]);
   });
-  const sandbox = await started(setup);
-  const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
   // 4 MiB against a staging of 64 KiB: the driver's stream holds nearly all of it.
   for (let i = 0; i < 64; i++) raw.stdout.write(Buffer.alloc(64 * 1024, 1));
   await new Promise((resolve) => setImmediate(resolve));

@@ -683,23 +683,27 @@ mod tests {
 
     /// A process whose stdout is fed by the test, one piece at a time.
     fn output_process() -> (Arc<ProcessIo>, mpsc::UnboundedSender<Bytes>) {
-        let (feed, pieces) = mpsc::unbounded_channel::<Bytes>();
-        let output = futures::stream::unfold(pieces, |mut pieces| async move {
-            pieces
-                .recv()
-                .await
-                .map(|bytes| (Ok((OutputStream::Stdout, bytes)), pieces))
-        })
-        .boxed();
-        let channels = ProcessChannels {
-            input: Box::pin(tokio::io::sink()),
-            output,
-            exit: futures::future::pending().boxed(),
-        };
+        let (feed, mut pieces) = mpsc::unbounded_channel::<Bytes>();
+        let stdout = futures::stream::poll_fn(move |cx| pieces.poll_recv(cx)).boxed();
         (
-            ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {})),
+            ProcessIo::new(
+                stdout_channels(stdout),
+                StreamLimits::DEFAULT,
+                Arc::new(|| {}),
+            ),
             feed,
         )
+    }
+
+    /// A process whose stdout is `pieces`, in order, with a stdin that takes everything.
+    fn stdout_channels(pieces: futures::stream::BoxStream<'static, Bytes>) -> ProcessChannels {
+        ProcessChannels {
+            input: Box::pin(tokio::io::sink()),
+            output: pieces
+                .map(|bytes| Ok((OutputStream::Stdout, bytes)))
+                .boxed(),
+            exit: futures::future::pending().boxed(),
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -743,19 +747,9 @@ mod tests {
 
     #[tokio::test]
     async fn dropped_streams_end_a_pump_waiting_for_staging_space() {
-        let (feed, pieces) = mpsc::channel::<Bytes>(1);
-        let output = futures::stream::unfold(pieces, |mut pieces| async move {
-            pieces
-                .recv()
-                .await
-                .map(|bytes| (Ok((OutputStream::Stdout, bytes)), pieces))
-        })
-        .boxed();
-        let channels = ProcessChannels {
-            input: Box::pin(tokio::io::sink()),
-            output,
-            exit: futures::future::pending().boxed(),
-        };
+        let (feed, mut pieces) = mpsc::channel::<Bytes>(1);
+        let stdout = futures::stream::poll_fn(move |cx| pieces.poll_recv(cx)).boxed();
+        let channels = stdout_channels(stdout);
         let limits = StreamLimits {
             max_buffered_output_bytes: 4,
             ..StreamLimits::DEFAULT
