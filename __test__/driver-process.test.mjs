@@ -237,6 +237,30 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
   });
 });
 
+test('past maxOutputBytes the failure comes after the bytes a stream buffered, and a stream nobody reads is not sent it', async () => {
+  const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+  const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
+  const sandbox = await started(setup, (p) => (p.streams.maxOutputBytes = 100));
+  const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+  raw.stdout.write('a'.repeat(60));
+  await new Promise((resolve) => setImmediate(resolve));
+  raw.stdout.write('b'.repeat(60));
+  // Nobody reads yet: neither stream emits the failure (no listener would crash the host).
+  for (let i = 0; i < 5; i++) await new Promise((resolve) => setImmediate(resolve));
+  assert.equal(streams.stdout.destroyed, false);
+  assert.equal(streams.stderr.destroyed, false);
+  const chunks = [];
+  const outcome = await new Promise((resolve) => {
+    streams.stdout.on('data', (chunk) => chunks.push(chunk));
+    streams.stdout.on('error', resolve);
+    streams.stdout.on('end', () => resolve('end'));
+  });
+  assert.equal(Buffer.concat(chunks).toString(), 'a'.repeat(60));
+  assert.equal(outcome.code, 'output_limit');
+  assert.equal((await settled(streams.stderr.resume())).code, 'output_limit');
+  await sandbox.destroy();
+});
+
 test('a driver whose stop waits for its output to be read is not held by a consumer that does not read', async () => {
   // As an engine with an attached client: the stop returns once the driver's output was read.
   const { raw, sandbox, streams } = await rawProcess(async ({ stdout, stderr }) => {

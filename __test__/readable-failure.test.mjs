@@ -29,7 +29,7 @@ async function consume(stream) {
   }
 }
 
-test('a failure after buffered bytes comes after them, and only the first one', async () => {
+test('a failure after buffered bytes comes after them, and only the first one', { timeout: 5_000 }, async () => {
   const stream = fed();
   for (const piece of ['one ', 'two ', 'three']) stream.push(piece);
   failAfterBuffered(stream, new Error('cut'));
@@ -38,22 +38,41 @@ test('a failure after buffered bytes comes after them, and only the first one', 
   assert.deepEqual(await consume(stream), { bytes: 'one two three', outcome: 'cut' });
 });
 
-test('a failure with nothing buffered is delivered at once', async () => {
+test('a failure with nothing buffered is delivered at once', { timeout: 5_000 }, async () => {
   const stream = fed();
   const errored = new Promise((resolve) => stream.once('error', resolve));
   failAfterBuffered(stream, new Error('now'));
   assert.equal((await errored).message, 'now');
 });
 
-test('a held failure waits for a read: a stream nobody reads never emits it', async () => {
+test('behind buffered bytes nobody reads, a failure is never emitted', { timeout: 5_000 }, async () => {
   const stream = fed();
-  let emitted = false;
-  stream.on('error', () => {
-    emitted = true;
-  });
+  stream.push('waiting');
+  failAfterBuffered(stream, new Error('behind'));
+  for (let i = 0; i < 5; i++) await tick();
+  assert.equal(stream.destroyed, false);
+  assert.equal(stream.listenerCount('error'), 0, 'no listener: an emitted failure would have thrown');
+  assert.deepEqual(await consume(stream), { bytes: 'waiting', outcome: 'behind' });
+});
+
+test('a held failure waits for a read', { timeout: 5_000 }, async () => {
+  const stream = fed();
   holdFailure(stream, new Error('held'));
-  await tick();
-  await tick();
-  assert.equal(emitted, false);
+  for (let i = 0; i < 5; i++) await tick();
+  assert.equal(stream.destroyed, false);
   assert.deepEqual(await consume(stream), { bytes: '', outcome: 'held' });
+});
+
+test('flowing consumers get the bytes first too', { timeout: 5_000 }, async () => {
+  const flowing = fed();
+  flowing.push('one ');
+  flowing.push('two');
+  failAfterBuffered(flowing, new Error('cut'));
+  const seen = [];
+  const error = await new Promise((resolve) => {
+    flowing.on('data', (chunk) => seen.push(chunk));
+    flowing.on('error', resolve);
+  });
+  assert.equal(Buffer.concat(seen).toString(), 'one two');
+  assert.equal(error.message, 'cut');
 });

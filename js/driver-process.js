@@ -139,13 +139,17 @@ function limitedStreams(raw, limits, stopSandbox) {
     throw new SandboxStateError('A driver process must start with Node stdin, stdout and stderr streams.');
   }
   let outputTotal = 0;
+  // Each output's failure (after the bytes it buffered) and its reading on.
   const outputs = [];
-  // Compute is stopping: the driver's output is read on, so a driver whose stop waits for it
-  // (as an engine waits for an attached client to read) is never held by a consumer that does
-  // not read. What the staging cannot hold then is discarded, and its stream fails.
-  const stopped = [];
+  // Past maxOutputBytes: both streams failed once, and the driver's output is read on and
+  // discarded (as at a stop, nothing holds the driver's stop).
+  let violated = false;
   const violate = (error) => {
-    for (const stream of outputs) stream.destroy(error);
+    violated = true;
+    for (const { fail, readOn } of outputs) {
+      fail(error);
+      readOn();
+    }
     stopSandbox().catch(() => {});
   };
   const output = (source, name) => {
@@ -165,8 +169,15 @@ function limitedStreams(raw, limits, stopSandbox) {
     });
     // A failure of this stream comes after the bytes it already buffered: at once for a pending
     // read, else at the next read (a consumer that never reads is never sent it).
-    const fail = (error) => (pulling ? failAfterBuffered(stream, error) : holdFailure(stream, error));
+    // The first failure is the one delivered; after it the stream never ends as usual.
+    let failed = false;
+    const fail = (error) => {
+      failed = true;
+      if (pulling) failAfterBuffered(stream, error);
+      else holdFailure(stream, error);
+    };
     source.on('data', (chunk) => {
+      if (violated) return;
       outputTotal += chunk.length;
       if (limits.maxOutputBytes !== undefined && outputTotal > limits.maxOutputBytes) {
         violate(new SandboxOperationError('output_limit', `the process wrote more than policy.streams.maxOutputBytes (${limits.maxOutputBytes}); the sandbox is being stopped`));
@@ -180,24 +191,28 @@ function limitedStreams(raw, limits, stopSandbox) {
       // Staging bound: stop reading the driver when the consumer falls behind.
       if ((!stream.push(chunk) || stream.readableLength > limits.maxBufferedOutputBytes) && !stopping) source.pause();
     });
-    stopped.push(() => {
+    // Compute is stopping: the driver's output is read on, so a driver whose stop waits for it
+    // (as an engine waits for an attached client to read) is never held by a consumer that does
+    // not read. What the staging cannot hold then is discarded, and its stream fails.
+    const readOn = () => {
       stopping = true;
       source.resume();
-    });
+    };
     const discarded = () =>
       new SandboxOperationError('cancelled', `the sandbox stopped while the process's ${name} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, ${limits.maxBufferedOutputBytes}) was discarded`);
     source.on('end', () => {
       ended = true;
+      if (failed) return;
       if (lost) fail(discarded());
       else stream.push(null);
     });
-    source.on('error', (error) => stream.destroy(error));
+    source.on('error', (error) => fail(error));
     // Closed before its end (a stop closes what is left): the driver may have held more.
     source.on('close', () => {
-      if (ended || stream.destroyed) return;
+      if (ended || failed || stream.destroyed) return;
       fail(lost ? discarded() : new SandboxOperationError('cancelled', `the process's ${name} was closed before the driver ended it: what it still held was not delivered`));
     });
-    outputs.push(stream);
+    outputs.push({ fail, readOn });
     return stream;
   };
   let inputTotal = 0;
@@ -231,5 +246,5 @@ function limitedStreams(raw, limits, stopSandbox) {
   };
   const exit = Promise.resolve(raw.exit).then((value) => Object.freeze({ ...value }));
   const streams = Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
-  return { streams, stopping: () => stopped.forEach((stop) => stop()) };
+  return { streams, stopping: () => outputs.forEach(({ readOn }) => readOn()) };
 }

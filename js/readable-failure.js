@@ -1,5 +1,8 @@
 // A Readable's failure delivered after the bytes it already buffered: `destroy(error)` would
 // drop them, so a failure that arrives while bytes wait is held until the consumer took them.
+// Only for a stream that has not pushed its end (`push(null)`), whose `_read` calls
+// `deliverPendingFailure` first. A consumer that asks `read(n)` for more than is buffered gets
+// `null` until it reads what is there (flowing mode, `for await` and `pipe` always do).
 
 const pending = new WeakMap();
 

@@ -330,5 +330,17 @@ mod tests {
             ),
             "{failure:?}"
         );
+        // stderr lost nothing, but the engine never ended its stream: the stop cut it.
+        let cut = io.read(OutputStream::Stderr, usize::MAX).await;
+        assert!(
+            matches!(
+                cut,
+                Err(OwnerError::Operation {
+                    code: OperationCode::Cancelled,
+                    ..
+                })
+            ),
+            "{cut:?}"
+        );
     }
 }
