@@ -26,6 +26,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use tokio::sync::{mpsc, Notify, Semaphore};
 
+use super::permits;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
@@ -151,10 +152,6 @@ fn stream_name(which: OutputStream) -> &'static str {
         OutputStream::Stdout => "stdout",
         OutputStream::Stderr => "stderr",
     }
-}
-
-fn permits(n: usize) -> u32 {
-    u32::try_from(n).unwrap_or(u32::MAX)
 }
 
 impl OutputPump {
@@ -436,10 +433,7 @@ mod tests {
     }
 
     fn code(received: Option<Received>) -> Option<OperationCode> {
-        match received {
-            Some(Err(OwnerError::Operation { code, .. })) => Some(code),
-            _ => None,
-        }
+        received.and_then(|r| r.err()).and_then(|e| e.code())
     }
 
     #[tokio::test]
