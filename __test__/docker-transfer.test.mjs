@@ -177,6 +177,47 @@ describe('bad input', () => {
     });
   }
 
+  test('each entry is checked when it is pulled: a refused file is never opened, and nothing after a failing step is pulled', async () => {
+    const cases = [
+      ['an escaping path', (open) => [fileFromBytes('ok', Buffer.from('1')), { kind: 'file', path: '../out', byteLength: 1, executable: false, open }], {}, ['1', 'path']],
+      ['one file past maxFiles', (open) => [fileFromBytes('ok', Buffer.from('1')), { kind: 'file', path: 'two', byteLength: 1, executable: false, open }], { maxFiles: 1 }, []],
+      ['a file past maxFileBytes', (open) => [{ kind: 'file', path: 'big', byteLength: 11, executable: false, open }], { maxFileBytes: 10 }, []],
+    ];
+    for (const [name, entries, quotas, path] of cases) {
+      await withReady(async (sandbox) => {
+        let opened = 0;
+        let pulledAfter = 0;
+        function* source() {
+          yield* entries(() => {
+            opened += 1;
+            throw new Error('a refused entry was opened');
+          });
+          pulledAfter += 1;
+          yield fileFromBytes('after', Buffer.from('x'));
+        }
+        const error = await sandbox.importTree(source(), { quotas }).catch((e) => e);
+        assert.ok(error instanceof SandboxValidationError, `${name}: ${error}`);
+        if (path.length) assert.deepEqual(error.issues[0].path.map(String), path, name);
+        else assert.match(error.message + JSON.stringify(error.issues), /max(Files|FileBytes)/, name);
+        assert.equal(opened, 0, `${name}: the refused entry's body was opened`);
+        assert.equal(pulledAfter, 0, `${name}: entries after the refused one were pulled`);
+      });
+    }
+    // A body that ends short fails at its end, before the next entry is pulled.
+    await withReady(async (sandbox) => {
+      let pulledAfter = 0;
+      function* source() {
+        yield { kind: 'file', path: 'short', byteLength: 5, executable: false, open: () => [Buffer.from('abc')] };
+        pulledAfter += 1;
+        yield fileFromBytes('after', Buffer.from('x'));
+      }
+      const error = await sandbox.importTree(source()).catch((e) => e);
+      assert.ok(error instanceof SandboxValidationError, `${error}`);
+      assert.deepEqual(error.issues[0].path.map(String), ['0', 'byteLength']);
+      assert.equal(pulledAfter, 0);
+    });
+  });
+
   test('duplicate paths and a file with children fail the import', async () => {
     for (const entries of [
       [fileFromBytes('d/a', Buffer.from('1')), fileFromBytes('d/a', Buffer.from('2'))],

@@ -229,24 +229,42 @@ impl NativeOwner {
         done(result)
     }
 
-    #[napi(js_name = "importDirectory")]
-    pub async fn import_directory(&self, index: u32, path: String) -> JsData {
-        done(
-            self.step(async {
-                let mut slot = self.slots().import.lock().await;
-                match slot.as_mut() {
-                    Some((_, session)) => {
-                        session.directory(index, path).await.map(|()| Value::Null)
-                    }
-                    None => Err(OwnerError::state("no import is open")),
-                }
-            })
-            .await,
-        )
+    /// Runs one import step that never waits on the open import, on the JavaScript thread:
+    /// `true` when the import must `importDrain` before its next step, `false` when not, or
+    /// the step's error (the same a waiting step would give, at the same step).
+    fn import_now(
+        &self,
+        step: impl FnOnce(&mut ImportSession) -> std::result::Result<(), OwnerError>,
+    ) -> JsData {
+        let taken = || {
+            if let Some(cancel) = self.owner().current_transfer_cancel() {
+                cancel.check()?;
+            }
+            // Free unless a drain, a finish or an abort runs: the caller awaits each of those
+            // before its next step, so a busy slot means the import is being abandoned.
+            let mut slot = self
+                .slots()
+                .import
+                .try_lock()
+                .map_err(|_| OwnerError::state("the import is busy"))?;
+            let Some((_, session)) = slot.as_mut() else {
+                return Err(OwnerError::state("no import is open"));
+            };
+            step(session)?;
+            Ok(Value::Bool(session.drain_due()))
+        };
+        done(taken())
     }
 
-    #[napi(js_name = "importFileBegin")]
-    pub async fn import_file_begin(
+    /// A directory of the open import, taken at once: see `import_now`.
+    #[napi(js_name = "importDirectoryNow")]
+    pub fn import_directory_now(&self, index: u32, path: String) -> JsData {
+        self.import_now(|session| session.directory_now(index, path))
+    }
+
+    /// A file's header, taken at once: see `import_now`.
+    #[napi(js_name = "importFileNow")]
+    pub fn import_file_now(
         &self,
         index: u32,
         path: String,
@@ -254,46 +272,37 @@ impl NativeOwner {
         executable: bool,
     ) -> JsData {
         let (negative, length, lossless) = byte_length.get_u64();
-        done(
-            self.step(async {
-                let mut slot = self.slots().import.lock().await;
-                match slot.as_mut() {
-                    Some(_) if negative || !lossless => Err(OwnerError::state(
-                        "byteLength must be a nonnegative 64-bit amount",
-                    )),
-                    Some((_, session)) => session
-                        .begin_file(index, path, length, executable)
-                        .await
-                        .map(|()| Value::Null),
-                    None => Err(OwnerError::state("no import is open")),
-                }
-            })
-            .await,
-        )
+        self.import_now(|session| {
+            if negative || !lossless {
+                return Err(OwnerError::state(
+                    "byteLength must be a nonnegative 64-bit amount",
+                ));
+            }
+            session.begin_file_now(index, path, length, executable)
+        })
     }
 
-    #[napi(js_name = "importChunk")]
-    pub async fn import_chunk(&self, chunk: Buffer) -> JsData {
-        let bytes = Bytes::copy_from_slice(&chunk);
-        done(
-            self.step(async {
-                let mut slot = self.slots().import.lock().await;
-                match slot.as_mut() {
-                    Some((_, session)) => session.chunk(bytes).await.map(|()| Value::Null),
-                    None => Err(OwnerError::state("no import is open")),
-                }
-            })
-            .await,
-        )
+    /// One chunk of the open file's body, copied and taken at once: see `import_now`.
+    #[napi(js_name = "importChunkNow")]
+    pub fn import_chunk_now(&self, chunk: Buffer) -> JsData {
+        self.import_now(|session| session.chunk_now(Bytes::copy_from_slice(&chunk)))
     }
 
-    #[napi(js_name = "importFileEnd")]
-    pub async fn import_file_end(&self) -> JsData {
+    /// The end of the open file's body, taken at once: see `import_now`.
+    #[napi(js_name = "importFileEndNow")]
+    pub fn import_file_end_now(&self) -> JsData {
+        self.import_now(ImportSession::end_file_now)
+    }
+
+    /// Delivers what the open import's steps took to the engine; resolves once the engine
+    /// took it (backpressure).
+    #[napi(js_name = "importDrain")]
+    pub async fn import_drain(&self) -> JsData {
         done(
             self.step(async {
                 let mut slot = self.slots().import.lock().await;
                 match slot.as_mut() {
-                    Some((_, session)) => session.end_file().await.map(|()| Value::Null),
+                    Some((_, session)) => session.drain().await.map(|()| Value::Null),
                     None => Err(OwnerError::state("no import is open")),
                 }
             })

@@ -1,6 +1,10 @@
 //! One import: entries in, a tar stream out to the engine, with exact accounting. Headers are
-//! built here; bodies pass through in the caller's chunks. Nothing is held beyond one chunk.
+//! built here; bodies pass through in the caller's chunks. Each step is checked and taken at once
+//! (`*_now`, never waiting: the JavaScript thread calls them); `drain` then delivers what the
+//! steps took. A step takes nothing while a drain is due, so at most about `GATHER_BYTES` and one
+//! step's pieces wait (and one ledger batch).
 
+use std::collections::VecDeque;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -33,8 +37,10 @@ struct OpenFile {
 
 pub struct ImportSession {
     sink: Option<mpsc::Sender<Bytes>>,
-    /// Small pieces not yet sent: less than `GATHER_BYTES`, sent before anything larger.
+    /// Small pieces not yet queued: less than `GATHER_BYTES`, queued before anything larger.
     gathered: BytesMut,
+    /// Pieces taken, in archive order, that `drain` has not delivered yet.
+    queued: VecDeque<Bytes>,
     done: Option<BoxFuture<'static, Result<(), OwnerError>>>,
     ledger: Ledger,
     quotas: TransferQuotas,
@@ -61,6 +67,7 @@ impl ImportSession {
         Self {
             sink: Some(upload.sink),
             gathered: BytesMut::new(),
+            queued: VecDeque::new(),
             done: Some(upload.done),
             ledger: Ledger::new(
                 settings.spill_directory.as_deref(),
@@ -82,31 +89,59 @@ impl ImportSession {
         }
     }
 
-    /// Adds `bytes` to the archive: counted against the quotas at once, sent with the pieces
-    /// gathered before it.
-    async fn send(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+    /// Adds `bytes` to the archive: counted against the quotas at once, queued after the pieces
+    /// taken before it (small pieces gathered into one).
+    fn take(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
         self.summary.archive_bytes += bytes.len() as u64;
         self.summary.check(&self.quotas, "the archive")?;
         if self.gathered.len() + bytes.len() < GATHER_BYTES {
             self.gathered.extend_from_slice(&bytes);
             return Ok(());
         }
-        self.flush().await?;
+        self.queue_gathered();
         if bytes.len() < GATHER_BYTES {
             self.gathered.extend_from_slice(&bytes);
-            Ok(())
         } else {
-            self.deliver(bytes).await
+            self.queued.push_back(bytes);
+        }
+        Ok(())
+    }
+
+    /// Queues what is gathered, if anything.
+    fn queue_gathered(&mut self) {
+        if !self.gathered.is_empty() {
+            self.queued.push_back(self.gathered.split().freeze());
         }
     }
 
-    /// Sends what is gathered, if anything.
-    async fn flush(&mut self) -> Result<(), OwnerError> {
-        if self.gathered.is_empty() {
-            return Ok(());
+    /// Whether `drain` has work: pieces to deliver, or a full ledger batch to spill. While it
+    /// has, the steps that never wait refuse to take more, so what waits stays bounded (about
+    /// `GATHER_BYTES` and one step's pieces, and one ledger batch).
+    pub fn drain_due(&self) -> bool {
+        !self.queued.is_empty() || self.ledger.spill_due()
+    }
+
+    /// Delivers the queued pieces to the engine and spills a full ledger batch: waits while the
+    /// engine takes no more.
+    pub async fn drain(&mut self) -> Result<(), OwnerError> {
+        self.ledger
+            .spill_if_due()
+            .await
+            .map_err(|e| OwnerError::driver(e.to_string()))?;
+        while let Some(bytes) = self.queued.pop_front() {
+            self.deliver(bytes).await?;
         }
-        let gathered = self.gathered.split().freeze();
-        self.deliver(gathered).await
+        Ok(())
+    }
+
+    /// The steps that never wait take nothing while a drain is due.
+    fn drained(&self) -> Result<(), OwnerError> {
+        if self.drain_due() {
+            return Err(OwnerError::state(
+                "the import must deliver what it holds before it takes more",
+            ));
+        }
+        Ok(())
     }
 
     async fn deliver(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
@@ -145,7 +180,7 @@ impl ImportSession {
 
     /// Emits headers for the ancestors of `path` not already in the archive, so every
     /// directory belongs to the sandbox user rather than being created by the engine as root.
-    async fn ancestors(&mut self, path: &str) -> Result<(), OwnerError> {
+    fn ancestors(&mut self, path: &str) -> Result<(), OwnerError> {
         let parts: Vec<&str> = path.split('/').collect();
         let mut prefix = String::new();
         let mut wanted = Vec::new();
@@ -165,33 +200,36 @@ impl ImportSession {
         self.chain.truncate(common);
         for directory in wanted.into_iter().skip(common) {
             let header = entry_header(&directory, true, 0, 0o755, self.owner, self.mtime);
-            self.send(header.into()).await?;
+            self.take(header.into())?;
             self.chain.push(directory);
         }
         Ok(())
     }
 
-    pub async fn directory(&mut self, index: u32, path: String) -> Result<(), OwnerError> {
+    /// A directory entry, checked and taken at once (never waits); refused while a drain is
+    /// due.
+    pub fn directory_now(&mut self, index: u32, path: String) -> Result<(), OwnerError> {
+        self.drained()?;
         self.checked_path(index, &path)?;
-        self.ledger
-            .add(&path, EntryKind::Directory)
-            .await
-            .map_err(|e| OwnerError::driver(e.to_string()))?;
-        self.ancestors(&path).await?;
+        self.ledger.record(&path, EntryKind::Directory);
+        self.ancestors(&path)?;
         let header = entry_header(&path, true, 0, 0o755, self.owner, self.mtime);
-        self.send(header.into()).await?;
+        self.take(header.into())?;
         self.chain.push(path);
         self.summary.directories += 1;
         Ok(())
     }
 
-    pub async fn begin_file(
+    /// A file's header, checked and taken at once (never waits); its body follows through
+    /// `chunk_now`, then `end_file_now`. Refused while a drain is due.
+    pub fn begin_file_now(
         &mut self,
         index: u32,
         path: String,
         byte_length: u64,
         executable: bool,
     ) -> Result<(), OwnerError> {
+        self.drained()?;
         self.checked_path(index, &path)?;
         if let Some(limit) = self.quotas.max_file_bytes {
             if byte_length > limit {
@@ -205,14 +243,11 @@ impl ImportSession {
         self.summary.files += 1;
         self.summary.file_bytes += byte_length;
         self.summary.check(&self.quotas, &path)?;
-        self.ledger
-            .add(&path, EntryKind::File)
-            .await
-            .map_err(|e| OwnerError::driver(e.to_string()))?;
-        self.ancestors(&path).await?;
+        self.ledger.record(&path, EntryKind::File);
+        self.ancestors(&path)?;
         let mode = if executable { 0o755 } else { 0o644 };
         let header = entry_header(&path, false, byte_length, mode, self.owner, self.mtime);
-        self.send(header.into()).await?;
+        self.take(header.into())?;
         self.file = Some(OpenFile {
             index,
             path,
@@ -222,7 +257,10 @@ impl ImportSession {
         Ok(())
     }
 
-    pub async fn chunk(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+    /// One chunk of the open file's body, checked and taken at once (never waits); refused
+    /// while a drain is due.
+    pub fn chunk_now(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+        self.drained()?;
         let Some(file) = self.file.as_mut() else {
             return Err(OwnerError::state("no file body is open"));
         };
@@ -244,10 +282,13 @@ impl ImportSession {
             ));
         }
         file.remaining -= len;
-        self.send(bytes).await
+        self.take(bytes)
     }
 
-    pub async fn end_file(&mut self) -> Result<(), OwnerError> {
+    /// The end of the open file's body, checked and taken at once (never waits); refused while
+    /// a drain is due.
+    pub fn end_file_now(&mut self) -> Result<(), OwnerError> {
+        self.drained()?;
         let Some(file) = self.file.take() else {
             return Err(OwnerError::state("no file body is open"));
         };
@@ -263,9 +304,39 @@ impl ImportSession {
         }
         let pad = padding(file.declared);
         if pad > 0 {
-            self.send(Bytes::from(vec![0u8; pad])).await?;
+            self.take(Bytes::from(vec![0u8; pad]))?;
         }
         Ok(())
+    }
+
+    /// `directory_now`, then `drain`.
+    pub async fn directory(&mut self, index: u32, path: String) -> Result<(), OwnerError> {
+        self.directory_now(index, path)?;
+        self.drain().await
+    }
+
+    /// `begin_file_now`, then `drain`.
+    pub async fn begin_file(
+        &mut self,
+        index: u32,
+        path: String,
+        byte_length: u64,
+        executable: bool,
+    ) -> Result<(), OwnerError> {
+        self.begin_file_now(index, path, byte_length, executable)?;
+        self.drain().await
+    }
+
+    /// `chunk_now`, then `drain`.
+    pub async fn chunk(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+        self.chunk_now(bytes)?;
+        self.drain().await
+    }
+
+    /// `end_file_now`, then `drain`.
+    pub async fn end_file(&mut self) -> Result<(), OwnerError> {
+        self.end_file_now()?;
+        self.drain().await
     }
 
     /// Validates the whole tree, ends the archive and waits for the engine to extract it.
@@ -278,8 +349,9 @@ impl ImportSession {
             super::ledger::LedgerError::Spill(message) => OwnerError::driver(message),
             other => entry_error(vec![], IssueCode::Duplicate, other.to_string()),
         })?;
-        self.send(end_of_archive().into()).await?;
-        self.flush().await?;
+        self.take(end_of_archive().into())?;
+        self.queue_gathered();
+        self.drain().await?;
         self.sink.take();
         match self.done.take() {
             Some(done) => done.await?,
@@ -294,5 +366,161 @@ impl ImportSession {
     pub async fn abort(mut self) {
         drop(self.done.take());
         self.sink.take();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use futures::FutureExt;
+
+    /// An import whose archive goes to a channel of `capacity` pieces the test reads.
+    fn session(quotas: TransferQuotas, capacity: usize) -> (ImportSession, mpsc::Receiver<Bytes>) {
+        let (sink, archive) = mpsc::channel(capacity);
+        let upload = ArchiveUpload {
+            sink,
+            done: futures::future::ready(Ok(())).boxed(),
+        };
+        let settings = TransferSettings {
+            uid: 65_532,
+            gid: 65_532,
+            spill_directory: None,
+        };
+        let session = ImportSession::new(upload, &settings, TransferBuffers::DEFAULT, quotas);
+        (session, archive)
+    }
+
+    /// The steps of a directory and `files` files of `size` bytes, run as the JavaScript import
+    /// runs them: each taken at once, a drain whenever one is due.
+    async fn take_all(session: &mut ImportSession, files: u32, size: usize) -> usize {
+        async fn drain_if_due(session: &mut ImportSession, drains: &mut usize) {
+            if session.drain_due() {
+                session.drain().await.expect("drained");
+                *drains += 1;
+            }
+        }
+        let mut drains = 0;
+        session.directory_now(0, "d".into()).expect("directory");
+        for index in 1..=files {
+            drain_if_due(session, &mut drains).await;
+            let path = format!("d/f{index}");
+            session
+                .begin_file_now(index, path, size as u64, false)
+                .expect("header");
+            drain_if_due(session, &mut drains).await;
+            session
+                .chunk_now(Bytes::from(vec![7u8; size]))
+                .expect("chunk");
+            drain_if_due(session, &mut drains).await;
+            session.end_file_now().expect("end");
+        }
+        drains
+    }
+
+    async fn archive_of(session: ImportSession, mut archive: mpsc::Receiver<Bytes>) -> Vec<u8> {
+        let reader = tokio::spawn(async move {
+            let mut bytes = Vec::new();
+            while let Some(piece) = archive.recv().await {
+                bytes.extend_from_slice(&piece);
+            }
+            bytes
+        });
+        session.finish().await.expect("finished");
+        reader.await.expect("reader")
+    }
+
+    /// The header fields of every 512-byte block but their modification times (each session
+    /// reads the clock once).
+    fn without_mtimes(mut archive: Vec<u8>) -> Vec<u8> {
+        for block in archive.chunks_mut(512) {
+            if block.len() == 512 && block[257..262] == *b"ustar" {
+                block[136..148].fill(0);
+                block[148..156].fill(0);
+            }
+        }
+        archive
+    }
+
+    #[tokio::test]
+    async fn steps_taken_at_once_write_the_archive_the_waiting_steps_write() {
+        let (mut now, now_archive) = session(TransferQuotas::default(), 1_024);
+        let drains = take_all(&mut now, 200, 4_096).await;
+        // One drain per 64 KiB of archive, not one per step.
+        assert!((12..=16).contains(&drains), "{drains} drains");
+        let (mut waiting, waiting_archive) = session(TransferQuotas::default(), 1_024);
+        waiting.directory(0, "d".into()).await.expect("directory");
+        for index in 1..=200u32 {
+            waiting
+                .begin_file(index, format!("d/f{index}"), 4_096, false)
+                .await
+                .expect("header");
+            waiting
+                .chunk(Bytes::from(vec![7u8; 4_096]))
+                .await
+                .expect("chunk");
+            waiting.end_file().await.expect("end");
+        }
+        let now = without_mtimes(archive_of(now, now_archive).await);
+        let waiting = without_mtimes(archive_of(waiting, waiting_archive).await);
+        assert_eq!(now.len(), 512 + 200 * (512 + 4_096) + 1_024);
+        assert!(now == waiting, "the archives differ");
+    }
+
+    #[tokio::test]
+    async fn a_step_that_never_waits_takes_nothing_while_a_drain_is_due() {
+        let (mut session, _archive) = session(TransferQuotas::default(), 1_024);
+        session
+            .begin_file_now(0, "big".into(), 70_000, false)
+            .expect("header");
+        session
+            .chunk_now(Bytes::from(vec![1u8; 65_536]))
+            .expect("a whole chunk");
+        assert!(session.drain_due());
+        let refused = session.chunk_now(Bytes::from(vec![1u8; 4_464]));
+        assert_eq!(
+            refused,
+            Err(OwnerError::state(
+                "the import must deliver what it holds before it takes more"
+            ))
+        );
+        session.drain().await.expect("drained");
+        assert!(!session.drain_due());
+        session
+            .chunk_now(Bytes::from(vec![1u8; 4_464]))
+            .expect("taken after the drain");
+        session.end_file_now().expect("the body is complete");
+    }
+
+    #[tokio::test]
+    async fn a_refused_step_fails_at_once_and_takes_nothing() {
+        let quotas = TransferQuotas {
+            max_files: Some(1),
+            ..TransferQuotas::default()
+        };
+        let (mut session, _archive) = session(quotas, 1_024);
+        session
+            .begin_file_now(0, "a".into(), 1, false)
+            .expect("first");
+        session.chunk_now(Bytes::from_static(b"x")).expect("body");
+        session.end_file_now().expect("end");
+        let before = session.summary.archive_bytes;
+        let over = session
+            .begin_file_now(1, "b".into(), 1, false)
+            .expect_err("past maxFiles");
+        assert!(format!("{over:?}").contains("maxFiles"), "{over:?}");
+        assert_eq!(session.summary.archive_bytes, before, "no header was taken");
+        let invalid = session
+            .directory_now(2, "../out".into())
+            .expect_err("an escaping path");
+        assert!(format!("{invalid:?}").contains("path"), "{invalid:?}");
+        let short = {
+            let (mut other, _a) = self::session(TransferQuotas::default(), 1_024);
+            other
+                .begin_file_now(3, "s".into(), 5, true)
+                .expect("header");
+            other.chunk_now(Bytes::from_static(b"abc")).expect("body");
+            other.end_file_now().expect_err("short")
+        };
+        assert!(format!("{short:?}").contains("2 bytes short"), "{short:?}");
     }
 }

@@ -98,10 +98,26 @@ impl Ledger {
     }
 
     pub async fn add(&mut self, path: &str, kind: EntryKind) -> Result<(), LedgerError> {
+        self.record(path, kind);
+        self.spill_if_due().await
+    }
+
+    /// Records `path` in memory only (never waits): `spill_if_due` writes the batch out once
+    /// it is full. Between the two, the batch may pass its size by the records made meanwhile.
+    pub fn record(&mut self, path: &str, kind: EntryKind) {
         let key = key(path);
         self.batch_size += key.len() + RECORD_OVERHEAD;
         self.batch.push((key, kind));
-        if self.batch_size >= self.batch_bytes && self.runs.is_some() {
+    }
+
+    /// Whether the in-memory batch is full and has somewhere to spill to.
+    pub fn spill_due(&self) -> bool {
+        self.batch_size >= self.batch_bytes && self.runs.is_some()
+    }
+
+    /// Spills the in-memory batch if it is full.
+    pub async fn spill_if_due(&mut self) -> Result<(), LedgerError> {
+        if self.spill_due() {
             self.spill().await?;
         }
         Ok(())
@@ -378,6 +394,33 @@ mod tests {
     }
 
     use EntryKind::{Directory as D, File as F};
+
+    #[test]
+    fn a_record_never_spills_and_says_when_a_spill_is_due() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        let dir = spill();
+        runtime.block_on(async {
+            let mut ledger = Ledger::new(Some(&dir), 64, 2);
+            let mut recorded = 0;
+            while !ledger.spill_due() {
+                ledger.record(&format!("f{recorded}"), F);
+                recorded += 1;
+            }
+            assert!(recorded > 1, "one record fills no 64-byte batch");
+            assert_eq!(ledger.spilled_records(), 0, "records stay in memory");
+            ledger.spill_if_due().await.expect("spilled");
+            assert!(!ledger.spill_due());
+            assert_eq!(ledger.spilled_records(), recorded);
+            ledger.check().await.expect("no duplicates");
+        });
+        std::fs::remove_dir(&dir).expect("spill directory is empty");
+        // Without a spill directory nothing is ever due: everything stays in memory.
+        let mut memory = Ledger::new(None, 1, 2);
+        memory.record("a", D);
+        assert!(!memory.spill_due());
+    }
 
     #[test]
     fn trees_pass_in_memory_and_spilled() {
