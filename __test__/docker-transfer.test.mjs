@@ -122,6 +122,43 @@ describe('quotas at and one past their bounds', () => {
     });
   }
 
+  test('an export failure reaches the consumer after every entry before it, each consumed in turn', async () => {
+    await withReady(async (sandbox) => {
+      await sandbox.importTree(['a', 'b', 'c', 'd'].map((name) => fileFromBytes(`e/${name}`, Buffer.from(name.repeat(5000)), { chunkBytes: CHUNK })));
+      await sandbox.stop();
+      for (const [name, selection, options, failed] of [
+        ['a missing file', { kind: 'files', paths: ['e/a', 'e/b', 'e/missing', 'e/c'] }, {}, (e) => e.issues?.[0]?.path.join('.') === 'paths.2'],
+        ['one file past maxFiles', { kind: 'subtree', path: 'e' }, { quotas: { maxFiles: 2 } }, (e) => e.issues?.[0]?.path.join('.') === 'quotas.maxFiles'],
+      ]) {
+        const seen = [];
+        let inConsumer = false;
+        const error = await sandbox
+          .exportTree(
+            selection,
+            async (entry) => {
+              assert.equal(inConsumer, false, 'one entry at a time');
+              inConsumer = true;
+              let bytes = '';
+              if (entry.kind === 'file') for await (const chunk of entry.bytes) bytes += Buffer.from(chunk).toString();
+              await new Promise((resolve) => setTimeout(resolve, 5));
+              seen.push(entry.kind === 'file' ? `${entry.path}:${bytes.length}:${bytes[0]}` : entry.path);
+              inConsumer = false;
+            },
+            options,
+          )
+          .catch((e) => e);
+        assert.ok(failed(error), `${name}: ${error} ${JSON.stringify(error.issues)}`);
+        // Exact files come in their order; a subtree's in the engine's (directory) order.
+        const files = seen.filter((s) => s.includes(':'));
+        if (selection.kind === 'files') assert.deepEqual(files, ['e/a:5000:a', 'e/b:5000:b'], name);
+        else {
+          assert.equal(files.length, 2, `${name}: ${files}`);
+          for (const file of files) assert.match(file, /^e\/([a-d]):5000:\1$/, name);
+        }
+      }
+    });
+  });
+
   test('maxArchiveBytes counts headers and padding', async () => {
     await withReady(async (sandbox) => {
       const summary = await sandbox.importTree(tree());

@@ -2,6 +2,7 @@
 // one JSON line. `bench/run.mjs` calls it in interleaved rounds; nothing here asserts anything.
 //   node bench/one.mjs transfer <native|dockerode|limit|download> <sourceDirectory>
 //   node bench/one.mjs exact <files>
+//   node bench/one.mjs iterable native <files>
 //   node bench/one.mjs stdout <native|dockerode|raw> <bytes> [runtime]
 //   node bench/one.mjs stdin <native|dockerode|raw> <bytes> [writeBytes, 64 KiB]
 //   node bench/one.mjs start <native|docker-run|dockerode> <runs> [runtime]
@@ -214,6 +215,42 @@ async function exact(files) {
   }
 }
 
+/**
+ * `files` files of 4 KiB through the JavaScript-facing calls: `importTree` from an iterable of
+ * `fileFromBytes` entries, then a workspace `exportTree` whose consumer reads every byte.
+ */
+async function iterable(files) {
+  const { backend, close } = nativeBackend();
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    const body = Buffer.alloc(4096, 7);
+    function* entries() {
+      for (let d = 0; d < 20; d += 1) {
+        yield { kind: 'directory', path: `d${d}` };
+        for (let i = d; i < files; i += 20) yield fileFromBytes(`d${d}/f${i}.bin`, body);
+      }
+    }
+    const t0 = performance.now();
+    const imported = await sandbox.importTree(entries(), { quotas: { maxFiles: files } });
+    const importSeconds = seconds(t0);
+    if (imported.files !== BigInt(files)) throw new Error(`imported ${imported.files} of ${files}`);
+    await sandbox.stop();
+    const t1 = performance.now();
+    let read = 0;
+    await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      if (entry.kind !== 'file') return;
+      for await (const chunk of entry.bytes) void chunk;
+      read += 1;
+    });
+    const exportSeconds = seconds(t1);
+    if (read !== files) throw new Error(`exported ${read} of ${files}`);
+    return { importSeconds, exportSeconds };
+  } finally {
+    await leave.sandbox(sandbox);
+    close();
+  }
+}
+
 /** Reads a stream to its end, counting bytes; CPU of this whole process while it ran. */
 async function drain(stream, expected, what) {
   let received = 0;
@@ -405,6 +442,7 @@ async function concurrent(count) {
 const measurements = {
   transfer: () => transfer(rest[0]),
   exact: () => exact(Number(rest[0])),
+  iterable: () => iterable(Number(rest[0])),
   stdout: () => stdout(Number(rest[0]), rest[1]),
   stdin: () => stdin(Number(rest[0]), Number(rest[1] ?? 64 * 1024)),
   start: () => start(Number(rest[0]), rest[1]),

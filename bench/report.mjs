@@ -119,6 +119,14 @@ export function render(results) {
     lines.push(`| one file of ${fixed(config.largeBytes / mib)} MiB, the export's archive downloaded alone (no file written) | | | \`curl > /dev/null\`: ${rate('transfer-large', 'download', 'exportSeconds')} | |`);
   }
   lines.push(`| ${fixed(config.exactFiles)} exact files (\`{ kind: 'files' }\`), export | ${fixed(m((r) => r.exact.native.filesPerSecond))} files/s | | | |`);
+  if (inEveryRound(results, 'iterable', 'native')) {
+    for (const [field, what] of [
+      ['importSeconds', 'import from a JavaScript iterable (`importTree` with `fileFromBytes`)'],
+      ['exportSeconds', 'export to a JavaScript consumer (`exportTree`, every byte read)'],
+    ]) {
+      lines.push(`| ${fixed(files)} files of 4 KiB, ${what} | ${fixed(files / m((r) => r.iterable.native[field]))} files/s | | | |`);
+    }
+  }
   const mbps = (bytes, name, contender) => `${fixed(bytes / m((r) => r[name][contender].seconds) / 1e6)} MB/s`;
   const cpuPerGiB = (name, contender) => `${fixed(m((r) => r[name][contender].cpuSeconds) / (config.stdoutBytes / 1024 ** 3), 2)} CPU-s/GiB`;
   const cpu = (name, contender) => `${fixed(m((r) => r[name][contender].cpuSeconds), 2)} CPU-s`;

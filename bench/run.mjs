@@ -90,6 +90,7 @@ const measurements = {
   'transfer-small': { contenders: ['native', 'dockerode', 'limit'], args: (c) => ['transfer', c, small], keep: true },
   'transfer-large': { contenders: ['native', 'dockerode', 'limit', 'download'], args: (c) => ['transfer', c, large] },
   exact: { contenders: ['native'], args: (c) => ['exact', c, config.exactFiles], keep: true },
+  iterable: { contenders: ['native'], args: (c) => ['iterable', c, config.smallFiles], keep: true },
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
   // `raw-large`: the raw writer in writes 16 times larger, to show whether the client or its write
   // size changes the engine's stdin rate.

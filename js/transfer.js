@@ -1,6 +1,6 @@
 // importTree and exportTree over a native owner, with the caller's signal and deadline observed
 // at every step: an import's steps are taken at once and cross to the engine in batches, an
-// export's entries and bytes cross one at a time.
+// export's entries and bodies cross to JavaScript in batches.
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { parseTransferOptions } from './parsers.js';
@@ -164,16 +164,35 @@ async function runImport({ owner, context, stop }, entries, parsed, ticket) {
 }
 
 /**
- * The body of one file of a native export. A consumer that outlived its export (interrupted or
- * failed) reads nothing more: the engine's bytes now may belong to another transfer.
+ * The body of one file of a native export: the chunks its batch brought (`chunks`, views of the
+ * batch's bytes), then, when the batch stopped inside it, the rest through `exportRead`. A
+ * consumer that outlived its export (interrupted or failed) reads nothing more: the engine's
+ * bytes now may belong to another transfer.
  */
-function fileBytes(owner, context, watch, path, byteLength) {
-  return exactBody(path, byteLength, async () => {
+function fileBytes({ owner, context, watch }, meta, chunks, failure) {
+  let next = 0;
+  return exactBody(meta.path, meta.byteLength, async () => {
     watch.check();
+    if (next < chunks.length) return chunks[next++];
+    if (meta.complete) return null;
+    // The batch stopped inside this body: where its read failed, or at its size.
+    if (failure) throw failure;
     const chunk = await watch.race(owner.exportRead());
     if (chunk !== null && !Buffer.isBuffer(chunk)) throw errorFromDescriptor(chunk.error, context);
     return chunk;
   });
+}
+
+/** The chunks of each entry of a batch, as views of the batch's one Buffer. */
+function chunksOf(batch) {
+  let offset = 0;
+  return batch.entries.map((meta) =>
+    meta.chunks.map((length) => {
+      const chunk = batch.bytes.subarray(offset, offset + length);
+      offset += length;
+      return chunk;
+    }),
+  );
 }
 
 /**
@@ -194,24 +213,31 @@ async function runExport({ owner, context }, consume, parsed, ticket) {
     try {
       // A failed open released the admission itself; the abort below then finds nothing.
       await step(owner.exportBegin({ quotas: parsed.quotas }));
+      // Entries and their bodies cross in batches (about chunkBytes of bodies each); each
+      // entry still reaches the consumer only after the one before it returned, and a failure
+      // read with a batch comes after the entries before it, where a one-by-one read has it.
       for (;;) {
-        const meta = await step(owner.exportNext());
-        if (meta === null) break;
-        if (meta.kind === 'directory') {
-          await watch.race(consume(Object.freeze({ kind: 'directory', path: meta.path })));
-        } else {
-          const body = fileBytes(owner, context, watch, meta.path, meta.byteLength);
-          await watch.race(consume(Object.freeze({ kind: 'file', path: meta.path, byteLength: meta.byteLength, executable: meta.executable, bytes: body.iterable })));
-          if (!body.state.drained) {
-            // An empty file or an exact final chunk is drained already; anything else must
-            // have been read to its end.
-            const rest = await watch.race(owner.exportRead());
-            if (rest !== null) {
+        const batch = await watch.race(owner.exportNextBatch());
+        if (batch.ok === false) throw errorFromDescriptor(batch.error, context);
+        const failure = batch.failure ? errorFromDescriptor(batch.failure, context) : undefined;
+        const chunks = chunksOf(batch);
+        for (const [index, meta] of batch.entries.entries()) {
+          if (meta.kind === 'directory') {
+            await watch.race(consume(Object.freeze({ kind: 'directory', path: meta.path })));
+          } else {
+            const body = fileBytes({ owner, context, watch }, meta, chunks[index], failure);
+            await watch.race(consume(Object.freeze({ kind: 'file', path: meta.path, byteLength: meta.byteLength, executable: meta.executable, bytes: body.iterable })));
+            // An interruption meanwhile is the reason, not the bytes it left unread.
+            watch.check();
+            if (!body.state.drained) {
               throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${meta.path}`);
             }
           }
+          watch.check();
         }
-        watch.check();
+        if (batch.end) break;
+        // The next entry failed (not a body: that failure is its body's).
+        if (failure && batch.entries.at(-1)?.complete !== false) throw failure;
       }
       return Object.freeze(await step(owner.exportFinish()));
     } catch (error) {

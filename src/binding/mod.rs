@@ -3,6 +3,7 @@
 mod constants;
 mod docker;
 mod errors;
+mod export_batch;
 mod js_driver;
 mod js_value;
 mod owner;

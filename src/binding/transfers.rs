@@ -8,6 +8,7 @@ use napi_derive::napi;
 use tokio::sync::Mutex;
 
 use super::errors::{describe, failed, outcome};
+use super::export_batch::ExportBatchValue;
 use super::js_value::{Captured, JsData};
 use super::owner::NativeOwner;
 use crate::input::{ToValue, Value};
@@ -55,6 +56,9 @@ pub type SharedSlots = Arc<TransferSlots>;
 fn parse_selection(value: &Value) -> std::result::Result<Selection, OwnerError> {
     parse_export_selection(value).map_err(OwnerError::Validation)
 }
+
+/// At most this many entries cross in one export batch (their paths bound its metadata).
+const EXPORT_BATCH_ENTRIES: usize = 256;
 
 fn done(result: std::result::Result<Value, OwnerError>) -> JsData {
     JsData(outcome(result))
@@ -411,33 +415,28 @@ impl NativeOwner {
         done(result)
     }
 
-    /// The next entry's metadata, or `null` at the end.
-    #[napi(js_name = "exportNext")]
-    pub async fn export_next(&self) -> JsData {
-        done(
-            self.step(async {
+    /// The next entries of the open export with their bodies, in one crossing: at most
+    /// `EXPORT_BATCH_ENTRIES` entries and about `chunkBytes` of bodies (see `export_batch`).
+    /// A body the batch stopped in continues through `exportRead`.
+    #[napi(js_name = "exportNextBatch")]
+    pub async fn export_next_batch(&self) -> Either<ExportBatchValue, JsData> {
+        let max_bytes = usize::try_from(self.owner().request().policy.transfers.chunk_bytes)
+            .unwrap_or(usize::MAX);
+        let result = self
+            .step(async {
                 let mut slot = self.slots().export.lock().await;
                 match slot.as_mut() {
-                    Some((_, session)) => session.next_entry().await.map(|entry| match entry {
-                        None => Value::Null,
-                        Some(entry) => Value::object([
-                            (
-                                "kind",
-                                Value::string(if entry.directory { "directory" } else { "file" }),
-                            ),
-                            ("path", Value::string(entry.path)),
-                            (
-                                "byteLength",
-                                Value::BigInt(Some(i128::from(entry.byte_length))),
-                            ),
-                            ("executable", Value::Bool(entry.executable)),
-                        ]),
-                    }),
+                    Some((_, session)) => {
+                        Ok(session.next_batch(EXPORT_BATCH_ENTRIES, max_bytes).await)
+                    }
                     None => Err(OwnerError::state("no export is open")),
                 }
             })
-            .await,
-        )
+            .await;
+        match result {
+            Ok(batch) => Either::A(ExportBatchValue::from(batch)),
+            Err(error) => Either::B(JsData(failed(&error))),
+        }
     }
 
     /// The next chunk of the current file: a Buffer, `null` at its end, or an error.

@@ -445,20 +445,21 @@ fn map_name(target: &Target, name: &str, first: bool) -> Result<Option<String>, 
     })
 }
 
+/// The fake driver and archive builders of the export tests (also `export_batch`'s).
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests_support {
     use super::*;
     use crate::lifecycle::driver::{ReadyFacts, StartContext};
-    use crate::tar_block::padding;
-    use crate::transfer::options::TransferQuotas;
-    use crate::transfer::tar_write::{end_of_archive, entry_header, Ownership};
+    pub use crate::tar_block::padding;
+    pub use crate::transfer::options::TransferQuotas;
+    pub use crate::transfer::tar_write::{end_of_archive, entry_header, Ownership};
     use futures::future::BoxFuture;
     use futures::StreamExt;
 
     /// A driver whose `open_export_files` answers with `archive` (or cannot, when `None`), and
     /// whose workspace holds nothing for `open_export`.
-    struct FilesDriver {
-        archive: Option<Vec<Result<Bytes, String>>>,
+    pub struct FilesDriver {
+        pub archive: Option<Vec<Result<Bytes, String>>>,
     }
 
     impl DriverReservation for FilesDriver {
@@ -489,28 +490,28 @@ mod tests {
         }
     }
 
-    use crate::lifecycle::driver::ArchiveDownload;
+    pub use crate::lifecycle::driver::ArchiveDownload;
 
-    const OWNER: Ownership = Ownership { uid: 1, gid: 1 };
+    pub const OWNER: Ownership = Ownership { uid: 1, gid: 1 };
 
-    fn file(path: &str, body: &[u8]) -> Vec<u8> {
+    pub fn file(path: &str, body: &[u8]) -> Vec<u8> {
         let mut out = entry_header(path, false, body.len() as u64, 0o644, OWNER, 0);
         out.extend_from_slice(body);
         out.extend(vec![0; padding(body.len() as u64)]);
         out
     }
 
-    fn directory(path: &str) -> Vec<u8> {
+    pub fn directory(path: &str) -> Vec<u8> {
         entry_header(path, true, 0, 0o755, OWNER, 0)
     }
 
-    fn archive(parts: Vec<Vec<u8>>) -> Vec<Result<Bytes, String>> {
+    pub fn archive(parts: Vec<Vec<u8>>) -> Vec<Result<Bytes, String>> {
         let mut all: Vec<u8> = parts.concat();
         all.extend(end_of_archive());
         vec![Ok(Bytes::from(all))]
     }
 
-    fn quotas() -> TransferQuotas {
+    pub fn quotas() -> TransferQuotas {
         TransferQuotas {
             max_files: None,
             max_file_bytes: None,
@@ -519,6 +520,24 @@ mod tests {
             max_paths: None,
         }
     }
+
+    /// An export of the files `paths`, answered by `archive`.
+    pub async fn files_session(
+        archive: Option<Vec<Result<Bytes, String>>>,
+        paths: &[&str],
+    ) -> ExportSession {
+        let driver = Arc::new(FilesDriver { archive });
+        let selection = Selection::Files(paths.iter().map(|p| (*p).to_owned()).collect());
+        ExportSession::new(driver, selection, None, TransferBuffers::DEFAULT, quotas())
+            .await
+            .expect("opened")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::*;
+    use super::*;
 
     /// What an export delivered (path and body of each file) and its summary.
     type Exported = Result<(Vec<(String, Vec<u8>)>, Summary), OwnerError>;

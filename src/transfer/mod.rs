@@ -3,6 +3,7 @@
 
 pub mod batch;
 pub mod export;
+pub mod export_batch;
 pub mod host_tree;
 pub mod import;
 pub mod ledger;
