@@ -124,7 +124,9 @@ describe('quotas at and one past their bounds', () => {
 
   test('an export failure reaches the consumer after every entry before it, each consumed in turn', async () => {
     await withReady(async (sandbox) => {
-      await sandbox.importTree(['a', 'b', 'c', 'd'].map((name) => fileFromBytes(`e/${name}`, Buffer.from(name.repeat(5000)), { chunkBytes: CHUNK })));
+      // Small files: a batch (about chunkBytes of bodies) holds several, so the failure comes in the
+      // same batch as the entries before it.
+      await sandbox.importTree(['a', 'b', 'c', 'd'].map((name) => fileFromBytes(`e/${name}`, Buffer.from(name.repeat(100)))));
       await sandbox.stop();
       for (const [name, selection, options, failed] of [
         ['a missing file', { kind: 'files', paths: ['e/a', 'e/b', 'e/missing', 'e/c'] }, {}, (e) => e.issues?.[0]?.path.join('.') === 'paths.2'],
@@ -150,10 +152,10 @@ describe('quotas at and one past their bounds', () => {
         assert.ok(failed(error), `${name}: ${error} ${JSON.stringify(error.issues)}`);
         // Exact files come in their order; a subtree's in the engine's (directory) order.
         const files = seen.filter((s) => s.includes(':'));
-        if (selection.kind === 'files') assert.deepEqual(files, ['e/a:5000:a', 'e/b:5000:b'], name);
+        if (selection.kind === 'files') assert.deepEqual(files, ['e/a:100:a', 'e/b:100:b'], name);
         else {
           assert.equal(files.length, 2, `${name}: ${files}`);
-          for (const file of files) assert.match(file, /^e\/([a-d]):5000:\1$/, name);
+          for (const file of files) assert.match(file, /^e\/([a-d]):100:\1$/, name);
         }
       }
     });
@@ -369,6 +371,17 @@ describe('state rules and aborts', () => {
       assert.deepEqual(readdirSync(spill), []);
       const late = await sandbox.exportTree({ kind: 'workspace' }, () => {}, { deadlineAt: Date.now() - 1 }).catch((e) => e);
       assert.equal(late.code, 'deadline_exceeded');
+    });
+  });
+
+  test('a deadline ends an import whose body yields empty chunks without end', async () => {
+    await withReady(async (sandbox) => {
+      const endless = { kind: 'file', path: 'never', byteLength: 1, executable: false, *open() { for (;;) yield new Uint8Array(0); } };
+      const started = Date.now();
+      const error = await sandbox.importTree([endless], { deadlineAt: Date.now() + 300 }).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError, `${error}`);
+      assert.equal(error.code, 'deadline_exceeded');
+      assert.ok(Date.now() - started < 10_000, 'ended near its deadline');
     });
   });
 

@@ -124,8 +124,9 @@ async function runImport({ owner, context, stop }, entries, parsed, ticket) {
     settle(await watch.race(owner.importBegin({ quotas: parsed.quotas })), context, errorFromDescriptor);
     source = watchedIterator(watch, entries, () => new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected a (sync or async) iterable of tree entries' }]));
     // Each step is checked and taken at once, natively (the same error at the same step as
-    // ever); what the steps took crosses to the engine in one awaited drain per 64 KiB of
-    // archive, when the step says so.
+    // ever); what the steps took crosses to the engine in one awaited drain when the step says
+    // one is due: per 64 KiB of archive, full ledger batch, or 256 steps (each drain turns the
+    // event loop, so a deadline or a signal ends even a body of endless empty chunks).
     const drainDue = (outcome) => settle(outcome, context, errorFromDescriptor) === true;
     for (let index = 0; ; index += 1) {
       const next = await source.next();

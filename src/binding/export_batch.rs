@@ -10,8 +10,8 @@ use super::js_value::JsData;
 use crate::input::Value;
 use crate::transfer::export_batch::ExportBatch;
 
-/// A batch made ready for JavaScript off its thread: the metadata, and the chunks copied back to
-/// back (on the runtime, so the JavaScript thread only wraps them).
+/// A batch made ready for JavaScript off its thread: the metadata, and the batch's bytes (the
+/// JavaScript thread only wraps them in a Buffer, without a copy).
 pub struct ExportBatchValue {
     meta: Value,
     bytes: Vec<u8>,
@@ -21,15 +21,10 @@ impl From<ExportBatch> for ExportBatchValue {
     fn from(batch: ExportBatch) -> Self {
         let ExportBatch {
             entries,
+            bytes,
             end,
             failure,
         } = batch;
-        let total = entries
-            .iter()
-            .flat_map(|batched| &batched.chunks)
-            .map(|chunk| chunk.len())
-            .sum();
-        let mut bytes = Vec::with_capacity(total);
         let entries = entries
             .into_iter()
             .map(|batched| {
@@ -37,10 +32,7 @@ impl From<ExportBatch> for ExportBatchValue {
                 let chunks = batched
                     .chunks
                     .iter()
-                    .map(|chunk| {
-                        bytes.extend_from_slice(chunk);
-                        Value::Number(chunk.len() as f64)
-                    })
+                    .map(|len| Value::Number(*len as f64))
                     .collect();
                 Value::object([
                     (

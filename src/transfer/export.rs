@@ -526,9 +526,18 @@ pub(crate) mod tests_support {
         archive: Option<Vec<Result<Bytes, String>>>,
         paths: &[&str],
     ) -> ExportSession {
+        files_session_with(archive, paths, TransferBuffers::DEFAULT).await
+    }
+
+    /// `files_session` with `buffers` (its chunk size).
+    pub async fn files_session_with(
+        archive: Option<Vec<Result<Bytes, String>>>,
+        paths: &[&str],
+        buffers: TransferBuffers,
+    ) -> ExportSession {
         let driver = Arc::new(FilesDriver { archive });
         let selection = Selection::Files(paths.iter().map(|p| (*p).to_owned()).collect());
-        ExportSession::new(driver, selection, None, TransferBuffers::DEFAULT, quotas())
+        ExportSession::new(driver, selection, None, buffers, quotas())
             .await
             .expect("opened")
     }

@@ -1,20 +1,19 @@
 //! An export's entries in batches: several entries and their bodies cross to JavaScript at once,
 //! read exactly as one-by-one reads would read them. A batch holds at most `max_entries` entries
-//! and stops reading bodies once it holds `max_bytes` (so at most `max_bytes` and one chunk); a
-//! body it stopped in continues through `ExportSession::read`.
-
-use bytes::Bytes;
+//! and stops reading bodies once it holds `max_bytes` (so at most `max_bytes` and one chunk, in
+//! one buffer); a body it stopped in continues through `ExportSession::read`.
 
 use super::export::{ExportEntry, ExportSession};
 use crate::lifecycle::error::OwnerError;
 
-/// One entry of a batch: its metadata and the body chunks read with it.
+/// One entry of a batch: its metadata and the lengths of the body chunks read with it.
 #[derive(Debug)]
 pub struct BatchedEntry {
     pub entry: ExportEntry,
-    pub chunks: Vec<Bytes>,
-    /// Whether the body ended within the batch (always for a directory); only a batch's last
-    /// entry may be incomplete.
+    /// The chunks' lengths, in order: the chunks lie back to back in `ExportBatch::bytes`.
+    pub chunks: Vec<usize>,
+    /// Whether the body's end was read within the batch (always for a directory); only a
+    /// batch's last entry may be incomplete.
     pub complete: bool,
 }
 
@@ -22,6 +21,8 @@ pub struct BatchedEntry {
 #[derive(Debug, Default)]
 pub struct ExportBatch {
     pub entries: Vec<BatchedEntry>,
+    /// Every chunk of every entry, back to back.
+    pub bytes: Vec<u8>,
     /// Every selected entry was delivered: the next call is `finish`.
     pub end: bool,
     /// A read failed after the entries before it: the last entry's body (when it is
@@ -34,8 +35,7 @@ impl ExportSession {
     /// (plus at most one chunk).
     pub async fn next_batch(&mut self, max_entries: usize, max_bytes: usize) -> ExportBatch {
         let mut batch = ExportBatch::default();
-        let mut bytes = 0usize;
-        while batch.entries.len() < max_entries.max(1) && bytes < max_bytes {
+        while batch.entries.len() < max_entries.max(1) && batch.bytes.len() < max_bytes {
             let entry = match self.next_entry().await {
                 Ok(Some(entry)) => entry,
                 Ok(None) => {
@@ -52,11 +52,17 @@ impl ExportSession {
                 entry,
                 chunks: Vec::new(),
             };
-            while !batched.complete && bytes < max_bytes {
+            let mut delivered = 0u64;
+            // A body whose every byte is in already has its end read too: that read takes
+            // nothing from the engine, and the entry then needs no read of its own.
+            while !batched.complete
+                && (batch.bytes.len() < max_bytes || delivered == batched.entry.byte_length)
+            {
                 match self.read().await {
                     Ok(Some(chunk)) => {
-                        bytes += chunk.len();
-                        batched.chunks.push(chunk);
+                        delivered += chunk.len() as u64;
+                        batch.bytes.extend_from_slice(&chunk);
+                        batched.chunks.push(chunk.len());
                     }
                     Ok(None) => batched.complete = true,
                     Err(error) => {
@@ -77,38 +83,59 @@ impl ExportSession {
 
 #[cfg(test)]
 mod tests {
+    use crate::policy::request::TransferBuffers;
     use crate::transfer::export::tests_support::*;
 
+    /// Path, chunk count and completeness of each entry of a batch.
+    fn shape(batch: &super::ExportBatch) -> Vec<(&str, usize, bool)> {
+        batch
+            .entries
+            .iter()
+            .map(|e| (e.entry.path.as_str(), e.chunks.len(), e.complete))
+            .collect()
+    }
+
     #[tokio::test]
-    async fn a_batch_reads_what_one_by_one_reads_and_stops_at_its_size() {
+    async fn a_batch_stops_at_its_size_and_the_body_continues_through_read() {
         let body = vec![5u8; 3_000];
         let answer = archive(vec![file("a", b"one"), file("b", &body), file("c", b"")]);
-        let mut session = files_session(Some(answer), &["a", "b", "c"]).await;
-        // 1,000 bytes of bodies at most (and one chunk): the batch stops inside b's body.
+        let buffers = TransferBuffers {
+            chunk_bytes: 1_000,
+            ..TransferBuffers::DEFAULT
+        };
+        let mut session = files_session_with(Some(answer), &["a", "b", "c"], buffers).await;
         let first = session.next_batch(16, 1_000).await;
         assert!(first.failure.is_none() && !first.end);
-        let shape: Vec<_> = first
-            .entries
-            .iter()
-            .map(|e| (e.entry.path.as_str(), e.chunks.len(), e.complete))
-            .collect();
-        assert_eq!(shape, vec![("a", 1, true), ("b", 1, false)]);
-        // The rest of b through read, then c and the end.
-        let mut rest = first.entries[1].chunks[0].to_vec();
+        // a's 3 bytes, then one 1,000-byte chunk of b: past 1,000 bytes, the batch stops in b.
+        assert_eq!(shape(&first), vec![("a", 1, true), ("b", 1, false)]);
+        assert_eq!(first.entries[1].chunks, vec![1_000]);
+        assert_eq!(&first.bytes[..3], b"one");
+        let mut rest = first.bytes[3..].to_vec();
+        let mut reads = 0;
         while let Some(chunk) = session.read().await.expect("read") {
             rest.extend_from_slice(&chunk);
+            reads += 1;
         }
-        assert_eq!(rest, body);
+        assert_eq!((rest, reads), (body, 2));
         let second = session.next_batch(16, 1_000).await;
-        let shape: Vec<_> = second
-            .entries
-            .iter()
-            .map(|e| (e.entry.path.as_str(), e.chunks.len(), e.complete))
-            .collect();
-        assert_eq!(shape, vec![("c", 0, true)]);
+        assert_eq!(shape(&second), vec![("c", 0, true)]);
         assert!(second.end && second.failure.is_none());
-        let summary = session.finish().await.expect("finished");
-        assert_eq!(summary.files, 3);
+        assert_eq!(session.finish().await.expect("finished").files, 3);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_fills_the_batch_exactly_is_complete() {
+        let answer = archive(vec![file("a", &[1u8; 1_000]), file("b", b"2")]);
+        let buffers = TransferBuffers {
+            chunk_bytes: 1_000,
+            ..TransferBuffers::DEFAULT
+        };
+        let mut session = files_session_with(Some(answer), &["a", "b"], buffers).await;
+        let first = session.next_batch(16, 1_000).await;
+        assert_eq!(shape(&first), vec![("a", 1, true)]);
+        let second = session.next_batch(16, 1_000).await;
+        assert_eq!(shape(&second), vec![("b", 1, true)]);
+        assert!(second.end);
     }
 
     #[tokio::test]
@@ -116,21 +143,40 @@ mod tests {
         let answer = archive(vec![file("a", b"1"), file("b", b"2"), file("z", b"3")]);
         let mut session = files_session(Some(answer), &["a", "b", "c"]).await;
         let first = session.next_batch(1, 1 << 20).await;
-        assert_eq!(first.entries.len(), 1);
+        assert_eq!(shape(&first), vec![("a", 1, true)]);
         let second = session.next_batch(16, 1 << 20).await;
-        let paths: Vec<_> = second
-            .entries
-            .iter()
-            .map(|e| e.entry.path.as_str())
-            .collect();
         assert_eq!(
-            paths,
-            vec!["b"],
-            "the entry before the failure is delivered"
+            shape(&second),
+            vec![("b", 1, true)],
+            "the entry before the failure"
         );
-        assert!(second.entries[0].complete);
         let failure = format!("{:?}", second.failure.expect("c is missing"));
         assert!(failure.contains("c does not exist"), "{failure}");
         assert!(!second.end);
+    }
+
+    #[tokio::test]
+    async fn a_body_that_fails_partway_ends_the_batch_inside_it() {
+        let mut pieces = file("a", b"1");
+        let mut b = file("b", &[9u8; 2_000]);
+        b.truncate(512 + 700);
+        pieces.extend(b);
+        let answer = vec![
+            Ok(bytes::Bytes::from(pieces)),
+            Err("the engine went away".to_owned()),
+        ];
+        let buffers = TransferBuffers {
+            chunk_bytes: 500,
+            ..TransferBuffers::DEFAULT
+        };
+        let mut session = files_session_with(Some(answer), &["a", "b"], buffers).await;
+        let batch = session.next_batch(16, 1 << 20).await;
+        // b's body: what arrived, in chunks of at most 500 bytes, then the failure.
+        assert_eq!(batch.entries.len(), 2);
+        assert!(batch.entries[0].complete && !batch.entries[1].complete);
+        assert_eq!(batch.entries[1].chunks.iter().sum::<usize>(), 700);
+        let failure = format!("{:?}", batch.failure.expect("the body failed"));
+        assert!(failure.contains("went away"), "{failure}");
+        assert!(!batch.end);
     }
 }

@@ -25,6 +25,10 @@ use crate::tar_block::padding;
 /// Pieces smaller than this (headers, padding, small bodies) are gathered into one piece of about
 /// this size before they go to the engine, so a tree of small files costs few sends.
 const GATHER_BYTES: usize = 64 * 1_024;
+/// A drain is due after at most this many steps without one, also when they took no bytes
+/// (empty chunks): the JavaScript caller's event loop turns at every drain, so a deadline or a
+/// signal can end even a body of endless empty chunks.
+const STEPS_PER_DRAIN: u32 = 256;
 /// How long a failed send waits for the upload to say why it ended.
 const UPLOAD_ERROR_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
 
@@ -41,6 +45,8 @@ pub struct ImportSession {
     gathered: BytesMut,
     /// Pieces taken, in archive order, that `drain` has not delivered yet.
     queued: VecDeque<Bytes>,
+    /// Steps taken since the last drain.
+    steps: u32,
     done: Option<BoxFuture<'static, Result<(), OwnerError>>>,
     ledger: Ledger,
     quotas: TransferQuotas,
@@ -68,6 +74,7 @@ impl ImportSession {
             sink: Some(upload.sink),
             gathered: BytesMut::new(),
             queued: VecDeque::new(),
+            steps: 0,
             done: Some(upload.done),
             ledger: Ledger::new(
                 settings.spill_directory.as_deref(),
@@ -114,16 +121,18 @@ impl ImportSession {
         }
     }
 
-    /// Whether `drain` has work: pieces to deliver, or a full ledger batch to spill. While it
-    /// has, the steps that never wait refuse to take more, so what waits stays bounded (about
-    /// `GATHER_BYTES` and one step's pieces, and one ledger batch).
+    /// Whether a drain is due: pieces to deliver, a full ledger batch to spill, or
+    /// `STEPS_PER_DRAIN` steps taken since the last drain. While it is, the steps that never
+    /// wait refuse to take more, so what waits stays bounded (about `GATHER_BYTES` and one
+    /// step's pieces, one ledger batch, `STEPS_PER_DRAIN` steps).
     pub fn drain_due(&self) -> bool {
-        !self.queued.is_empty() || self.ledger.spill_due()
+        !self.queued.is_empty() || self.ledger.spill_due() || self.steps >= STEPS_PER_DRAIN
     }
 
     /// Delivers the queued pieces to the engine and spills a full ledger batch: waits while the
     /// engine takes no more.
     pub async fn drain(&mut self) -> Result<(), OwnerError> {
+        self.steps = 0;
         self.ledger
             .spill_if_due()
             .await
@@ -134,13 +143,14 @@ impl ImportSession {
         Ok(())
     }
 
-    /// The steps that never wait take nothing while a drain is due.
-    fn drained(&self) -> Result<(), OwnerError> {
+    /// The steps that never wait take nothing while a drain is due; each one counts.
+    fn drained(&mut self) -> Result<(), OwnerError> {
         if self.drain_due() {
             return Err(OwnerError::state(
                 "the import must deliver what it holds before it takes more",
             ));
         }
+        self.steps += 1;
         Ok(())
     }
 
@@ -372,6 +382,7 @@ impl ImportSession {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::transfer::tar_write::end_of_archive;
     use futures::FutureExt;
 
     /// An import whose archive goes to a channel of `capacity` pieces the test reads.
@@ -442,28 +453,63 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn steps_taken_at_once_write_the_archive_the_waiting_steps_write() {
-        let (mut now, now_archive) = session(TransferQuotas::default(), 1_024);
+    async fn steps_taken_at_once_write_the_archive_of_their_entries() {
+        let (mut now, archive) = session(TransferQuotas::default(), 1_024);
         let drains = take_all(&mut now, 200, 4_096).await;
         // One drain per 64 KiB of archive, not one per step.
         assert!((12..=16).contains(&drains), "{drains} drains");
-        let (mut waiting, waiting_archive) = session(TransferQuotas::default(), 1_024);
-        waiting.directory(0, "d".into()).await.expect("directory");
-        for index in 1..=200u32 {
-            waiting
-                .begin_file(index, format!("d/f{index}"), 4_096, false)
-                .await
-                .expect("header");
-            waiting
-                .chunk(Bytes::from(vec![7u8; 4_096]))
-                .await
-                .expect("chunk");
-            waiting.end_file().await.expect("end");
+        let written = without_mtimes(archive_of(now, archive).await);
+        // The same archive built block by block: a directory, each file's header and body
+        // (4,096 bytes: no padding), the end.
+        let owner = Ownership {
+            uid: 65_532,
+            gid: 65_532,
+        };
+        let mut expected = entry_header("d", true, 0, 0o755, owner, 0);
+        for index in 1..=200 {
+            let path = format!("d/f{index}");
+            expected.extend(entry_header(&path, false, 4_096, 0o644, owner, 0));
+            expected.extend(vec![7u8; 4_096]);
         }
-        let now = without_mtimes(archive_of(now, now_archive).await);
-        let waiting = without_mtimes(archive_of(waiting, waiting_archive).await);
-        assert_eq!(now.len(), 512 + 200 * (512 + 4_096) + 1_024);
-        assert!(now == waiting, "the archives differ");
+        expected.extend(end_of_archive());
+        assert_eq!(written.len(), expected.len());
+        assert!(written == without_mtimes(expected), "the archives differ");
+    }
+
+    #[tokio::test]
+    async fn a_full_ledger_batch_calls_for_a_drain_that_spills_it() {
+        let spill = std::env::temp_dir().join(crate::digest::fresh_id("import-spill"));
+        std::fs::create_dir(&spill).expect("spill directory");
+        let (sink, _archive) = mpsc::channel(1_024);
+        let upload = ArchiveUpload {
+            sink,
+            done: futures::future::ready(Ok(())).boxed(),
+        };
+        let settings = TransferSettings {
+            uid: 1,
+            gid: 1,
+            spill_directory: Some(spill.clone()),
+        };
+        let buffers = TransferBuffers {
+            metadata_batch_bytes: 64,
+            ..TransferBuffers::DEFAULT
+        };
+        let mut session = ImportSession::new(upload, &settings, buffers, TransferQuotas::default());
+        let mut taken = 0;
+        // Directory headers alone stay below the gathering size: only the ledger calls here.
+        while !session.drain_due() {
+            session
+                .directory_now(taken, format!("d{taken}"))
+                .expect("a directory");
+            taken += 1;
+        }
+        assert!(taken > 1 && session.queued.is_empty() && session.ledger.spill_due());
+        assert!(session.directory_now(taken, "late".into()).is_err());
+        session.drain().await.expect("spilled");
+        assert!(!session.ledger.spill_due());
+        assert_eq!(session.ledger.spilled_records(), u64::from(taken));
+        session.abort().await;
+        std::fs::remove_dir(&spill).expect("no spill file is left");
     }
 
     #[tokio::test]
@@ -489,6 +535,29 @@ mod tests {
             .chunk_now(Bytes::from(vec![1u8; 4_464]))
             .expect("taken after the drain");
         session.end_file_now().expect("the body is complete");
+    }
+
+    #[tokio::test]
+    async fn steps_that_take_no_bytes_still_call_for_a_drain() {
+        let (mut session, _archive) = session(TransferQuotas::default(), 1_024);
+        session
+            .begin_file_now(0, "f".into(), 0, false)
+            .expect("header");
+        session.drain().await.expect("drained");
+        let mut taken = 0;
+        while !session.drain_due() {
+            session.chunk_now(Bytes::new()).expect("an empty chunk");
+            taken += 1;
+        }
+        assert_eq!(taken, STEPS_PER_DRAIN);
+        assert!(
+            session.chunk_now(Bytes::new()).is_err(),
+            "refused until drained"
+        );
+        session.drain().await.expect("drained");
+        session
+            .chunk_now(Bytes::new())
+            .expect("taken after the drain");
     }
 
     #[tokio::test]
