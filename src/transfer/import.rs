@@ -387,6 +387,16 @@ mod tests {
 
     /// An import whose archive goes to a channel of `capacity` pieces the test reads.
     fn session(quotas: TransferQuotas, capacity: usize) -> (ImportSession, mpsc::Receiver<Bytes>) {
+        session_with(quotas, capacity, None, TransferBuffers::DEFAULT)
+    }
+
+    /// `session`, spilling its ledger to `spill` with `buffers`.
+    fn session_with(
+        quotas: TransferQuotas,
+        capacity: usize,
+        spill: Option<std::path::PathBuf>,
+        buffers: TransferBuffers,
+    ) -> (ImportSession, mpsc::Receiver<Bytes>) {
         let (sink, archive) = mpsc::channel(capacity);
         let upload = ArchiveUpload {
             sink,
@@ -395,10 +405,12 @@ mod tests {
         let settings = TransferSettings {
             uid: 65_532,
             gid: 65_532,
-            spill_directory: None,
+            spill_directory: spill,
         };
-        let session = ImportSession::new(upload, &settings, TransferBuffers::DEFAULT, quotas);
-        (session, archive)
+        (
+            ImportSession::new(upload, &settings, buffers, quotas),
+            archive,
+        )
     }
 
     /// The steps of a directory and `files` files of `size` bytes, run as the JavaScript import
@@ -480,21 +492,16 @@ mod tests {
     async fn a_full_ledger_batch_calls_for_a_drain_that_spills_it() {
         let spill = std::env::temp_dir().join(crate::digest::fresh_id("import-spill"));
         std::fs::create_dir(&spill).expect("spill directory");
-        let (sink, _archive) = mpsc::channel(1_024);
-        let upload = ArchiveUpload {
-            sink,
-            done: futures::future::ready(Ok(())).boxed(),
-        };
-        let settings = TransferSettings {
-            uid: 1,
-            gid: 1,
-            spill_directory: Some(spill.clone()),
-        };
         let buffers = TransferBuffers {
             metadata_batch_bytes: 64,
             ..TransferBuffers::DEFAULT
         };
-        let mut session = ImportSession::new(upload, &settings, buffers, TransferQuotas::default());
+        let (mut session, _archive) = session_with(
+            TransferQuotas::default(),
+            1_024,
+            Some(spill.clone()),
+            buffers,
+        );
         let mut taken = 0;
         // Directory headers alone stay below the gathering size: only the ledger calls here.
         while !session.drain_due() {
