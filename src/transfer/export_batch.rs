@@ -1,7 +1,8 @@
 //! An export's entries in batches: several entries and their bodies cross to JavaScript at once,
 //! read exactly as one-by-one reads would read them. A batch holds at most `max_entries` entries
 //! and stops reading bodies once it holds `max_bytes` (so at most `max_bytes` and one chunk, in
-//! one buffer); a body it stopped in continues through `ExportSession::read`.
+//! one buffer allocated once, never more than twice its bytes); a body it stopped in continues
+//! through `ExportSession::read`.
 
 use super::export::{ExportEntry, ExportSession};
 use crate::lifecycle::error::OwnerError;
@@ -61,6 +62,11 @@ impl ExportSession {
                 match self.read().await {
                     Ok(Some(chunk)) => {
                         delivered += chunk.len() as u64;
+                        if batch.bytes.capacity() == 0 {
+                            // Room for the whole batch at once: it never grows chunk by chunk
+                            // (at most once more, for the chunk that crosses `max_bytes`).
+                            batch.bytes.reserve(max_bytes.max(chunk.len()));
+                        }
                         batch.bytes.extend_from_slice(&chunk);
                         batched.chunks.push(chunk.len());
                     }
@@ -76,6 +82,10 @@ impl ExportSession {
             if !complete {
                 break;
             }
+        }
+        // The buffer goes to JavaScript whole: a small batch does not keep a large allocation.
+        if batch.bytes.capacity() > 2 * batch.bytes.len() {
+            batch.bytes.shrink_to_fit();
         }
         batch
     }
@@ -121,6 +131,28 @@ mod tests {
         assert_eq!(shape(&second), vec![("c", 0, true)]);
         assert!(second.end && second.failure.is_none());
         assert_eq!(session.finish().await.expect("finished").files, 3);
+    }
+
+    #[tokio::test]
+    async fn a_batch_buffer_is_allocated_once_and_never_far_larger_than_its_bytes() {
+        let pieces: Vec<Vec<u8>> = (0..40)
+            .map(|i| file(&format!("f{i}"), &[3u8; 100]))
+            .collect();
+        let paths: Vec<String> = (0..40).map(|i| format!("f{i}")).collect();
+        let paths: Vec<&str> = paths.iter().map(String::as_str).collect();
+        let mut session = files_session(Some(archive(pieces)), &paths).await;
+        let batch = session.next_batch(256, 1_000).await;
+        // Ten bodies of 100 bytes fill the batch's 1,000 bytes.
+        assert_eq!(batch.entries.len(), 10);
+        assert_eq!(batch.bytes.len(), 1_000);
+        assert!(
+            batch.bytes.capacity() <= 2 * batch.bytes.len(),
+            "{}",
+            batch.bytes.capacity()
+        );
+        let small = session.next_batch(1, 1 << 20).await;
+        assert_eq!(small.bytes.len(), 100);
+        assert!(small.bytes.capacity() <= 200, "{}", small.bytes.capacity());
     }
 
     #[tokio::test]
