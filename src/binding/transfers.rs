@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use bytes::Bytes;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 use tokio::sync::Mutex;
@@ -286,10 +285,11 @@ impl NativeOwner {
         })
     }
 
-    /// One chunk of the open file's body, copied and taken at once: see `import_now`.
+    /// One chunk of the open file's body, taken at once (copied once admitted): see
+    /// `import_now`.
     #[napi(js_name = "importChunkNow")]
     pub fn import_chunk_now(&self, chunk: Buffer) -> JsData {
-        self.import_now(|session| session.chunk_now(Bytes::copy_from_slice(&chunk)))
+        self.import_now(|session| session.chunk_now_copied(&chunk))
     }
 
     /// The end of the open file's body, taken at once: see `import_now`.

@@ -270,11 +270,24 @@ impl ImportSession {
     /// One chunk of the open file's body, checked and taken at once (never waits); refused
     /// while a drain is due.
     pub fn chunk_now(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
+        self.admit_chunk(bytes.len())?;
+        self.take(bytes)
+    }
+
+    /// `chunk_now` for bytes the caller keeps: copied only once admitted, so a refused chunk
+    /// (larger than `chunkBytes`, or than the body's rest) is never copied.
+    pub fn chunk_now_copied(&mut self, chunk: &[u8]) -> Result<(), OwnerError> {
+        self.admit_chunk(chunk.len())?;
+        self.take(Bytes::copy_from_slice(chunk))
+    }
+
+    /// Checks a chunk of `len` bytes against the open body and counts it.
+    fn admit_chunk(&mut self, len: usize) -> Result<(), OwnerError> {
         self.drained()?;
         let Some(file) = self.file.as_mut() else {
             return Err(OwnerError::state("no file body is open"));
         };
-        let len = bytes.len() as u64;
+        let len = len as u64;
         if len > self.chunk_bytes {
             let (index, path) = (file.index, file.path.clone());
             return Err(entry_error(
@@ -292,7 +305,7 @@ impl ImportSession {
             ));
         }
         file.remaining -= len;
-        self.take(bytes)
+        Ok(())
     }
 
     /// The end of the open file's body, checked and taken at once (never waits); refused while
@@ -542,6 +555,29 @@ mod tests {
             .chunk_now(Bytes::from(vec![1u8; 4_464]))
             .expect("taken after the drain");
         session.end_file_now().expect("the body is complete");
+    }
+
+    #[tokio::test]
+    async fn a_chunk_the_caller_keeps_is_checked_before_it_is_taken() {
+        let (mut session, _archive) = session(TransferQuotas::default(), 1_024);
+        let limit = TransferBuffers::DEFAULT.chunk_bytes as usize;
+        session
+            .begin_file_now(0, "f".into(), 3, false)
+            .expect("header");
+        let before = session.summary.archive_bytes;
+        let too_large = session
+            .chunk_now_copied(&vec![1u8; limit + 1])
+            .expect_err("larger than chunkBytes");
+        assert!(
+            format!("{too_large:?}").contains("chunkBytes"),
+            "{too_large:?}"
+        );
+        assert_eq!(session.summary.archive_bytes, before, "nothing was taken");
+        session.chunk_now_copied(&[1u8; 1]).expect("one byte");
+        let longer = session
+            .chunk_now_copied(&[1u8; 3])
+            .expect_err("past the declared length");
+        assert!(format!("{longer:?}").contains("longer than"), "{longer:?}");
     }
 
     #[tokio::test]
