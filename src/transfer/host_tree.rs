@@ -119,7 +119,7 @@ pub async fn import_host_directory(
         for item in batch? {
             match item {
                 Walked::Directory(path) => {
-                    session.directory(index, path).await?;
+                    session.directory_now(index, path)?;
                     index = index.saturating_add(1);
                 }
                 Walked::File {
@@ -127,12 +127,13 @@ pub async fn import_host_directory(
                     size,
                     executable,
                 } => {
-                    session.begin_file(index, path, size, executable).await?;
+                    session.begin_file_now(index, path, size, executable)?;
                     index = index.saturating_add(1);
                 }
-                Walked::Chunk(bytes) => session.chunk(bytes).await?,
-                Walked::FileEnd => session.end_file().await?,
+                Walked::Chunk(bytes) => session.chunk_now(bytes)?,
+                Walked::FileEnd => session.end_file_now()?,
             }
+            session.drain_if_due().await?;
         }
     }
     // The queue closed: the walk ended, completely only if its thread returned normally.

@@ -143,6 +143,14 @@ impl ImportSession {
         Ok(())
     }
 
+    /// `drain`, when one is due: what a caller that may wait runs after each step.
+    pub async fn drain_if_due(&mut self) -> Result<(), OwnerError> {
+        if self.drain_due() {
+            self.drain().await?;
+        }
+        Ok(())
+    }
+
     /// The steps that never wait take nothing while a drain is due; each one counts.
     fn drained(&mut self) -> Result<(), OwnerError> {
         if self.drain_due() {
@@ -330,36 +338,6 @@ impl ImportSession {
             self.take(Bytes::from(vec![0u8; pad]))?;
         }
         Ok(())
-    }
-
-    /// `directory_now`, then `drain`.
-    pub async fn directory(&mut self, index: u32, path: String) -> Result<(), OwnerError> {
-        self.directory_now(index, path)?;
-        self.drain().await
-    }
-
-    /// `begin_file_now`, then `drain`.
-    pub async fn begin_file(
-        &mut self,
-        index: u32,
-        path: String,
-        byte_length: u64,
-        executable: bool,
-    ) -> Result<(), OwnerError> {
-        self.begin_file_now(index, path, byte_length, executable)?;
-        self.drain().await
-    }
-
-    /// `chunk_now`, then `drain`.
-    pub async fn chunk(&mut self, bytes: Bytes) -> Result<(), OwnerError> {
-        self.chunk_now(bytes)?;
-        self.drain().await
-    }
-
-    /// `end_file_now`, then `drain`.
-    pub async fn end_file(&mut self) -> Result<(), OwnerError> {
-        self.end_file_now()?;
-        self.drain().await
     }
 
     /// Validates the whole tree, ends the archive and waits for the engine to extract it.
