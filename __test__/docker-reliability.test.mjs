@@ -63,6 +63,49 @@ describe('a process start aborted at any moment is owned work', () => {
   }
 });
 
+describe('a stop or destroy entered while a process starts', () => {
+  // A start takes about 150–300 ms here: the delays land before it, inside it and after it,
+  // including the moment the start's streams arrive while the stop has already begun.
+  const enter = {
+    'sandbox.stop()': (sandbox) => sandbox.stop(),
+    'process.stop()': (_sandbox, process) => process.stop(),
+    'sandbox.destroy()': (sandbox) => sandbox.destroy(),
+  };
+  for (const [name, stop] of Object.entries(enter)) {
+    for (const delay of [0, 40, 120, 200, 300]) {
+      test(`${name} after ${delay} ms: both settle, the start fails as cancelled or its exit is unavailable, nothing is left`, async () => {
+        const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+        // `cat` with stdin open never exits by itself: only the stop can end it.
+        const process = shell(sandbox, 'cat');
+        const started = process.start().then(
+          (streams) => {
+            streams.stdout.resume();
+            streams.stderr.resume();
+            return streams.exit;
+          },
+          (error) => error,
+        );
+        await sleep(delay);
+        const stopped = stop(sandbox, process);
+        const bound = sleep(20_000).then(() => 'hung');
+        const [outcome, stopOutcome] = await Promise.race([Promise.all([started, stopped]), bound.then((hung) => [hung, hung])]);
+        assert.notEqual(outcome, 'hung', 'the start settles');
+        assert.equal(stopOutcome, undefined, 'the stop resolves');
+        if (outcome instanceof Error) {
+          assert.ok(outcome instanceof SandboxOperationError, String(outcome));
+          assert.equal(outcome.code, 'cancelled');
+        } else {
+          assert.deepEqual(outcome, { kind: 'unavailable', reason: 'sandbox_stopped' });
+        }
+        assert.equal(sandbox.state.kind, name === 'sandbox.destroy()' ? 'destroyed' : 'stopped');
+        await assert.rejects(process.start(), SandboxStateError, 'a process starts once');
+        await sandbox.destroy();
+        assert.deepEqual(leftovers(namespace), NOTHING);
+      });
+    }
+  }
+});
+
 describe('stdin writes pending at stop', () => {
   test('variable-size writes into a process that never reads do not wedge stop or destroy', async () => {
     const sandbox = await backend.reserve(

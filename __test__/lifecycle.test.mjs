@@ -109,6 +109,22 @@ describe('the owner lifecycle', () => {
     assert.deepEqual(log, ['reserve sbx-1', 'start sbx-1', 'stop sbx-1', 'destroy sbx-1']);
   });
 
+  test('stop and destroy resolve to undefined (Promise<void>), entered or repeated, and so do retries', async () => {
+    const unstarted = setup();
+    const inert = unstarted.backend.reserve(unstarted.request, IN_PROCESS);
+    assert.equal(await inert.stop(), undefined);
+    assert.equal(await inert.destroy(), undefined);
+    const { backend, request } = setup({ stop: [{ fail: new Error('kill refused') }] });
+    const reservation = backend.reserve(request, IN_PROCESS);
+    const sandbox = await reservation.start();
+    const failed = await sandbox.stop().catch((e) => e);
+    assert.ok(failed instanceof SandboxCleanupError);
+    assert.equal(await failed.retryCleanup(), undefined);
+    assert.equal(await sandbox.stop(), undefined, 'stopped already');
+    assert.deepEqual(await Promise.all([sandbox.destroy(), reservation.destroy()]), [undefined, undefined]);
+    assert.equal(await sandbox.destroy(), undefined, 'destroyed already');
+  });
+
   test('start is once-only, also after cleanup', async () => {
     const { backend, request } = setup();
     const reservation = backend.reserve(request, IN_PROCESS);
@@ -337,7 +353,8 @@ describe('reconcile', () => {
       assert.ok(Object.isFrozen(result) && Object.isFrozen(result.owner));
       assert.deepEqual(Object.keys(result.owner).sort(), ['destroy', 'recoveryRecord', 'stop']);
       assert.equal(result.owner.recoveryRecord.sandboxId, 'sbx-9');
-      await result.owner.destroy();
+      assert.equal(await result.owner.stop(), undefined);
+      assert.equal(await result.owner.destroy(), undefined);
       assert.deepEqual(calls, ['stop', 'destroy']);
     }
   });

@@ -74,8 +74,13 @@ export function persistPort(recovery) {
  */
 export function reservationFace({ owner, context, request, processPort, ports }) {
   const id = owner.id();
-  const stop = async () => settle(await owner.stop(), context, errorFromDescriptor);
-  const destroy = async () => settle(await owner.destroy(), context, errorFromDescriptor);
+  // `Promise<void>`, as the contract says: the native outcome's `null` is not handed on.
+  const stop = async () => {
+    settle(await owner.stop(), context, errorFromDescriptor);
+  };
+  const destroy = async () => {
+    settle(await owner.destroy(), context, errorFromDescriptor);
+  };
   const lifecycle = {
     get state() {
       return Object.freeze(owner.state());
@@ -168,8 +173,12 @@ export function recoveredFace({ recovered, context, currentRecord }) {
     get recoveryRecord() {
       return deepFreeze(currentRecord());
     },
-    stop: async () => settle(await recovered.stop(), context, errorFromDescriptor),
-    destroy: async () => settle(await recovered.destroy(), context, errorFromDescriptor),
+    stop: async () => {
+      settle(await recovered.stop(), context, errorFromDescriptor);
+    },
+    destroy: async () => {
+      settle(await recovered.destroy(), context, errorFromDescriptor);
+    },
   });
   context.owner = owner;
   return owner;
