@@ -397,7 +397,9 @@ export interface SandboxRunOptions extends OperationOptions {
 
 /**
  * Reserves and starts a sandbox, runs `callback` with it within `options.budgetMs` (default one
- * hour), and always attempts `destroy()`.
+ * hour), and always attempts `destroy()`. `options.signal` covers startup and the callback: an
+ * abort during the callback fails the run with `SandboxOperationError` (`cancelled`, the signal's
+ * reason as `cause`) and the sandbox is destroyed. Unknown options are refused.
  * Resolves with the callback's result. When only one of callback (or startup) and cleanup
  * fails, that error is thrown; when both fail, `SandboxRunError` keeps both and the owner.
  * Export any files inside the callback, after `sandbox.stop()` succeeds.

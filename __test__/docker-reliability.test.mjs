@@ -5,7 +5,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileFromBytes, SandboxOperationError, SandboxStartError, SandboxStateError } from 'native-sandbox';
+import { fileFromBytes, SandboxOperationError, SandboxStartError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { exportSandboxDirectory } from 'native-sandbox/node';
 import { mkdtempSync } from 'node:fs';
@@ -63,6 +63,45 @@ describe('a process start aborted at any moment is owned work', () => {
   }
 });
 
+describe('a process start refused at its call', () => {
+  test('a signal aborted before the call: the engine is never asked, the sandbox is fenced and stopped', async () => {
+    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+    try {
+      const process = shell(sandbox, 'echo never');
+      const error = await process.start({ signal: AbortSignal.abort() }).catch((e) => e);
+      assert.ok(error instanceof SandboxOperationError, String(error));
+      assert.equal(error.code, 'cancelled');
+      for (let i = 0; i < 100 && sandbox.state.kind !== 'stopped'; i++) await sleep(20);
+      assert.equal(sandbox.state.kind, 'stopped');
+      await assert.rejects(process.start(), SandboxStateError, 'once only');
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+
+  test('bad options throw at the call and enter nothing', async () => {
+    const reservation = backend.reserve(request(), { kind: 'in_process' });
+    assert.throws(() => reservation.start({ bogus: 1 }), SandboxValidationError);
+    assert.equal(reservation.state.kind, 'reserved');
+    const sandbox = await reservation.start();
+    try {
+      const process = shell(sandbox, 'echo ok');
+      assert.throws(() => process.start({ signal: 'now' }), SandboxValidationError);
+      assert.equal(sandbox.state.kind, 'ready');
+      const streams = await process.start();
+      streams.stdin.end();
+      streams.stderr.resume();
+      const chunks = [];
+      for await (const chunk of streams.stdout) chunks.push(chunk);
+      assert.equal(Buffer.concat(chunks).toString(), 'ok\n');
+      assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    } finally {
+      await sandbox.destroy();
+    }
+  });
+});
+
 describe('a stop or destroy entered while a process starts', () => {
   // A start takes about 150–300 ms here: the delays land before it, inside it and after it,
   // including the moment the start's streams arrive while the stop has already begun.
@@ -75,31 +114,34 @@ describe('a stop or destroy entered while a process starts', () => {
     for (const delay of [0, 40, 120, 200, 300]) {
       test(`${name} after ${delay} ms: both settle, the start fails as cancelled or its exit is unavailable, nothing is left`, async () => {
         const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
-        // `cat` with stdin open never exits by itself: only the stop can end it.
-        const process = shell(sandbox, 'cat');
-        const started = process.start().then(
-          (streams) => {
-            streams.stdout.resume();
-            streams.stderr.resume();
-            return streams.exit;
-          },
-          (error) => error,
-        );
-        await sleep(delay);
-        const stopped = stop(sandbox, process);
-        const bound = sleep(20_000).then(() => 'hung');
-        const [outcome, stopOutcome] = await Promise.race([Promise.all([started, stopped]), bound.then((hung) => [hung, hung])]);
-        assert.notEqual(outcome, 'hung', 'the start settles');
-        assert.equal(stopOutcome, undefined, 'the stop resolves');
-        if (outcome instanceof Error) {
-          assert.ok(outcome instanceof SandboxOperationError, String(outcome));
-          assert.equal(outcome.code, 'cancelled');
-        } else {
-          assert.deepEqual(outcome, { kind: 'unavailable', reason: 'sandbox_stopped' });
+        try {
+          // `cat` with stdin open never exits by itself: only the stop can end it.
+          const process = shell(sandbox, 'cat');
+          const started = process.start().then(
+            (streams) => {
+              streams.stdout.resume();
+              streams.stderr.resume();
+              return streams.exit;
+            },
+            (error) => error,
+          );
+          await sleep(delay);
+          const stopped = stop(sandbox, process);
+          const bound = sleep(20_000).then(() => 'hung');
+          const [outcome, stopOutcome] = await Promise.race([Promise.all([started, stopped]), bound.then((hung) => [hung, hung])]);
+          assert.notEqual(outcome, 'hung', 'the start settles');
+          assert.equal(stopOutcome, undefined, 'the stop resolves');
+          if (outcome instanceof Error) {
+            assert.ok(outcome instanceof SandboxOperationError, String(outcome));
+            assert.equal(outcome.code, 'cancelled');
+          } else {
+            assert.deepEqual(outcome, { kind: 'unavailable', reason: 'sandbox_stopped' });
+          }
+          assert.equal(sandbox.state.kind, name === 'sandbox.destroy()' ? 'destroyed' : 'stopped');
+          await assert.rejects(process.start(), SandboxStateError, 'a process starts once');
+        } finally {
+          await sandbox.destroy();
         }
-        assert.equal(sandbox.state.kind, name === 'sandbox.destroy()' ? 'destroyed' : 'stopped');
-        await assert.rejects(process.start(), SandboxStateError, 'a process starts once');
-        await sandbox.destroy();
         assert.deepEqual(leftovers(namespace), NOTHING);
       });
     }

@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { PassThrough } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { describe, test } from 'node:test';
-import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError } from 'native-sandbox';
+import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
@@ -170,6 +170,39 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     assert.equal(seen.signal.aborted, true, 'the driver saw its owner signal abort');
     for (let i = 0; i < 50 && sandbox.state.kind !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 20));
     assert.equal(sandbox.state.kind, 'stopped');
+    await sandbox.destroy();
+  });
+
+  test('a start whose signal aborted before the call never reaches the driver; the sandbox is fenced and stopped', async () => {
+    let asked = 0;
+    const setup = localDriver({ startProcess: async () => void (asked += 1) });
+    const sandbox = await started(setup);
+    const child = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' });
+    const error = await child.start({ signal: AbortSignal.abort() }).catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    assert.equal(asked, 0);
+    for (let i = 0; i < 50 && sandbox.state.kind !== 'stopped'; i++) await new Promise((r) => setTimeout(r, 20));
+    assert.equal(sandbox.state.kind, 'stopped');
+    await assert.rejects(child.start(), SandboxStateError, 'once only');
+    await sandbox.destroy();
+  });
+
+  test('bad start options throw at the call, before anything is entered', async () => {
+    const setup = localDriver();
+    const reservation = createSandboxBackend(setup.driver).reserve(policy(), { kind: 'in_process' });
+    assert.throws(() => reservation.start({ bogus: 1 }), SandboxValidationError);
+    assert.throws(() => reservation.start({ signal: 'now' }), SandboxValidationError);
+    assert.equal(reservation.state.kind, 'reserved');
+    const sandbox = await reservation.start();
+    const child = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' });
+    assert.throws(() => child.start(null), SandboxValidationError);
+    assert.equal(sandbox.state.kind, 'ready');
+    const streams = await child.start();
+    streams.stdin.end();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
     await sandbox.destroy();
   });
 

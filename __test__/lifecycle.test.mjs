@@ -504,4 +504,48 @@ describe('withSandbox', () => {
     await assert.rejects(withSandbox(backend, request, async () => 1), SandboxValidationError);
     await assert.rejects(withSandbox(backend, request, async () => 1, {}), SandboxValidationError);
   });
+
+  test('unknown options and a signal that is not an AbortSignal are refused, each named, before anything starts', async () => {
+    const { backend, request, log } = setup();
+    const error = await withSandbox(backend, request, async () => 1, { recovery: IN_PROCESS, bogus: true, signal: 'soon' }).catch((e) => e);
+    assert.ok(error instanceof SandboxValidationError, String(error));
+    assert.deepEqual(
+      error.issues.map((i) => [i.code, i.path.join('.')]),
+      [
+        ['unknown_field', 'options.bogus'],
+        ['invalid_type', 'options.signal'],
+      ],
+    );
+    assert.deepEqual(log, []);
+  });
+
+  test('its signal also covers the callback: an abort fails the run with cancelled and destroys the sandbox', { timeout: 10_000 }, async () => {
+    const { backend, request, log } = setup();
+    const controller = new AbortController();
+    const reason = new Error('the user left');
+    let seen;
+    const run = withSandbox(
+      backend,
+      request,
+      async (sandbox) => {
+        seen = sandbox;
+        setTimeout(() => controller.abort(reason), 20);
+        await new Promise(() => {});
+      },
+      { recovery: IN_PROCESS, signal: controller.signal },
+    );
+    const error = await run.catch((e) => e);
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    assert.equal(error.cause, reason);
+    assert.equal(seen.state.kind, 'destroyed');
+    assert.equal(log.at(-1), 'destroy sbx-1');
+  });
+
+  test('a signal that never aborts leaves the result alone', async () => {
+    const { backend, request } = setup();
+    const controller = new AbortController();
+    assert.equal(await withSandbox(backend, request, async () => 'done', { recovery: IN_PROCESS, signal: controller.signal }), 'done');
+    controller.abort();
+  });
 });

@@ -1,12 +1,14 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import {
+  fileFromBytes,
   parseSandboxGuestPath,
   parseSandboxId,
   parseSandboxProcessId,
   parseSandboxProcessSpec,
   parseSandboxRelativePath,
   SANDBOX_LIMITS,
+  SandboxValidationError,
 } from '../index.js';
 import { assertDeepFrozen, assertIssues } from './helpers.mjs';
 
@@ -150,4 +152,31 @@ describe('parseSandboxId and parseSandboxProcessId', () => {
       assertIssues(parse, 7, [['invalid_type', []]]);
     });
   }
+});
+
+describe('fileFromBytes', () => {
+  test('every bad input throws SandboxValidationError naming the field', () => {
+    const issue = (call) => {
+      const error = (() => {
+        try {
+          call();
+        } catch (e) {
+          return e;
+        }
+        return undefined;
+      })();
+      assert.ok(error instanceof SandboxValidationError, String(error));
+      return error.issues.map((i) => [i.code, i.path.join('.')]);
+    };
+    const bytes = Buffer.from('x');
+    assert.deepEqual(issue(() => fileFromBytes('../a', bytes)).map(([code]) => code), ['invalid_path']);
+    assert.deepEqual(issue(() => fileFromBytes('a', 'text')), [['invalid_type', 'bytes']]);
+    assert.deepEqual(issue(() => fileFromBytes('a', bytes, null)), [['invalid_type', 'options']]);
+    assert.deepEqual(issue(() => fileFromBytes('a', bytes, 7)), [['invalid_type', 'options']]);
+    assert.deepEqual(issue(() => fileFromBytes('a', bytes, { executable: 1 })), [['invalid_type', 'options.executable']]);
+    assert.deepEqual(issue(() => fileFromBytes('a', bytes, { chunkBytes: 0 })), [['too_small', 'options.chunkBytes']]);
+    assert.deepEqual(issue(() => fileFromBytes('a', bytes, { other: true })), [['unknown_field', 'options.other']]);
+    const entry = fileFromBytes('a', bytes, { executable: true });
+    assert.deepEqual({ ...entry, open: undefined }, { kind: 'file', path: 'a', byteLength: 1, executable: true, open: undefined });
+  });
 });

@@ -9,6 +9,9 @@ export function fileFromBytes(path, bytes, options = {}) {
   if (!(bytes instanceof Uint8Array)) {
     throw new SandboxValidationError([{ code: 'invalid_type', path: ['bytes'], message: 'expected a Uint8Array' }]);
   }
+  if (options === null || typeof options !== 'object') {
+    throw new SandboxValidationError([{ code: 'invalid_type', path: ['options'], message: 'expected an options object' }]);
+  }
   const { executable = false, chunkBytes = SANDBOX_DEFAULT_TRANSFER_BUFFERS.chunkBytes } = options;
   const issues = [];
   if (typeof executable !== 'boolean') issues.push({ code: 'invalid_type', path: ['options', 'executable'], message: 'expected a boolean' });

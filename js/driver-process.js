@@ -28,12 +28,18 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
   }
   const id = parseSandboxProcessId(reserved.id);
   let entered = false;
-  async function start(options) {
-    const { signal } = parseOperationOptions(options);
+  // Bad options throw at the call, as the original's; every other failure rejects.
+  const start = (options) => begin(parseOperationOptions(options));
+  async function begin({ signal }) {
     if (entered) throw new SandboxStateError('Process startup is once-only.');
     entered = true;
-    if (signal?.aborted) throw new SandboxOperationError('cancelled', 'process startup was cancelled before entry');
     settle(owner.enterExternalProcess(), context, errorFromDescriptor);
+    if (signal?.aborted) {
+      // The driver is never asked; as any failed start, the sandbox is fenced and stopped.
+      owner.fenceProcess();
+      stopSandbox().catch(() => {});
+      throw new SandboxOperationError('cancelled', 'process startup was cancelled before entry');
+    }
     const controller = new AbortController();
     const slot = { controller, stopping: () => {}, close: async () => {} };
     processSlot.process = slot;

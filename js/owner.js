@@ -92,8 +92,9 @@ export function reservationFace({ owner, context, request, processPort, ports })
     destroy,
   };
 
-  async function start(options) {
-    const { signal } = parseOperationOptions(options);
+  // Bad options throw at the call, as the original's; every other failure rejects.
+  const start = (options) => begin(parseOperationOptions(options));
+  async function begin({ signal }) {
     const detach = onAbort(signal, () => owner.cancelStart());
     try {
       const ready = settle(await owner.start(), context, errorFromDescriptor);

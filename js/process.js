@@ -14,8 +14,9 @@ import { deliverPendingFailure, failAfterBuffered } from './readable-failure.js'
 export function reserveProcess({ owner, spec, context, limits, stopSandbox, reattachable = false }) {
   const reserved = settle(owner.reserveProcess(spec, reattachable), context, errorFromDescriptor);
   let entered = false;
-  async function start(options) {
-    const { signal } = parseOperationOptions(options);
+  // Bad options throw at the call, as the original's; every other failure rejects.
+  const start = (options) => begin(parseOperationOptions(options));
+  async function begin({ signal }) {
     if (entered) throw new SandboxStateError('Process startup is once-only.');
     entered = true;
     const detach = onAbort(signal, () => owner.cancelProcessStart());

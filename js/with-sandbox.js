@@ -1,25 +1,42 @@
 // withSandbox: start, run the callback within its budget, always attempt destruction.
 import { SandboxOperationError, SandboxRunError, SandboxValidationError } from './errors.js';
+import { onAbort } from './options.js';
 
 /** The callback's budget when the caller names none: one hour. */
 export const WITH_SANDBOX_DEFAULT_BUDGET_MS = 3_600_000;
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
-function budgetOf(options) {
-  const { budgetMs = WITH_SANDBOX_DEFAULT_BUDGET_MS } = options;
-  if (typeof budgetMs !== 'number' || !Number.isSafeInteger(budgetMs) || budgetMs < 1) {
-    throw new SandboxValidationError([{ code: 'invalid_value', path: ['options', 'budgetMs'], message: 'must be a positive safe integer of milliseconds' }]);
+const RUN_OPTIONS = new Set(['recovery', 'signal', 'budgetMs']);
+
+/** `{ recovery, signal?, budgetMs? }`: every problem at once, each naming its field. */
+function parseRunOptions(options) {
+  if (options === null || typeof options !== 'object') {
+    throw new SandboxValidationError([{ code: 'required', path: ['options'], message: 'options with a recovery policy are required' }]);
   }
-  return budgetMs;
+  const { recovery, signal, budgetMs = WITH_SANDBOX_DEFAULT_BUDGET_MS } = options;
+  const issues = [];
+  for (const key of Object.keys(options)) {
+    if (!RUN_OPTIONS.has(key)) issues.push({ code: 'unknown_field', path: ['options', key], message: `unknown field ${key}` });
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    issues.push({ code: 'invalid_type', path: ['options', 'signal'], message: 'expected an AbortSignal' });
+  }
+  if (typeof budgetMs !== 'number' || !Number.isSafeInteger(budgetMs) || budgetMs < 1) {
+    issues.push({ code: 'invalid_value', path: ['options', 'budgetMs'], message: 'must be a positive safe integer of milliseconds' });
+  }
+  if (issues.length > 0) throw new SandboxValidationError(issues);
+  return { recovery, signal, budgetMs };
 }
 
 /**
  * Settles like `work`, or rejects with `deadline_exceeded` once `budgetMs` passed (exactly, also
- * past a single Node timer's range). The timer is cleared either way.
+ * past a single Node timer's range), or with `cancelled` once `signal` aborts. The timer and the
+ * listener are removed either way.
  */
-function withinBudget(work, budgetMs) {
+function withinBudget(work, budgetMs, signal) {
   let timer;
-  const expired = new Promise((_, reject) => {
+  let detach = () => {};
+  const interrupted = new Promise((_, reject) => {
     const due = Date.now() + budgetMs;
     const arm = () => {
       const wait = due - Date.now();
@@ -27,8 +44,14 @@ function withinBudget(work, budgetMs) {
       else timer = setTimeout(arm, Math.min(wait, LONGEST_TIMER_MS));
     };
     arm();
+    detach = onAbort(signal, () =>
+      reject(new SandboxOperationError('cancelled', 'the withSandbox run was cancelled through its signal; the sandbox is destroyed', { cause: signal.reason })),
+    );
   });
-  return Promise.race([work, expired]).finally(() => clearTimeout(timer));
+  return Promise.race([work, interrupted]).finally(() => {
+    clearTimeout(timer);
+    detach();
+  });
 }
 
 /** See index.d.ts. */
@@ -36,11 +59,7 @@ export async function withSandbox(backend, request, callback, options) {
   if (typeof callback !== 'function') {
     throw new SandboxValidationError([{ code: 'invalid_type', path: ['callback'], message: 'expected a function' }]);
   }
-  if (options === null || typeof options !== 'object') {
-    throw new SandboxValidationError([{ code: 'required', path: ['options'], message: 'options with a recovery policy are required' }]);
-  }
-  const budgetMs = budgetOf(options);
-  const { recovery, signal } = options;
+  const { recovery, signal, budgetMs } = parseRunOptions(options);
   const reservation = backend.reserve(request, recovery);
   let failed = false;
   let primaryError;
@@ -50,7 +69,7 @@ export async function withSandbox(backend, request, callback, options) {
     const work = (async () => callback(sandbox))();
     // A callback that outlives its budget keeps running, but its sandbox is destroyed below.
     work.catch(() => {});
-    result = await withinBudget(work, budgetMs);
+    result = await withinBudget(work, budgetMs, signal);
   } catch (error) {
     failed = true;
     primaryError = error;

@@ -730,7 +730,10 @@ impl SandboxOwner {
         let (actual, execution) = match entered {
             Ok(entered) => entered,
             Err(reason) => {
+                // As every failed start (the original's rule, also for a signal aborted before
+                // entry): fenced, and stopped.
                 self.fence(Operation::Process);
+                self.stop_in_background();
                 return Err(reason);
             }
         };

@@ -566,3 +566,32 @@ async fn until_stopped_installs_no_timer() {
     assert_eq!(owner.state(), State::Ready);
     owner.stop().await.expect("stopped");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_process_start_cancelled_before_entry_never_reaches_the_driver_and_stops() {
+    let driver = TestDriver::new(|_| {});
+    let owner = owner(&driver);
+    owner.start(None).await.expect("started");
+    owner
+        .reserve_process(crate::process::spec::SandboxProcessSpec {
+            executable: "/bin/true".into(),
+            args: Vec::new(),
+            env: Vec::new(),
+            cwd: "/sandbox/workspace".into(),
+            reattachable: false,
+        })
+        .expect("reserved");
+    let caller = Cancel::new();
+    caller.cancel(OwnerError::cancelled("caller aborted"));
+    let error = owner
+        .start_process(Some(caller))
+        .await
+        .err()
+        .expect("cancelled");
+    assert_eq!(error, OwnerError::cancelled("caller aborted"));
+    // As every failed start (the original's rule): fenced, then stopped in the background.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(owner.state(), State::Stopped);
+    assert_eq!(driver.calls(), vec!["start", "stop"]);
+    owner.stop().await.expect("stopped already");
+}
