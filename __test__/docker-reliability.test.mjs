@@ -64,14 +64,17 @@ describe('a process start aborted at any moment is owned work', () => {
 });
 
 describe('a process start refused at its call', () => {
-  test('a signal aborted before the call: the engine is never asked, the sandbox is fenced and stopped', async () => {
+  test('a signal aborted before the call: no process container is made, the sandbox is fenced and stopped', async () => {
     const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
     try {
       const process = shell(sandbox, 'echo never');
       const error = await process.start({ signal: AbortSignal.abort() }).catch((e) => e);
       assert.ok(error instanceof SandboxOperationError, String(error));
       assert.equal(error.code, 'cancelled');
-      for (let i = 0; i < 100 && sandbox.state.kind !== 'stopped'; i++) await sleep(20);
+      const compute = execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' });
+      assert.equal(compute.trim(), '', 'the engine was never asked to make the process');
+      // The stop the failed start began, not one of ours (before, the state stayed `uncertain`).
+      for (let i = 0; i < 100 && sandbox.state.kind !== 'stopped'; i++) await sleep(100);
       assert.equal(sandbox.state.kind, 'stopped');
       await assert.rejects(process.start(), SandboxStateError, 'once only');
     } finally {
@@ -104,7 +107,8 @@ describe('a process start refused at its call', () => {
 
 describe('a stop or destroy entered while a process starts', () => {
   // A start takes about 150–300 ms here: the delays land before it, inside it and after it,
-  // including the moment the start's streams arrive while the stop has already begun.
+  // including the moment the start's streams arrive while the stop has already begun. The
+  // start is entered at its call, so even at 0 ms the stop sees it and cancels it.
   const enter = {
     'sandbox.stop()': (sandbox) => sandbox.stop(),
     'process.stop()': (_sandbox, process) => process.stop(),
@@ -127,7 +131,7 @@ describe('a stop or destroy entered while a process starts', () => {
           );
           await sleep(delay);
           const stopped = stop(sandbox, process);
-          const bound = sleep(20_000).then(() => 'hung');
+          const bound = sleep(20_000, 'hung', { ref: false });
           const [outcome, stopOutcome] = await Promise.race([Promise.all([started, stopped]), bound.then((hung) => [hung, hung])]);
           assert.notEqual(outcome, 'hung', 'the start settles');
           assert.equal(stopOutcome, undefined, 'the stop resolves');

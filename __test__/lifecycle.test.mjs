@@ -1,5 +1,6 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
+import { getEventListeners } from 'node:events';
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
   SandboxCleanupError,
@@ -542,10 +543,14 @@ describe('withSandbox', () => {
     assert.equal(log.at(-1), 'destroy sbx-1');
   });
 
-  test('a signal that never aborts leaves the result alone', async () => {
-    const { backend, request } = setup();
+  test('a signal that never aborts leaves the result alone, and no listener stays on it', async () => {
+    const { backend, request } = setup({ start: [{ fail: new Error('no engine') }] });
     const controller = new AbortController();
+    const failed = await withSandbox(backend, request, async () => 'never', { recovery: IN_PROCESS, signal: controller.signal }).catch((e) => e);
+    assert.ok(failed instanceof SandboxStartError, String(failed));
+    assert.equal(getEventListeners(controller.signal, 'abort').length, 0, 'after a failed start');
     assert.equal(await withSandbox(backend, request, async () => 'done', { recovery: IN_PROCESS, signal: controller.signal }), 'done');
+    assert.equal(getEventListeners(controller.signal, 'abort').length, 0, 'after the run');
     controller.abort();
   });
 });

@@ -261,16 +261,25 @@ impl NativeOwner {
         ));
     }
 
+    /// Enters the process start now (a stop called right after sees it, as the original's
+    /// synchronous admission) and resolves with its observed outcome.
     #[napi(js_name = "startProcess")]
-    pub async fn start_process(&self) -> JsData {
-        let result = self
-            .owner
-            .start_process(Some(self.process_caller.clone()))
-            .await;
-        JsData(outcome(result.map(|io| {
-            *self.io.lock().unwrap_or_else(PoisonError::into_inner) = Some(io);
-            Value::Null
-        })))
+    pub fn start_process(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
+        let owner = self.owner.clone();
+        let caller = self.process_caller.clone();
+        let io = Arc::clone(&self.io);
+        let entered = within_runtime_if_available(|| owner.begin_process_start(Some(&caller)));
+        AsyncBlockBuilder::new(async move {
+            let result = match entered {
+                Ok(start) => owner.observe_process_start(start, Some(caller)).await,
+                Err(error) => Err(error),
+            };
+            Ok(JsData(outcome(result.map(|started| {
+                *io.lock().unwrap_or_else(PoisonError::into_inner) = Some(started);
+                Value::Null
+            }))))
+        })
+        .build(env)
     }
 
     /// Writes one chunk to stdin; resolves when the bounded staging accepted it.

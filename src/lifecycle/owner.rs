@@ -96,6 +96,13 @@ struct ProcessSlot {
 /// observes any more, to the stop that drops them).
 type StartedChannels = Arc<Mutex<Option<crate::lifecycle::driver::ProcessChannels>>>;
 
+/// A process start entered by `begin_process_start`, for `observe_process_start`.
+pub struct ProcessStart {
+    actual: Actual<StartedChannels>,
+    /// Fires when the execution ends (a stop, its deadline).
+    execution: Cancel,
+}
+
 impl SandboxOwner {
     /// Wraps a fresh driver reservation. Inert: nothing is acquired until `start`.
     pub fn new(
@@ -696,19 +703,26 @@ impl SandboxOwner {
         self.enter_execution_locked(&mut core).map(drop)
     }
 
-    /// Starts the reserved process once: the execution policy takes over at entry, startup is
-    /// observed within `deadlines.startupMs`, and its streams come back under the stream limits.
-    /// The driver's start is owned work from its entry: admission, the execution policy and
-    /// the start task are entered under one lock, so a stop either sees the start (and waits
-    /// for it) or the start sees the stop (and never begins).
+    /// Starts the reserved process once: `begin_process_start`, then `observe_process_start`.
     pub async fn start_process(
         &self,
         caller: Option<Cancel>,
     ) -> Result<Arc<ProcessIo>, OwnerError> {
+        let entered = self.begin_process_start(caller.as_ref())?;
+        self.observe_process_start(entered, caller).await
+    }
+
+    /// Enters the reserved process's start now (never waits): the execution policy takes over
+    /// at entry, and the driver's start is owned work from there. Admission, the execution
+    /// policy and the start task are entered under one lock, so a stop either sees the start
+    /// (and waits for it) or the start sees the stop (and never begins). A start refused for
+    /// state fences nothing; one whose caller cancelled before entry never reaches the driver
+    /// and, as every admitted start that fails (the original's rule), fences and stops.
+    pub fn begin_process_start(&self, caller: Option<&Cancel>) -> Result<ProcessStart, OwnerError> {
         let entered = {
             let mut core = self.core();
             let spec = Self::claim_process_start(&mut core)?;
-            match caller.as_ref().and_then(Cancel::reason) {
+            match caller.and_then(Cancel::reason) {
                 Some(reason) => Err(reason),
                 None => self.enter_execution_locked(&mut core).map(|execution| {
                     let driver = Arc::clone(&self.inner.driver);
@@ -727,16 +741,22 @@ impl SandboxOwner {
                 }),
             }
         };
-        let (actual, execution) = match entered {
-            Ok(entered) => entered,
-            Err(reason) => {
-                // As every failed start (the original's rule, also for a signal aborted before
-                // entry): fenced, and stopped.
+        entered
+            .map(|(actual, execution)| ProcessStart { actual, execution })
+            .inspect_err(|_| {
                 self.fence(Operation::Process);
                 self.stop_in_background();
-                return Err(reason);
-            }
-        };
+            })
+    }
+
+    /// Observes an entered process start within `deadlines.startupMs`, the execution's and the
+    /// caller's cancellation; its streams come back under the stream limits.
+    pub async fn observe_process_start(
+        &self,
+        start: ProcessStart,
+        caller: Option<Cancel>,
+    ) -> Result<Arc<ProcessIo>, OwnerError> {
+        let ProcessStart { actual, execution } = start;
         let mut cancels = vec![execution];
         cancels.extend(caller);
         let channels = match observe(
