@@ -68,19 +68,24 @@ export function persistPort(recovery) {
 }
 
 /**
+ * A cleanup call over a native one: resolves `undefined` (`Promise<void>`, as the contract says;
+ * the native outcome's `null` is not handed on) or throws its error.
+ */
+function settledVoid(call, context) {
+  return async () => {
+    settle(await call(), context, errorFromDescriptor);
+  };
+}
+
+/**
  * The contract's `SandboxReservation` over a native owner. `processPort` says whether its
  * sandbox's process and transfers run natively (the Docker backend's); a JavaScript driver's go
  * through its ready port (`reserveProcess`, `importTree`, `exportTree`).
  */
 export function reservationFace({ owner, context, request, processPort, ports }) {
   const id = owner.id();
-  // `Promise<void>`, as the contract says: the native outcome's `null` is not handed on.
-  const stop = async () => {
-    settle(await owner.stop(), context, errorFromDescriptor);
-  };
-  const destroy = async () => {
-    settle(await owner.destroy(), context, errorFromDescriptor);
-  };
+  const stop = settledVoid(() => owner.stop(), context);
+  const destroy = settledVoid(() => owner.destroy(), context);
   const lifecycle = {
     get state() {
       return Object.freeze(owner.state());
@@ -174,12 +179,8 @@ export function recoveredFace({ recovered, context, currentRecord }) {
     get recoveryRecord() {
       return deepFreeze(currentRecord());
     },
-    stop: async () => {
-      settle(await recovered.stop(), context, errorFromDescriptor);
-    },
-    destroy: async () => {
-      settle(await recovered.destroy(), context, errorFromDescriptor);
-    },
+    stop: settledVoid(() => recovered.stop(), context),
+    destroy: settledVoid(() => recovered.destroy(), context),
   });
   context.owner = owner;
   return owner;

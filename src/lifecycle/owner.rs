@@ -703,16 +703,7 @@ impl SandboxOwner {
         self.enter_execution_locked(&mut core).map(drop)
     }
 
-    /// Starts the reserved process once: `begin_process_start`, then `observe_process_start`.
-    pub async fn start_process(
-        &self,
-        caller: Option<Cancel>,
-    ) -> Result<Arc<ProcessIo>, OwnerError> {
-        let entered = self.begin_process_start(caller.as_ref())?;
-        self.observe_process_start(entered, caller).await
-    }
-
-    /// Enters the reserved process's start now (never waits): the execution policy takes over
+    /// Enters the reserved process's start (once) now (never waits): the execution policy takes over
     /// at entry, and the driver's start is owned work from there. Admission, the execution
     /// policy and the start task are entered under one lock, so a stop either sees the start
     /// (and waits for it) or the start sees the stop (and never begins). A start refused for

@@ -584,8 +584,7 @@ async fn a_process_start_cancelled_before_entry_never_reaches_the_driver_and_sto
     let caller = Cancel::new();
     caller.cancel(OwnerError::cancelled("caller aborted"));
     let error = owner
-        .start_process(Some(caller))
-        .await
+        .begin_process_start(Some(&caller))
         .err()
         .expect("cancelled");
     assert_eq!(error, OwnerError::cancelled("caller aborted"));
