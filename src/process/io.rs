@@ -7,10 +7,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt, Shared};
-use tokio::sync::{mpsc, Semaphore};
+use tokio::sync::mpsc::error::TryRecvError;
+use tokio::sync::Semaphore;
 
-use super::output_pump::{OutputPump, PumpControl, PumpSettings, Received};
+use super::output_pump::{OutputPump, PumpControl, PumpSettings};
 use super::permits;
+use super::staged::{self, StagedReceiver};
 use super::stdin_lane::{StdinLane, Taken};
 
 use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
@@ -22,7 +24,7 @@ type StdinWriter = Shared<BoxFuture<'static, Result<(), OwnerError>>>;
 
 /// One output stream's staged chunks, and a failure that arrived behind delivered bytes.
 struct OutputReader {
-    staged: mpsc::UnboundedReceiver<Received>,
+    staged: StagedReceiver,
     failed: Option<OwnerError>,
     /// The last read took at least `FLOWING_BYTES`: the stream is in full flow.
     flowing: bool,
@@ -37,12 +39,41 @@ const FLOWING_BATCH_BYTES: usize = 512 * 1_024;
 const FLOWING_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl OutputReader {
-    fn new(staged: mpsc::UnboundedReceiver<Received>) -> tokio::sync::Mutex<Self> {
+    fn new(staged: StagedReceiver) -> tokio::sync::Mutex<Self> {
         tokio::sync::Mutex::new(Self {
             staged,
             failed: None,
             flowing: false,
         })
+    }
+}
+
+/// The pieces one read hands out, and their bytes.
+struct Gathered {
+    pieces: Vec<bytes::Bytes>,
+    total: usize,
+}
+
+impl Gathered {
+    /// Takes what is staged now until `limit` bytes are gathered; `false` once the stream's
+    /// end or a failure was reached (a failure is kept for the next read).
+    fn take_staged(&mut self, reader: &mut OutputReader, limit: usize) -> bool {
+        while self.total < limit {
+            match reader.staged.try_recv() {
+                Ok(Ok(bytes)) => {
+                    self.total += bytes.len();
+                    self.pieces.push(bytes);
+                }
+                Ok(Err(error)) => {
+                    // Delivered after the bytes before it: the next read reports it.
+                    reader.failed = Some(error);
+                    return false;
+                }
+                Err(TryRecvError::Disconnected) => return false,
+                Err(TryRecvError::Empty) => return true,
+            }
+        }
+        true
     }
 }
 
@@ -101,8 +132,8 @@ impl ProcessIo {
         let input_staging = usize::try_from(limits.max_buffered_input_bytes).unwrap_or(usize::MAX);
         let output_budget = Arc::new(Semaphore::new(output_staging.min(Semaphore::MAX_PERMITS)));
         let stdin_budget = Arc::new(Semaphore::new(input_staging.min(Semaphore::MAX_PERMITS)));
-        let (stdout_tx, stdout_rx) = mpsc::unbounded_channel();
-        let (stderr_tx, stderr_rx) = mpsc::unbounded_channel();
+        let (stdout_tx, stdout_rx) = staged::lane();
+        let (stderr_tx, stderr_rx) = staged::lane();
         let violated = Arc::new(AtomicBool::new(false));
 
         let pump = Arc::new(PumpControl::default());
@@ -312,43 +343,28 @@ impl ProcessIo {
         };
         // Staged pieces are gathered first, so the buffer handed out is exactly as large as
         // the bytes it holds (a small read never pins a `max`-sized allocation).
-        let mut total = first.len();
-        let mut pieces = vec![first];
-        while total < max {
-            match reader.staged.try_recv() {
-                Ok(Ok(bytes)) => {
-                    total += bytes.len();
-                    pieces.push(bytes);
-                }
-                Ok(Err(error)) => {
-                    // Deliver what arrived before the failure; the failure comes next.
-                    reader.failed = Some(error);
-                    break;
-                }
-                Err(_) => break,
-            }
-        }
+        let mut gathered = Gathered {
+            total: first.len(),
+            pieces: vec![first],
+        };
+        let mut more = gathered.take_staged(&mut reader, max);
         // In full flow, wait (briefly) for a larger batch: the staging always has room for it,
-        // since its pieces are only released once this read returns.
+        // since its pieces are only released once this read returns. The wait is woken once
+        // the batch is staged (or a failure, the end), not once per piece.
         let staging = usize::try_from(self.limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
         let batch = FLOWING_BATCH_BYTES.min(max).min(staging / 2);
-        if reader.flowing && reader.failed.is_none() && total < batch {
+        if reader.flowing && more {
             let deadline = tokio::time::Instant::now() + FLOWING_BATCH_WAIT;
-            while total < batch {
-                match tokio::time::timeout_at(deadline, reader.staged.recv()).await {
-                    Ok(Some(Ok(bytes))) => {
-                        total += bytes.len();
-                        pieces.push(bytes);
-                    }
-                    Ok(Some(Err(error))) => {
-                        reader.failed = Some(error);
-                        break;
-                    }
-                    // The end (the next read reports it) or the wait is over.
-                    Ok(None) | Err(_) => break,
+            while more && gathered.total < batch {
+                let short = (batch - gathered.total) as u64;
+                let woken = reader.staged.wait_for(short, deadline).await;
+                more = gathered.take_staged(&mut reader, batch);
+                if !woken {
+                    break;
                 }
             }
         }
+        let Gathered { total, pieces } = gathered;
         reader.flowing = total >= FLOWING_BYTES;
         let mut out = Vec::with_capacity(total);
         for piece in &pieces {
@@ -408,6 +424,7 @@ mod tests {
     use futures::StreamExt;
     use std::time::Duration;
     use tokio::io::{AsyncReadExt, DuplexStream};
+    use tokio::sync::mpsc;
 
     /// A process whose stdin is a 16-byte pipe that nobody reads (until the test says so), with
     /// `staging` bytes of stdin staging.

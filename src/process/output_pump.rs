@@ -24,9 +24,10 @@ use std::sync::Arc;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 use futures::StreamExt;
-use tokio::sync::{mpsc, Notify, Semaphore};
+use tokio::sync::{Notify, Semaphore};
 
 use super::permits;
+use super::staged::StagedSender;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
@@ -96,7 +97,7 @@ impl PumpControl {
 
 /// One stream's side of the pump.
 struct Lane {
-    staged: mpsc::UnboundedSender<Received>,
+    staged: StagedSender,
     /// The stream received its failure (or its reader is gone): nothing more is staged.
     ended: bool,
 }
@@ -140,8 +141,8 @@ pub struct PumpSettings {
     pub budget: Arc<Semaphore>,
     pub staging: u64,
     pub max_output: Option<u64>,
-    pub stdout: mpsc::UnboundedSender<Received>,
-    pub stderr: mpsc::UnboundedSender<Received>,
+    pub stdout: StagedSender,
+    pub stderr: StagedSender,
     pub control: Arc<PumpControl>,
     pub violated: Arc<AtomicBool>,
     pub on_violation: OnViolation,
@@ -350,15 +351,17 @@ async fn stopping(control: &PumpControl) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::process::staged::{self, StagedReceiver};
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
+    use tokio::sync::mpsc;
 
     /// A running pump over an engine stream fed by the test through a channel of one slot, so
     /// a feed that completes proves the pump read the piece before it.
     struct Running {
         feed: mpsc::Sender<Result<(OutputStream, Bytes), OwnerError>>,
-        stdout: mpsc::UnboundedReceiver<Received>,
-        stderr: mpsc::UnboundedReceiver<Received>,
+        stdout: StagedReceiver,
+        stderr: StagedReceiver,
         control: Arc<PumpControl>,
         budget: Arc<Semaphore>,
         violations: Arc<AtomicUsize>,
@@ -368,8 +371,8 @@ mod tests {
     fn running(staging: u64, max_output: Option<u64>) -> Running {
         let (feed, mut engine) = mpsc::channel(1);
         let output = futures::stream::poll_fn(move |cx| engine.poll_recv(cx)).boxed();
-        let (stdout_tx, stdout) = mpsc::unbounded_channel();
-        let (stderr_tx, stderr) = mpsc::unbounded_channel();
+        let (stdout_tx, stdout) = staged::lane();
+        let (stderr_tx, stderr) = staged::lane();
         let control = Arc::new(PumpControl::default());
         let budget = Arc::new(Semaphore::new(staging as usize));
         let violations = Arc::new(AtomicUsize::new(0));
@@ -428,7 +431,7 @@ mod tests {
     }
 
     /// The next thing staged on a stream (`None` at its end), within the test's bound.
-    async fn next(staged: &mut mpsc::UnboundedReceiver<Received>) -> Option<Received> {
+    async fn next(staged: &mut StagedReceiver) -> Option<Received> {
         settles("the next staged piece", staged.recv()).await
     }
 
@@ -658,8 +661,8 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn close_ends_a_pump_whose_engine_always_has_output_ready() {
-        let (stdout, _stdout_rx) = mpsc::unbounded_channel();
-        let (stderr, _stderr_rx) = mpsc::unbounded_channel();
+        let (stdout, _stdout_rx) = staged::lane();
+        let (stderr, _stderr_rx) = staged::lane();
         let control = Arc::new(PumpControl::default());
         // Past the total at once: the pump reads on, discarding, as fast as the engine gives.
         let always =
