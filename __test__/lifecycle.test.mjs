@@ -42,6 +42,34 @@ describe('createSandboxBackend: reserve', () => {
     assert.deepEqual(log, ['reserve sbx-1']);
   });
 
+  test('state and recoveryRecord are the same frozen object on every read until they change, as in the original', async () => {
+    const { backend, request } = setup();
+    const reservation = backend.reserve(request, IN_PROCESS);
+    const reserved = reservation.state;
+    const record = reservation.recoveryRecord;
+    assert.equal(reservation.state, reserved);
+    assert.equal(reservation.recoveryRecord, record);
+    const sandbox = await reservation.start();
+    const ready = sandbox.state;
+    assert.notEqual(ready, reserved);
+    assert.deepEqual(reserved, { kind: 'reserved' }, 'an earlier state object is left as it was');
+    assert.equal(sandbox.state, ready);
+    assert.equal(reservation.state, ready, 'the reservation and its sandbox read one state');
+    // This driver's start leaves the record as it was: still the same object.
+    assert.equal(sandbox.recoveryRecord, record);
+    assert.equal(reservation.recoveryRecord, record);
+    assert.ok(Object.isFrozen(ready) && Object.isFrozen(record));
+    await sandbox.destroy();
+    assert.equal(sandbox.state.kind, 'destroyed');
+    assert.equal(sandbox.state, reservation.state);
+    const destroyed = sandbox.recoveryRecord;
+    assert.equal(destroyed.phase, 'destroyed');
+    assert.notEqual(destroyed, record, 'a changed record is a new object');
+    assert.equal(record.phase, 'reserved', 'an earlier record is left as it was');
+    assert.equal(sandbox.recoveryRecord, destroyed);
+    assert.equal(reservation.recoveryRecord, destroyed);
+  });
+
   test('an invalid request never reaches the driver', () => {
     const { backend, log } = setup();
     assert.throws(() => backend.reserve({ policy: {} }, IN_PROCESS), SandboxValidationError);
@@ -354,6 +382,8 @@ describe('reconcile', () => {
       assert.ok(Object.isFrozen(result) && Object.isFrozen(result.owner));
       assert.deepEqual(Object.keys(result.owner).sort(), ['destroy', 'recoveryRecord', 'stop']);
       assert.equal(result.owner.recoveryRecord.sandboxId, 'sbx-9');
+      // A fresh object from the driver on every read, the same one handed out while it is equal.
+      assert.equal(result.owner.recoveryRecord, result.owner.recoveryRecord);
       assert.equal(await result.owner.stop(), undefined);
       assert.equal(await result.owner.destroy(), undefined);
       assert.deepEqual(calls, ['stop', 'destroy']);

@@ -5,6 +5,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from '.
 import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
+import { unchangedWhileEqual } from './unchanged.js';
 import { shared } from './shared.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
@@ -86,12 +87,14 @@ export function reservationFace({ owner, context, request, processPort, ports })
   const id = owner.id();
   const stop = settledVoid(() => owner.stop(), context);
   const destroy = settledVoid(() => owner.destroy(), context);
+  const state = unchangedWhileEqual(() => owner.state());
+  const recoveryRecord = unchangedWhileEqual(() => owner.recoveryRecord());
   const lifecycle = {
     get state() {
-      return Object.freeze(owner.state());
+      return state();
     },
     get recoveryRecord() {
-      return deepFreeze(owner.recoveryRecord());
+      return recoveryRecord();
     },
     stop,
     destroy,
@@ -175,9 +178,10 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
 
 /** A cleanup-only owner over a native recovered owner; `currentRecord()` reads the record. */
 export function recoveredFace({ recovered, context, currentRecord }) {
+  const recoveryRecord = unchangedWhileEqual(currentRecord);
   const owner = Object.freeze({
     get recoveryRecord() {
-      return deepFreeze(currentRecord());
+      return recoveryRecord();
     },
     stop: settledVoid(() => recovered.stop(), context),
     destroy: settledVoid(() => recovered.destroy(), context),

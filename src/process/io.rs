@@ -812,4 +812,105 @@ mod tests {
         assert_eq!(next.map(|b| b.len()), Some(4));
         assert_eq!(started.elapsed(), Duration::ZERO);
     }
+
+    /// A process in full flow (its last read took `FLOWING_BYTES`), its engine fed by the test.
+    async fn flowing_process() -> (
+        Arc<ProcessIo>,
+        mpsc::UnboundedSender<Result<(OutputStream, Bytes), OwnerError>>,
+    ) {
+        let (feed, output) = mpsc::unbounded_channel();
+        let channels = ProcessChannels {
+            input: Box::pin(tokio::io::sink()),
+            output: tokio_stream_of(output),
+            exit: futures::future::pending().boxed(),
+        };
+        let io = ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {}));
+        feed.send(Ok((
+            OutputStream::Stdout,
+            Bytes::from(vec![1; FLOWING_BYTES]),
+        )))
+        .expect("fed");
+        let first = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(first.map(|b| b.len()), Some(FLOWING_BYTES));
+        (io, feed)
+    }
+
+    fn stdout_piece(n: usize) -> Result<(OutputStream, Bytes), OwnerError> {
+        Ok((OutputStream::Stdout, Bytes::from(vec![2; n])))
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_staged_while_a_read_gathers_ends_its_wait_at_once() {
+        let (io, feed) = flowing_process().await;
+        feed.send(stdout_piece(32 * 1_024)).expect("fed");
+        let feeder = tokio::spawn({
+            let feed = feed.clone();
+            async move {
+                tokio::time::sleep(Duration::from_millis(1)).await;
+                for _ in 0..15 {
+                    feed.send(stdout_piece(32 * 1_024)).expect("fed");
+                }
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let batch = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(batch.map(|b| b.len()), Some(FLOWING_BATCH_BYTES));
+        assert_eq!(
+            started.elapsed(),
+            Duration::from_millis(1),
+            "it ended when the batch was staged, before its bound"
+        );
+        feeder.await.expect("feeder");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_while_a_read_gathers_ends_it_and_comes_after_the_bytes_before_it() {
+        let (io, feed) = flowing_process().await;
+        feed.send(stdout_piece(100)).expect("fed");
+        let feeder = tokio::spawn({
+            let feed = feed.clone();
+            async move {
+                tokio::time::sleep(Duration::from_micros(500)).await;
+                feed.send(stdout_piece(200)).expect("fed");
+                feed.send(Err(OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    "the engine's stream broke",
+                )))
+                .expect("fed");
+            }
+        });
+        let started = tokio::time::Instant::now();
+        let before = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(before.map(|b| b.len()), Some(300), "the bytes come first");
+        assert!(
+            started.elapsed() < FLOWING_BATCH_WAIT,
+            "the failure ended the wait"
+        );
+        let failed = io.read(OutputStream::Stdout, 1 << 20).await;
+        assert_eq!(
+            failed.err().and_then(|e| e.code()),
+            Some(OperationCode::StreamFailure)
+        );
+        feeder.await.expect("feeder");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_end_while_a_read_gathers_ends_it_and_the_next_read_reports_it() {
+        let (io, feed) = flowing_process().await;
+        feed.send(stdout_piece(100)).expect("fed");
+        let feeder = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_micros(500)).await;
+            feed.send(stdout_piece(200)).expect("fed");
+            drop(feed);
+        });
+        let started = tokio::time::Instant::now();
+        let before = io.read(OutputStream::Stdout, 1 << 20).await.expect("read");
+        assert_eq!(before.map(|b| b.len()), Some(300));
+        assert!(
+            started.elapsed() < FLOWING_BATCH_WAIT,
+            "the end ended the wait"
+        );
+        assert_eq!(io.read(OutputStream::Stdout, 1 << 20).await, Ok(None));
+        feeder.await.expect("feeder");
+    }
 }

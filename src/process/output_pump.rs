@@ -31,7 +31,6 @@ use super::staged::StagedSender;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
-pub type Received = Result<Bytes, OwnerError>;
 pub type EngineOutput = BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>;
 
 /// Once compute is stopping, a piece waits at most this long for staging space: a reader that
@@ -351,7 +350,7 @@ async fn stopping(control: &PumpControl) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::process::staged::{self, StagedReceiver};
+    use crate::process::staged::{self, Received, StagedReceiver};
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
     use tokio::sync::mpsc;

@@ -6,33 +6,53 @@
 //! - pieces and failures arrive in the order they were sent; nothing sent is lost while the
 //!   receiver lives;
 //! - `wait_for(bytes, deadline)` resolves no later than the first of: `bytes` more than the
-//!   receiver took so far are staged, a failure is staged, every sender is gone, `deadline`;
-//! - a sender never waits: sending is an atomic count, and a wake only when a waiting reader's
-//!   count is reached.
+//!   receiver took so far are staged, a failure is staged, the sender is gone, `deadline`; once
+//!   a failure is staged or the sender is gone, every wait resolves at once;
+//! - a sender never waits: a piece is sent, counted, and the reader woken only when it waits
+//!   and its count is reached (a failure and the sender's end always wake it).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
+use bytes::Bytes;
 use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::{mpsc, Notify};
 use tokio::time::Instant;
 
-use super::output_pump::Received;
+use crate::lifecycle::error::OwnerError;
+
+/// A piece of one stream's output, or its failure.
+pub type Received = Result<Bytes, OwnerError>;
 
 struct Shared {
-    /// Bytes sent so far, every piece counted once sent.
+    /// Bytes sent so far, every piece counted once it is in the channel.
     sent: AtomicU64,
-    /// The `sent` count a waiting reader wants to be woken at; 0 while nobody waits.
+    /// The `sent` count a waiting reader wants to be woken at; 0 when no wait asked for one.
     wake_at: AtomicU64,
+    /// A failure is staged, or the sender is gone (set once its channel is closed): no wait
+    /// needs to wait any more.
+    ended: AtomicBool,
     /// Wakes a waiting reader (a stored permit if it is not waiting yet: the wait re-checks).
     wake: Notify,
 }
 
-/// The pump's side.
+/// The pump's side. There is one: dropping it ends the stream.
 pub struct StagedSender {
-    /// `None` only while dropping: the channel closes before the reader is woken.
-    tx: Option<mpsc::UnboundedSender<Received>>,
-    shared: Arc<Shared>,
+    tx: mpsc::UnboundedSender<Received>,
+    /// Declared after `tx`, so dropped after it: the channel is closed when the reader is told.
+    shared: EndsOnDrop,
+}
+
+/// The sender's hold on the shared state: once dropped, the stream has ended.
+struct EndsOnDrop(Arc<Shared>);
+
+impl Drop for EndsOnDrop {
+    fn drop(&mut self) {
+        // A wait that sees `ended` finds the channel closed (`try_recv` says `Disconnected`
+        // once it is drained).
+        self.0.ended.store(true, Ordering::SeqCst);
+        self.0.wake.notify_one();
+    }
 }
 
 /// The reader's side.
@@ -49,12 +69,13 @@ pub fn lane() -> (StagedSender, StagedReceiver) {
     let shared = Arc::new(Shared {
         sent: AtomicU64::new(0),
         wake_at: AtomicU64::new(0),
+        ended: AtomicBool::new(false),
         wake: Notify::new(),
     });
     (
         StagedSender {
-            tx: Some(tx),
-            shared: Arc::clone(&shared),
+            tx,
+            shared: EndsOnDrop(Arc::clone(&shared)),
         },
         StagedReceiver {
             rx,
@@ -67,37 +88,38 @@ pub fn lane() -> (StagedSender, StagedReceiver) {
 impl StagedSender {
     /// Stages `item`; gives it back when the receiver is gone.
     pub fn send(&self, item: Received) -> Result<(), Received> {
-        let Some(tx) = &self.tx else {
-            return Err(item);
-        };
-        let bytes = match &item {
-            Ok(bytes) => Some(bytes.len() as u64),
-            Err(_) => None,
-        };
-        tx.send(item).map_err(|refused| refused.0)?;
+        let bytes = item
+            .as_ref()
+            .map(|bytes| bytes.len() as u64)
+            .map_err(|_| ());
+        self.tx.send(item).map_err(|refused| refused.0)?;
+        let shared = &self.shared.0;
         let wake = match bytes {
             // Counted after the piece is in the channel, and compared with a wait registered
-            // before the reader looked at the count: one of the two sees the other.
-            Some(bytes) => {
-                let sent = self.shared.sent.fetch_add(bytes, Ordering::SeqCst) + bytes;
-                let at = self.shared.wake_at.load(Ordering::SeqCst);
+            // before the reader read the count: one of the two sees the other.
+            Ok(bytes) => {
+                let sent = shared.sent.fetch_add(bytes, Ordering::SeqCst) + bytes;
+                let at = shared.wake_at.load(Ordering::SeqCst);
                 at != 0 && sent >= at
             }
-            // A failure ends any wait.
-            None => true,
+            Err(_) => {
+                shared.ended.store(true, Ordering::SeqCst);
+                true
+            }
         };
         if wake {
-            self.shared.wake.notify_one();
+            shared.wake.notify_one();
         }
         Ok(())
     }
 }
 
-impl Drop for StagedSender {
+/// Unsets a wait's `wake_at` however the wait ends (also when its future is dropped).
+struct WakeAt<'a>(&'a AtomicU64);
+
+impl Drop for WakeAt<'_> {
     fn drop(&mut self) {
-        // The channel closes first, so the woken reader finds it closed.
-        drop(self.tx.take());
-        self.shared.wake.notify_one();
+        self.0.store(0, Ordering::SeqCst);
     }
 }
 
@@ -108,7 +130,7 @@ impl StagedReceiver {
         }
     }
 
-    /// The next piece or failure; `None` once every sender is gone and nothing is staged.
+    /// The next piece or failure; `None` once the sender is gone and nothing is staged.
     pub async fn recv(&mut self) -> Option<Received> {
         let item = self.rx.recv().await?;
         self.took(&item);
@@ -122,8 +144,8 @@ impl StagedReceiver {
         Ok(item)
     }
 
-    /// Waits until `bytes` more than taken so far are staged, a failure is staged, every
-    /// sender is gone, or `deadline`; `false` when the deadline ended it.
+    /// Waits until `bytes` more than taken so far are staged, a failure is staged, the sender
+    /// is gone, or `deadline`; `false` when the deadline ended it.
     pub async fn wait_for(&mut self, bytes: u64, deadline: Instant) -> bool {
         let at = self.taken.saturating_add(bytes.max(1));
         let woken = self.shared.wake.notified();
@@ -131,24 +153,30 @@ impl StagedReceiver {
         // Registered before the count is read, so a send in between wakes it.
         woken.as_mut().enable();
         self.shared.wake_at.store(at, Ordering::SeqCst);
-        let done = if self.shared.sent.load(Ordering::SeqCst) >= at || self.rx.is_closed() {
-            true
-        } else {
-            tokio::select! {
-                () = &mut woken => true,
-                () = tokio::time::sleep_until(deadline) => false,
+        let _unset = WakeAt(&self.shared.wake_at);
+        loop {
+            if self.shared.sent.load(Ordering::SeqCst) >= at
+                || self.shared.ended.load(Ordering::SeqCst)
+            {
+                return true;
             }
-        };
-        self.shared.wake_at.store(0, Ordering::SeqCst);
-        done
+            tokio::select! {
+                () = &mut woken => {}
+                () = tokio::time::sleep_until(deadline) => return false,
+            }
+            // A permit stored by an earlier send or failure may wake it early: look again.
+            woken.set(self.shared.wake.notified());
+            woken.as_mut().enable();
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lifecycle::error::{OperationCode, OwnerError};
-    use bytes::Bytes;
+    use crate::lifecycle::error::OperationCode;
+    use std::future::Future;
+    use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
 
     fn piece(n: usize) -> Received {
@@ -159,23 +187,40 @@ mod tests {
         Instant::now() + Duration::from_millis(ms)
     }
 
+    /// `future`, counting how often it is polled (once, plus once per wake).
+    fn counted<F: Future>(future: F, polls: Arc<AtomicUsize>) -> impl Future<Output = F::Output> {
+        let mut future = Box::pin(future);
+        std::future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            future.as_mut().poll(cx)
+        })
+    }
+
     #[tokio::test(start_paused = true)]
-    async fn a_wait_ends_once_its_bytes_are_staged_not_before() {
+    async fn a_wait_is_woken_once_its_bytes_are_staged_not_once_per_piece() {
         let (tx, mut rx) = lane();
         tx.send(piece(10)).expect("sent");
         assert_eq!(rx.try_recv().expect("a piece").expect("bytes").len(), 10);
-        let waiting = tokio::spawn(async move {
-            let woken = rx.wait_for(100, later(60_000)).await;
-            (woken, rx)
-        });
+        let polls = Arc::new(AtomicUsize::new(0));
+        let waiting = tokio::spawn(counted(
+            async move {
+                let woken = rx.wait_for(100, later(60_000)).await;
+                (woken, rx)
+            },
+            Arc::clone(&polls),
+        ));
+        tokio::task::yield_now().await;
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "it waits");
         for _ in 0..9 {
             tx.send(piece(10)).expect("sent");
+            tokio::task::yield_now().await;
+            assert!(!waiting.is_finished(), "short of 100 bytes it waits on");
         }
-        tokio::task::yield_now().await;
-        assert!(!waiting.is_finished(), "90 of 100 bytes must not wake it");
+        assert_eq!(polls.load(Ordering::SeqCst), 1, "no piece woke it");
         tx.send(piece(10)).expect("sent");
         let (woken, mut rx) = waiting.await.expect("joined");
         assert!(woken, "the 100th byte wakes it before the deadline");
+        assert_eq!(polls.load(Ordering::SeqCst), 2, "one wake for the batch");
         let mut staged = 0;
         while let Ok(item) = rx.try_recv() {
             staged += item.expect("bytes").len();
@@ -201,7 +246,21 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_failure_or_a_gone_sender_ends_a_wait() {
+    async fn a_stored_wake_does_not_end_a_wait_short_of_its_bytes() {
+        let (tx, mut rx) = lane();
+        tx.send(piece(5)).expect("sent");
+        // As a send that saw an earlier wait's count would leave it.
+        tx.shared.0.wake.notify_one();
+        let t0 = Instant::now();
+        assert!(
+            !rx.wait_for(10, later(3)).await,
+            "only the deadline ends it"
+        );
+        assert_eq!(Instant::now() - t0, Duration::from_millis(3));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failure_or_a_gone_sender_ends_every_wait() {
         let (tx, mut rx) = lane();
         let waiting = tokio::spawn(async move {
             let woken = rx.wait_for(1_000, later(60_000)).await;
@@ -212,8 +271,13 @@ mod tests {
             .expect("sent");
         let (woken, mut rx) = waiting.await.expect("joined");
         assert!(woken, "a failure wakes it");
+        assert!(
+            rx.wait_for(1_000, later(60_000)).await,
+            "a staged failure ends a later wait at once"
+        );
         assert!(rx.try_recv().expect("the failure").is_err());
 
+        let (tx, mut rx) = lane();
         let waiting = tokio::spawn(async move {
             let woken = rx.wait_for(1_000, later(60_000)).await;
             (woken, rx)
@@ -224,6 +288,43 @@ mod tests {
         assert!(woken, "a gone sender wakes it");
         assert!(matches!(rx.try_recv(), Err(TryRecvError::Disconnected)));
         assert!(rx.wait_for(1, later(60_000)).await, "and any later wait");
+    }
+
+    /// A sender on one worker, the reader on another: every wait whose bytes were sent is
+    /// woken (none runs into its far deadline), and every byte arrives once, in order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn across_threads_no_wake_is_lost_and_nothing_is_reordered() {
+        const PIECES: u32 = 20_000;
+        let (tx, mut rx) = lane();
+        let sender = tokio::spawn(async move {
+            for i in 0..PIECES {
+                tx.send(Ok(Bytes::copy_from_slice(&i.to_be_bytes())))
+                    .expect("sent");
+                if i % 7 == 0 {
+                    tokio::task::yield_now().await;
+                }
+            }
+        });
+        let mut next = 0u32;
+        loop {
+            let sent_all = rx.wait_for(4 * 16, later(10_000)).await;
+            assert!(sent_all, "a wait ran into its deadline: a wake was lost");
+            loop {
+                match rx.try_recv() {
+                    Ok(item) => {
+                        let bytes = item.expect("bytes");
+                        assert_eq!(&bytes[..], &next.to_be_bytes()[..], "in order");
+                        next += 1;
+                    }
+                    Err(TryRecvError::Empty) => break,
+                    Err(TryRecvError::Disconnected) => {
+                        assert_eq!(next, PIECES, "every piece arrived");
+                        sender.await.expect("joined");
+                        return;
+                    }
+                }
+            }
+        }
     }
 
     #[tokio::test]
