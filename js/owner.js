@@ -178,10 +178,10 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
 
 /** A cleanup-only owner over a native recovered owner; `currentRecord()` reads the record. */
 export function recoveredFace({ recovered, context, currentRecord }) {
-  const recoveryRecord = unchangedWhileEqual(currentRecord);
   const owner = Object.freeze({
+    // As the original's recovered owner: the driver's record read afresh on every read.
     get recoveryRecord() {
-      return recoveryRecord();
+      return deepFreeze(currentRecord());
     },
     stop: settledVoid(() => recovered.stop(), context),
     destroy: settledVoid(() => recovered.destroy(), context),

@@ -1,5 +1,5 @@
-// A getter's value as the original hands it out: the same frozen object on every read until
-// what it says changes (a caller may compare reads by identity to see a change).
+// A live owner's `state` and `recoveryRecord` as the original's owner hands them out: the same
+// frozen object on every read while what it says is unchanged.
 import { deepFreeze } from './freeze.js';
 
 /** A reader of `read()` that returns its previous, deep-frozen value while the new one is equal. */

@@ -86,8 +86,12 @@ pub fn lane() -> (StagedSender, StagedReceiver) {
 }
 
 impl StagedSender {
-    /// Stages `item`; gives it back when the receiver is gone.
+    /// Stages `item`; gives it back when the receiver is gone or a failure was staged (a
+    /// failure is the last thing a lane takes, so `ended` stays true only with nothing after).
     pub fn send(&self, item: Received) -> Result<(), Received> {
+        if self.shared.0.ended.load(Ordering::SeqCst) {
+            return Err(item);
+        }
         let bytes = item
             .as_ref()
             .map(|bytes| bytes.len() as u64)
@@ -325,6 +329,19 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[tokio::test]
+    async fn nothing_is_staged_after_a_failure() {
+        let (tx, mut rx) = lane();
+        tx.send(Err(OwnerError::operation(OperationCode::Cancelled, "gone")))
+            .expect("sent");
+        assert!(
+            tx.send(piece(3)).is_err(),
+            "a piece after the failure is refused"
+        );
+        assert!(rx.try_recv().expect("the failure").is_err());
+        assert!(matches!(rx.try_recv(), Err(TryRecvError::Empty)));
     }
 
     #[tokio::test]
