@@ -1,61 +1,50 @@
 //! Attaching to a process container: its output demultiplexed into the owner's chunks, its
 //! leader's fate, and attaching again to a reattachable process after its controller is gone.
 
-use bollard::container::{AttachContainerResults, LogOutput};
-use bollard::query_parameters::{AttachContainerOptionsBuilder, WaitContainerOptionsBuilder};
+use bollard::query_parameters::WaitContainerOptionsBuilder;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 use bollard::Docker;
 use futures::future::FutureExt;
-use futures::stream::BoxStream;
 use futures::StreamExt;
+use tokio::io::AsyncWrite;
 
-use super::engine::{engine_error, is_not_found};
+use super::demux::{demultiplexed, Chunks};
+use super::dialer::{AttachError, Dialer};
+use super::engine::{engine_error, is_not_found, with_causes, REQUEST_TIMEOUT};
 use super::exit_status::leader_fate;
 use super::objects::provable_container;
-use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
-use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
+use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::{Role, SandboxRecoveryRecord};
 
 /// How soon, and at most how rarely, a lost wait for the leader's exit is asked again.
 pub const EXIT_WAIT_FIRST_RETRY: std::time::Duration = std::time::Duration::from_millis(200);
 pub const EXIT_WAIT_LAST_RETRY: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Attaches to all three streams of container `id` from now on.
-pub async fn attach_streams(
-    docker: &Docker,
-    id: &str,
-) -> Result<AttachContainerResults, OwnerError> {
-    let options = AttachContainerOptionsBuilder::default()
-        .stdin(true)
-        .stdout(true)
-        .stderr(true)
-        .stream(true)
-        .build();
-    docker
-        .attach_container(id, Some(options))
-        .await
-        .map_err(|e| engine_error("attaching to the process", e))
+/// A container's attached streams: its output as the owner's chunks, in the order the guest
+/// wrote them, and its stdin.
+pub struct Attached {
+    pub output: Chunks,
+    /// Shutting it down delivers EOF to the guest.
+    pub input: Pin<Box<dyn AsyncWrite + Send>>,
 }
 
-/// The attached output as the owner's chunks, in the order the guest wrote them.
-pub fn output_chunks(
-    output: BoxStream<'static, Result<LogOutput, bollard::errors::Error>>,
-) -> BoxStream<'static, Result<(OutputStream, bytes::Bytes), OwnerError>> {
-    output
-        .filter_map(|item| async move {
-            match item {
-                Ok(LogOutput::StdOut { message }) => Some(Ok((OutputStream::Stdout, message))),
-                Ok(LogOutput::StdErr { message }) => Some(Ok((OutputStream::Stderr, message))),
-                Ok(_) => None,
-                Err(e) => Some(Err(OwnerError::operation(
-                    OperationCode::StreamFailure,
-                    format!("reading the process output failed: {e}"),
-                ))),
-            }
-        })
-        .boxed()
+/// Attaches to all three streams of container `id` from now on, over a connection of the
+/// owner's own (see `dialer.rs`), within the engine's request timeout.
+pub async fn attach_streams(dialer: &Dialer, id: &str) -> Result<Attached, AttachError> {
+    let hijacked = dialer.attach(id, REQUEST_TIMEOUT).await?;
+    Ok(Attached {
+        output: demultiplexed(hijacked.output),
+        input: Box::pin(hijacked.input),
+    })
+}
+
+/// An attach failure as the owner reports it: `what` was being attached.
+pub fn attach_error(what: &str, error: &AttachError) -> OwnerError {
+    OwnerError::driver(format!("attaching to {what}: {}", with_causes(error)))
 }
 
 /// The exit code of container `id` once it is not running: `None` when it no longer exists.
@@ -106,6 +95,7 @@ pub async fn fate_of(docker: &Docker, id: &str, code: i64) -> ProcessExit {
 /// `Unavailable` and a lost wait is not asked again.
 pub async fn attach_again(
     docker: Docker,
+    dialer: &Dialer,
     record: &SandboxRecoveryRecord,
     stopped: Arc<AtomicBool>,
 ) -> Result<ProcessChannels, OwnerError> {
@@ -129,7 +119,9 @@ pub async fn attach_again(
             "the sandbox's process was not started reattachable: its stdin closed with its first attachment",
         ));
     }
-    let attached = attach_streams(&docker, &id).await?;
+    let attached = attach_streams(dialer, &id)
+        .await
+        .map_err(|e| attach_error("the process", &e))?;
     let exit = async move {
         let code = wait_exit_code(&docker, &id, || {
             let stopped = Arc::clone(&stopped);
@@ -144,7 +136,7 @@ pub async fn attach_again(
     .boxed();
     Ok(ProcessChannels {
         input: attached.input,
-        output: output_chunks(attached.output),
+        output: attached.output,
         exit,
     })
 }

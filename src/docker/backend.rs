@@ -7,7 +7,8 @@ use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt};
 
 use super::attach::attach_again;
-use super::engine::{connect, engine_error, is_not_found};
+use super::dialer::Dialer;
+use super::engine::{connect, engine_error, is_not_found, Connected};
 use super::freezer::{set_frozen, Freeze};
 use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::layout::{Names, BACKEND_ID, BACKEND_REVISION};
@@ -29,6 +30,7 @@ use crate::recovery::record::{Authority, Identity, Phase, Resource, Role, Sandbo
 pub struct DockerBackend {
     options: DockerOptions,
     docker: Docker,
+    dialer: Dialer,
     image: ImageSource,
 }
 
@@ -77,11 +79,12 @@ impl DockerBackend {
                 options.spill_directory
             )));
         }
-        let docker = connect(&options.engine)?;
+        let Connected { docker, dialer } = connect(&options.engine)?;
         let image = ImageSource::new(&docker, &options);
         Ok(Self {
             options,
             docker,
+            dialer,
             image,
         })
     }
@@ -145,6 +148,7 @@ impl DockerBackend {
     fn settings(&self, pinned: &Pinned) -> Settings {
         Settings {
             docker: self.docker.clone(),
+            dialer: self.dialer.clone(),
             spill_directory: std::path::PathBuf::from(&self.options.spill_directory),
             image_id: pinned.image_id.clone(),
             user: self.options.user.clone(),
@@ -283,6 +287,7 @@ impl DockerBackend {
     pub fn recovered(&self, record: SandboxRecoveryRecord) -> Arc<DockerRecovered> {
         Arc::new(DockerRecovered {
             docker: self.docker.clone(),
+            dialer: self.dialer.clone(),
             record,
             stopped: Arc::new(AtomicBool::new(false)),
         })
@@ -307,6 +312,7 @@ fn planned(role: Role, name: String) -> Resource {
 /// Stops and destroys what a record proves is its own; nothing else.
 pub struct DockerRecovered {
     docker: Docker,
+    dialer: Dialer,
     record: SandboxRecoveryRecord,
     /// Set once a stop begins: an attached process's fate is then `Unavailable`.
     stopped: Arc<AtomicBool>,
@@ -362,7 +368,7 @@ impl RecoveredDriver for DockerRecovered {
     fn attach_process(self: Arc<Self>) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
         async move {
             let stopped = Arc::clone(&self.stopped);
-            attach_again(self.docker.clone(), &self.record, stopped).await
+            attach_again(self.docker.clone(), &self.dialer, &self.record, stopped).await
         }
         .boxed()
     }

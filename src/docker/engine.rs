@@ -5,41 +5,96 @@ use std::time::Duration;
 use bollard::Docker;
 
 use super::address;
+use super::dialer::Dialer;
 use super::options::Engine;
-use super::tls;
+use super::tls::{self, TlsMaterial};
 use crate::lifecycle::error::OwnerError;
 
 /// Requests wait at most this long for response headers. Archive uploads answer only after the
 /// whole body, so long transfers use their own clone with a longer limit.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-pub fn connect(engine: &Engine) -> Result<Docker, OwnerError> {
+/// The engine's socket when neither the caller nor `DOCKER_HOST` names another.
+const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
+
+/// Where the engine is, resolved once from the options and the environment.
+enum Endpoint {
+    Unix(String),
+    /// A `tcp://` or `http://` URL.
+    Plain(String),
+    Tls(String, TlsMaterial),
+}
+
+/// The engine the options name: bollard's client for every request, and the dialer for attach
+/// connections to the very same place.
+pub struct Connected {
+    pub docker: Docker,
+    pub dialer: Dialer,
+}
+
+pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
     let unreachable =
         |e: String| OwnerError::driver(format!("cannot reach the Docker engine: {e}"));
-    let connected = match engine {
-        Engine::Default => match default_tls_host() {
-            Some(host) => {
-                let material = tls::material_from_environment().map_err(unreachable)?;
-                tls::connect(&host, &material, REQUEST_TIMEOUT)
-            }
-            None => match std::env::var("DOCKER_HOST") {
-                Ok(host) if is_plain_tcp(&host) => plain_tcp(&host),
-                _ => Docker::connect_with_defaults().map_err(|e| e.to_string()),
-            },
-        },
-        Engine::Socket(path) => Docker::connect_with_unix(
-            path,
+    let connected = match endpoint(engine).map_err(unreachable)? {
+        Endpoint::Unix(path) => Docker::connect_with_unix(
+            &path,
             REQUEST_TIMEOUT.as_secs(),
             bollard::API_DEFAULT_VERSION,
         )
+        .map(|docker| Connected {
+            docker,
+            dialer: Dialer::Unix(path.into()),
+        })
         .map_err(|e| e.to_string()),
-        Engine::Url(url) if is_plain_tcp(url) => plain_tcp(url),
-        Engine::Url(url) => Docker::connect_with_host(url).map_err(|e| e.to_string()),
-        Engine::Tls { url, material } => tls::connect(url, material, REQUEST_TIMEOUT),
+        Endpoint::Plain(url) => plain_tcp(&url).map(|docker| Connected {
+            docker,
+            dialer: Dialer::Tcp(address::authority(&url, address::PLAIN_PORT)),
+        }),
+        Endpoint::Tls(url, material) => {
+            let config = tls::client_config(&material)
+                .map_err(|p| format!("engine.tls.{} {}", p.field, p.message))
+                .map_err(unreachable)?;
+            let authority = address::authority(&url, address::TLS_PORT);
+            Dialer::tls(authority.clone(), config.clone()).and_then(|dialer| {
+                tls::connect(&authority, config, REQUEST_TIMEOUT)
+                    .map(|docker| Connected { docker, dialer })
+            })
+        }
     };
     connected
-        .map(|docker| docker.with_timeout(REQUEST_TIMEOUT))
+        .map(|c| Connected {
+            docker: c.docker.with_timeout(REQUEST_TIMEOUT),
+            dialer: c.dialer,
+        })
         .map_err(unreachable)
+}
+
+/// The endpoint as the docker CLI would find it: the caller's engine, else `DOCKER_HOST`
+/// (over TLS when `DOCKER_TLS_VERIFY` asks for it), else the default socket.
+fn endpoint(engine: &Engine) -> Result<Endpoint, String> {
+    let url = |url: &str, origin: &str| {
+        if is_plain_tcp(url) {
+            Ok(Endpoint::Plain(url.to_owned()))
+        } else if let Some(path) = url.strip_prefix("unix://") {
+            Ok(Endpoint::Unix(path.to_owned()))
+        } else {
+            Err(format!(
+                "{origin} {url} names no engine this library reaches (unix://, tcp:// or http://; tcp:// or https:// with TLS)"
+            ))
+        }
+    };
+    match engine {
+        Engine::Default => match default_tls_host() {
+            Some(host) => Ok(Endpoint::Tls(host, tls::material_from_environment()?)),
+            None => match std::env::var("DOCKER_HOST") {
+                Ok(host) if !host.is_empty() => url(&host, "DOCKER_HOST"),
+                _ => Ok(Endpoint::Unix(DEFAULT_SOCKET.to_owned())),
+            },
+        },
+        Engine::Socket(path) => Ok(Endpoint::Unix(path.clone())),
+        Engine::Url(engine_url) => url(engine_url, "engine.url"),
+        Engine::Tls { url, material } => Ok(Endpoint::Tls(url.clone(), material.clone())),
+    }
 }
 
 fn is_plain_tcp(url: &str) -> bool {

@@ -3,8 +3,11 @@
 pub mod address;
 pub mod attach;
 pub mod backend;
+pub mod demux;
+pub mod dialer;
 pub mod engine;
 pub mod exit_status;
+pub mod frames;
 pub mod freezer;
 pub mod hardening;
 pub mod image;

@@ -16,8 +16,6 @@ use rustls::{ClientConfig, RootCertStore};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-use super::address;
-
 /// PEM text of the CA that signed the engine's certificate, and of the client's certificate and key.
 #[derive(Clone, PartialEq, Eq)]
 pub struct TlsMaterial {
@@ -91,10 +89,8 @@ fn certificates(
     Ok(found)
 }
 
-/// A client for `tcp://host:port` or `https://host:port` over TLS.
-pub fn connect(url: &str, material: &TlsMaterial, timeout: Duration) -> Result<Docker, String> {
-    let config =
-        client_config(material).map_err(|p| format!("engine.tls.{} {}", p.field, p.message))?;
+/// A client for `authority` (`host:port`) over TLS with `config`.
+pub fn connect(authority: &str, config: ClientConfig, timeout: Duration) -> Result<Docker, String> {
     let mut http = HttpConnector::new();
     http.enforce_http(false);
     let https = HttpsConnectorBuilder::new()
@@ -106,7 +102,7 @@ pub fn connect(url: &str, material: &TlsMaterial, timeout: Duration) -> Result<D
     // Hijacked attach connections must never return to a pool.
     builder.pool_max_idle_per_host(0);
     let client = Arc::new(builder.build(https));
-    let address = format!("https://{}", address::authority(url, address::TLS_PORT));
+    let address = format!("https://{authority}");
     Docker::connect_with_custom_transport(
         move |request: BollardRequest| {
             let client = Arc::clone(&client);

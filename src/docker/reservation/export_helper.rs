@@ -6,7 +6,6 @@
 //! times faster. The holder runs with the sandbox's hardening, as its user, and the helper opens
 //! every component without following links.
 
-use bollard::container::{AttachContainerResults, LogOutput};
 use bytes::Bytes;
 use futures::StreamExt;
 use tokio::io::AsyncWriteExt;
@@ -18,8 +17,8 @@ use super::helper_run::{
     exit_failure, exit_of_finished, keep_stderr, kill, Fallback, HelperRun, EXIT_WAIT,
 };
 use super::DockerReservation;
-use crate::docker::engine::with_causes;
-use crate::lifecycle::driver::ArchiveDownload;
+use crate::docker::attach::Attached;
+use crate::lifecycle::driver::{ArchiveDownload, OutputStream};
 use crate::lifecycle::error::OwnerError;
 
 /// Archive pieces queued between the helper and the export.
@@ -177,7 +176,7 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
         attached,
         permit,
     } = run;
-    let AttachContainerResults { mut output, input } = attached;
+    let Attached { mut output, input } = attached;
     // The helper answers while it reads, so the request is written beside the reading.
     let mut writer = tokio::spawn(request(input, paths));
     let _writer = AbortOnDrop(writer.abort_handle());
@@ -192,7 +191,7 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
         };
         match next {
             None => break Relayed::Ended(stderr),
-            Some(Ok(LogOutput::StdOut { message })) => {
+            Some(Ok((OutputStream::Stdout, message))) => {
                 let pieces = match framer.feed(message) {
                     Ok(pieces) => pieces,
                     Err(why) => {
@@ -209,13 +208,11 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
                     break Relayed::Whole;
                 }
             }
-            Some(Ok(LogOutput::StdErr { message })) => keep_stderr(&mut stderr, &message),
-            Some(Ok(_)) => {}
+            Some(Ok((OutputStream::Stderr, message))) => keep_stderr(&mut stderr, &message),
             Some(Err(e)) => {
                 let _ = sender
                     .send(Err(format!(
-                        "reading the workspace archive from the engine (the workspace helper's output): {}",
-                        with_causes(&e)
+                        "reading the workspace archive from the engine (the workspace helper's output): {e}"
                     )))
                     .await;
                 break Relayed::Abandoned;

@@ -7,15 +7,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::container::AttachContainerResults;
-use bollard::query_parameters::{
-    AttachContainerOptionsBuilder, KillContainerOptionsBuilder, WaitContainerOptionsBuilder,
-};
+use bollard::query_parameters::{KillContainerOptionsBuilder, WaitContainerOptionsBuilder};
 use bollard::Docker;
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::DockerReservation;
+use crate::docker::attach::{attach_streams, Attached};
 use crate::docker::engine::{engine_error, with_causes};
 use crate::docker::seed::HELPER_PATH;
 use crate::lifecycle::error::OwnerError;
@@ -45,7 +43,7 @@ pub(super) enum Fallback {
 pub(super) struct HelperRun {
     pub docker: Docker,
     pub holder: String,
-    pub attached: AttachContainerResults,
+    pub attached: Attached,
     pub permit: OwnedSemaphorePermit,
 }
 
@@ -97,13 +95,7 @@ impl DockerReservation {
                 EXIT_WAIT.as_secs()
             ));
         }
-        let attach = AttachContainerOptionsBuilder::default()
-            .stdin(true)
-            .stdout(true)
-            .stderr(true)
-            .stream(true)
-            .build();
-        let attached = match docker.attach_container(&holder, Some(attach)).await {
+        let attached = match attach_streams(&self.settings.dialer, &holder).await {
             Ok(attached) => attached,
             Err(e) => {
                 return unavailable(format!(

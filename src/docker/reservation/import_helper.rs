@@ -7,11 +7,10 @@
 
 use std::pin::Pin;
 
-use bollard::container::{AttachContainerResults, LogOutput};
 use bollard::Docker;
-use bytes::Bytes;
+use bytes::{Buf, Bytes};
 use futures::future::FutureExt;
-use futures::stream::{Fuse, Stream};
+use futures::stream::Fuse;
 use futures::StreamExt;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
@@ -20,7 +19,9 @@ use super::archive::engine_upload;
 use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, Fallback, HelperRun};
 use super::import_bodies::{marker, ImportFramer, Step, ENGINE_BODY_MIN};
 use super::DockerReservation;
-use crate::lifecycle::driver::ArchiveUpload;
+use crate::docker::attach::Attached;
+use crate::docker::demux::Chunks;
+use crate::lifecycle::driver::{ArchiveUpload, OutputStream};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::transfer::tar_write::end_of_archive;
 
@@ -29,9 +30,9 @@ const QUEUE: usize = 4;
 /// The request that asks the helper to extract the archive that follows it.
 const IMPORT_REQUEST: &[u8] = b"/import\0";
 /// The helper's answer to a marker (`helper/src/import.rs`): the marked file's place is ready.
-const READY: &[u8] = b"R";
+const READY: u8 = b'R';
 /// The helper's last word (`helper/src/import.rs`): the whole archive is extracted.
-const DONE: &[u8] = b"D";
+const DONE: u8 = b'D';
 
 impl DockerReservation {
     /// The import through the helper, or `None` when this holder has no helper (one made by an
@@ -72,13 +73,12 @@ enum Written {
     Failed(String),
 }
 
-/// The helper's attached output.
-type Output = Fuse<Pin<Box<dyn Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>>>;
-
 /// The helper's attached streams, and what it said on stderr.
 struct Helper {
     input: Pin<Box<dyn AsyncWrite + Send>>,
-    output: Output,
+    output: Fuse<Chunks>,
+    /// Stdout not heard yet: each of its bytes is one answer, however the engine grouped them.
+    said: Bytes,
     stderr: Vec<u8>,
     /// Its output ended: it exited, or the engine connection broke.
     ended: bool,
@@ -115,18 +115,25 @@ impl Heard {
 impl Helper {
     /// The helper's next output (`Ended` for good once it ended).
     async fn hear(&mut self) -> Heard {
+        if !self.said.is_empty() {
+            return match self.said.get_u8() {
+                READY => Heard::Ready,
+                DONE => Heard::Done,
+                _ => Heard::Unexpected,
+            };
+        }
         if self.ended {
             return Heard::Ended;
         }
         match self.output.next().await {
-            Some(Ok(LogOutput::StdErr { message })) => {
+            Some(Ok((OutputStream::Stderr, message))) => {
                 keep_stderr(&mut self.stderr, &message);
                 Heard::Nothing
             }
-            Some(Ok(LogOutput::StdOut { message })) if message.as_ref() == READY => Heard::Ready,
-            Some(Ok(LogOutput::StdOut { message })) if message.as_ref() == DONE => Heard::Done,
-            Some(Ok(LogOutput::StdOut { .. })) => Heard::Unexpected,
-            Some(Ok(_)) => Heard::Nothing,
+            Some(Ok((OutputStream::Stdout, message))) => {
+                self.said = message;
+                Heard::Nothing
+            }
             Some(Err(_)) | None => {
                 self.ended = true;
                 Heard::Ended
@@ -318,10 +325,11 @@ async fn relay(
         attached,
         permit,
     } = run;
-    let AttachContainerResults { output, input } = attached;
+    let Attached { output, input } = attached;
     let mut helper = Helper {
         input,
         output: output.fuse(),
+        said: Bytes::new(),
         stderr: Vec::new(),
         ended: false,
     };
@@ -393,4 +401,52 @@ async fn relay(
 /// A failed extraction, reported as the engine's refusals are (a driver failure).
 fn import_failure(why: String) -> OwnerError {
     OwnerError::driver(why)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn helper(output: Vec<(OutputStream, &'static [u8])>) -> Helper {
+        let chunks = output
+            .into_iter()
+            .map(|(stream, bytes)| Ok((stream, Bytes::from_static(bytes))));
+        Helper {
+            input: Box::pin(tokio::io::sink()),
+            output: futures::stream::iter(chunks).boxed().fuse(),
+            said: Bytes::new(),
+            stderr: Vec::new(),
+            ended: false,
+        }
+    }
+
+    /// The answers the helper gives, until its output ends.
+    async fn answers(helper: &mut Helper) -> Vec<&'static str> {
+        let mut heard = Vec::new();
+        loop {
+            heard.push(match helper.hear().await {
+                Heard::Nothing => continue,
+                Heard::Ready => "ready",
+                Heard::Done => "done",
+                Heard::Unexpected => "unexpected",
+                Heard::Ended => return heard,
+            });
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_are_heard_one_byte_each_however_the_engine_groups_them() {
+        let mut grouped = helper(vec![
+            (OutputStream::Stdout, b"RR"),
+            (OutputStream::Stderr, b"note"),
+            (OutputStream::Stdout, b"RD"),
+        ]);
+        assert_eq!(
+            answers(&mut grouped).await,
+            ["ready", "ready", "ready", "done"]
+        );
+        assert_eq!(grouped.stderr, b"note");
+        let mut stray = helper(vec![(OutputStream::Stdout, b"Rx")]);
+        assert_eq!(answers(&mut stray).await, ["ready", "unexpected"]);
+    }
 }

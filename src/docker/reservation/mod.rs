@@ -53,6 +53,8 @@ use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryR
 #[derive(Clone)]
 pub struct Settings {
     pub docker: Docker,
+    /// Attach connections to the same engine.
+    pub dialer: crate::docker::dialer::Dialer,
     /// Caller-owned directory for transfer metadata spill files.
     pub spill_directory: std::path::PathBuf,
     pub image_id: String,

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt};
 
 use super::DockerReservation;
-use crate::docker::attach::{attach_streams, fate_of, output_chunks, wait_exit_code};
+use crate::docker::attach::{attach_error, attach_streams, fate_of, wait_exit_code};
 use crate::docker::engine::engine_error;
 use crate::docker::hardening::applied;
 use crate::docker::layout::fixed_environment;
@@ -86,7 +86,9 @@ impl DockerReservation {
         }
         cancel.check()?;
 
-        let attached = attach_streams(docker, &id).await?;
+        let attached = attach_streams(&self.settings.dialer, &id)
+            .await
+            .map_err(|e| attach_error("the process", &e))?;
         {
             // Decided under the lock a stop takes first: either this start is visible to the
             // stop (and killed), or the stop is visible here (and nothing starts).
@@ -102,11 +104,10 @@ impl DockerReservation {
                 .map_err(|e| engine_error("starting the process", e))?;
         }
 
-        let output = output_chunks(attached.output);
         let exit = Arc::clone(&self).exit_of(id);
         Ok(ProcessChannels {
             input: attached.input,
-            output,
+            output: attached.output,
             exit,
         })
     }

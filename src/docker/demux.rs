@@ -1,0 +1,215 @@
+//! An attach connection's output read as the owner's chunks: large reads into one reused
+//! buffer, decoded in place (`frames.rs`), and one exactly sized chunk per run of one stream's
+//! payload in a read. A fast stream costs few reads and few chunks; a chunk never keeps a
+//! larger buffer alive, so the staging's byte count is the memory it holds.
+
+use std::collections::VecDeque;
+use std::ops::Range;
+
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use super::frames::FrameDecoder;
+use crate::lifecycle::driver::OutputStream;
+use crate::lifecycle::error::{OperationCode, OwnerError};
+
+/// One read takes at most this much of the connection.
+pub const READ_BYTES: usize = 128 * 1024;
+
+pub type Chunks = BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>;
+
+struct Demux<R> {
+    reader: R,
+    buffer: Box<[u8]>,
+    decoder: FrameDecoder,
+    /// Payload runs of the last read, one entry per change of stream.
+    runs: Vec<(OutputStream, Vec<Range<usize>>)>,
+    ready: VecDeque<(OutputStream, Bytes)>,
+    /// A malformed header, reported once the chunks before it are handed on.
+    failed: Option<OwnerError>,
+    over: bool,
+}
+
+fn failure(message: String) -> OwnerError {
+    OwnerError::operation(OperationCode::StreamFailure, message)
+}
+
+impl<R: AsyncRead + Unpin> Demux<R> {
+    /// Decodes the `n` bytes just read into `ready`: every payload byte before a malformed
+    /// header too, the failure then waiting behind them.
+    fn decode(&mut self, n: usize) {
+        let runs = &mut self.runs;
+        runs.clear();
+        let fed = self
+            .decoder
+            .feed(&self.buffer[..n], |stream, range| match runs.last_mut() {
+                Some((last, ranges)) if *last == stream => ranges.push(range),
+                _ => runs.push((stream, vec![range])),
+            });
+        for (stream, ranges) in &self.runs {
+            let total = ranges.iter().map(|r| r.len()).sum();
+            let mut chunk = Vec::with_capacity(total);
+            for range in ranges {
+                chunk.extend_from_slice(&self.buffer[range.clone()]);
+            }
+            self.ready.push_back((*stream, Bytes::from(chunk)));
+        }
+        if let Err(e) = fed {
+            self.failed = Some(failure(format!("the engine's output is malformed: {e}")));
+        }
+    }
+
+    /// The next chunk, the end (`None`), or the one failure after which nothing follows.
+    async fn next(&mut self) -> Option<Result<(OutputStream, Bytes), OwnerError>> {
+        loop {
+            if let Some(chunk) = self.ready.pop_front() {
+                return Some(Ok(chunk));
+            }
+            if let Some(error) = self.failed.take() {
+                self.over = true;
+                return Some(Err(error));
+            }
+            if self.over {
+                return None;
+            }
+            match self.reader.read(&mut self.buffer).await {
+                Ok(0) => {
+                    self.over = true;
+                    if let Err(e) = self.decoder.finish() {
+                        return Some(Err(failure(format!(
+                            "the engine's output was cut short: {e}"
+                        ))));
+                    }
+                }
+                Ok(n) => self.decode(n),
+                Err(e) => {
+                    self.over = true;
+                    return Some(Err(failure(format!(
+                        "reading the engine's output failed: {e}"
+                    ))));
+                }
+            }
+        }
+    }
+}
+
+/// The chunks `reader` (an attach connection, past its response) carries, in order, ending
+/// with the connection, or with one `stream_failure` when it fails or breaks the format.
+pub fn demultiplexed(reader: impl AsyncRead + Send + Unpin + 'static) -> Chunks {
+    let demux = Demux {
+        reader,
+        buffer: vec![0; READ_BYTES].into_boxed_slice(),
+        decoder: FrameDecoder::default(),
+        runs: Vec::new(),
+        ready: VecDeque::new(),
+        failed: None,
+        over: false,
+    };
+    futures::stream::unfold(demux, |mut demux| async move {
+        let item = demux.next().await?;
+        Some((item, demux))
+    })
+    .boxed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
+        let mut bytes = vec![stream, 0, 0, 0];
+        bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+        bytes.extend_from_slice(payload);
+        bytes
+    }
+
+    async fn collect(wire: Vec<u8>) -> Vec<Result<(OutputStream, Bytes), OwnerError>> {
+        let (mut engine, owner) = tokio::io::duplex(wire.len().max(1));
+        engine.write_all(&wire).await.unwrap();
+        drop(engine);
+        demultiplexed(owner).collect().await
+    }
+
+    #[tokio::test]
+    async fn one_exact_chunk_per_run_of_a_stream_in_a_read() {
+        let mut wire = frame(1, b"ab");
+        wire.extend(frame(1, b"cd"));
+        wire.extend(frame(2, b"oops"));
+        wire.extend(frame(1, b"ef"));
+        let chunks: Vec<_> = collect(wire)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert_eq!(
+            chunks,
+            vec![
+                (OutputStream::Stdout, Bytes::from_static(b"abcd")),
+                (OutputStream::Stderr, Bytes::from_static(b"oops")),
+                (OutputStream::Stdout, Bytes::from_static(b"ef")),
+            ]
+        );
+        assert!(chunks
+            .iter()
+            .all(|(_, bytes)| Vec::from(bytes.clone()).capacity() == bytes.len()));
+    }
+
+    #[tokio::test]
+    async fn a_large_stream_arrives_whole_in_reads_of_at_most_the_buffer() {
+        let payload: Vec<u8> = (0..3 * READ_BYTES).map(|i| (i % 251) as u8).collect();
+        let mut wire = Vec::new();
+        for piece in payload.chunks(32 * 1024) {
+            wire.extend(frame(1, piece));
+        }
+        let chunks: Vec<_> = collect(wire)
+            .await
+            .into_iter()
+            .map(Result::unwrap)
+            .collect();
+        assert!(chunks.iter().all(|(_, bytes)| bytes.len() <= READ_BYTES));
+        let joined: Vec<u8> = chunks.iter().flat_map(|(_, b)| b.iter().copied()).collect();
+        assert_eq!(joined, payload);
+    }
+
+    #[tokio::test]
+    async fn a_connection_cut_inside_a_frame_fails_after_the_bytes_before_it() {
+        let mut wire = frame(1, b"whole");
+        wire.extend(&frame(1, b"cut short")[..11]);
+        let items = collect(wire).await;
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[0].as_ref().unwrap(),
+            &(OutputStream::Stdout, Bytes::from_static(b"wholecut"))
+        );
+        let error = items[1].as_ref().unwrap_err();
+        assert_eq!(error.code(), Some(OperationCode::StreamFailure));
+        assert!(error
+            .to_string()
+            .contains("6 bytes of its payload never arrived"));
+    }
+
+    #[tokio::test]
+    async fn a_malformed_header_fails_the_stream_and_nothing_follows() {
+        let mut wire = frame(1, b"fine");
+        wire.extend(frame(5, b"bad"));
+        wire.extend(frame(1, b"never"));
+        let items = collect(wire).await;
+        assert_eq!(
+            items.len(),
+            2,
+            "the bytes before the bad header, then its failure"
+        );
+        assert_eq!(
+            items[0].as_ref().unwrap(),
+            &(OutputStream::Stdout, Bytes::from_static(b"fine"))
+        );
+        assert!(items[1]
+            .as_ref()
+            .unwrap_err()
+            .to_string()
+            .contains("names stream 5"));
+    }
+}

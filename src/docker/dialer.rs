@@ -1,0 +1,236 @@
+//! Attach connections of the owner's own: a fresh connection to the engine (its unix socket,
+//! plain TCP, or TLS with the caller's material) whose `attach` request the engine answers with
+//! `101 Switching Protocols`, after which the connection carries the container's streams. The
+//! owner reads them itself (`demux.rs`) instead of through bollard's decoder, which reads a
+//! few KiB at a time and silently drops a frame the connection cut short.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Empty, Limited};
+use hyper::header::{CONNECTION, HOST, UPGRADE};
+use hyper::{Request, StatusCode};
+use hyper_util::rt::TokioIo;
+use rustls::ClientConfig;
+use rustls_pki_types::ServerName;
+use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
+use tokio::net::{TcpStream, UnixStream};
+use tokio_rustls::TlsConnector;
+
+/// An engine's error answer is read up to this many bytes (its JSON message).
+const ERROR_BODY_BYTES: usize = 64 * 1024;
+
+/// Where attach connections go: the same engine every other request of the backend reaches.
+#[derive(Clone)]
+pub enum Dialer {
+    Unix(PathBuf),
+    /// `host:port`.
+    Tcp(String),
+    Tls {
+        authority: String,
+        server_name: ServerName<'static>,
+        connector: TlsConnector,
+    },
+}
+
+impl std::fmt::Debug for Dialer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Dialer::Unix(path) => write!(f, "Dialer::Unix({})", path.display()),
+            Dialer::Tcp(authority) => write!(f, "Dialer::Tcp({authority})"),
+            Dialer::Tls { authority, .. } => write!(f, "Dialer::Tls({authority})"),
+        }
+    }
+}
+
+/// Why an attach connection was not made.
+#[derive(Debug, thiserror::Error)]
+pub enum AttachError {
+    #[error("cannot connect to the engine: {0}")]
+    Connect(#[source] std::io::Error),
+    #[error("the engine connection failed: {0}")]
+    Http(#[source] hyper::Error),
+    #[error("Docker responded with status code {status}: {message}")]
+    Refused { status: u16, message: String },
+    #[error("the engine did not answer within {} s", .0.as_secs())]
+    Timeout(Duration),
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl AttachError {
+    pub fn is_not_found(&self) -> bool {
+        matches!(self, AttachError::Refused { status: 404, .. })
+    }
+}
+
+/// Anything an attach connection can run over.
+trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Transport for T {}
+
+pub type Upgraded = TokioIo<hyper::upgrade::Upgraded>;
+
+/// The two directions of an attach connection, past the engine's answer.
+pub struct Hijacked {
+    pub output: ReadHalf<Upgraded>,
+    pub input: WriteHalf<Upgraded>,
+}
+
+impl Dialer {
+    /// TLS to `authority` (`host:port`) with `config`; the host is checked against the engine's
+    /// certificate.
+    pub fn tls(authority: String, config: ClientConfig) -> Result<Self, String> {
+        let host = host_of(&authority);
+        let server_name = ServerName::try_from(host.to_owned())
+            .map_err(|e| format!("{host} cannot name a TLS server: {e}"))?;
+        Ok(Dialer::Tls {
+            authority,
+            server_name,
+            connector: TlsConnector::from(Arc::new(config)),
+        })
+    }
+
+    /// Attaches to all three streams of container `id`, within `limit` until the engine's
+    /// answer.
+    pub async fn attach(&self, id: &str, limit: Duration) -> Result<Hijacked, AttachError> {
+        if id.is_empty()
+            || !id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"_.-".contains(&b))
+        {
+            return Err(AttachError::Invalid(format!(
+                "{id:?} is not a container ID or name"
+            )));
+        }
+        let path = format!("/containers/{id}/attach?stream=1&stdin=1&stdout=1&stderr=1");
+        tokio::time::timeout(limit, self.upgrade(&path))
+            .await
+            .map_err(|_| AttachError::Timeout(limit))?
+    }
+
+    async fn connect(&self) -> Result<Box<dyn Transport>, AttachError> {
+        Ok(match self {
+            Dialer::Unix(path) => Box::new(
+                UnixStream::connect(path)
+                    .await
+                    .map_err(AttachError::Connect)?,
+            ),
+            Dialer::Tcp(authority) => Box::new(tcp(authority).await?),
+            Dialer::Tls {
+                authority,
+                server_name,
+                connector,
+            } => Box::new(
+                connector
+                    .connect(server_name.clone(), tcp(authority).await?)
+                    .await
+                    .map_err(AttachError::Connect)?,
+            ),
+        })
+    }
+
+    fn host(&self) -> &str {
+        match self {
+            Dialer::Unix(_) => "docker",
+            Dialer::Tcp(authority) | Dialer::Tls { authority, .. } => authority,
+        }
+    }
+
+    async fn upgrade(&self, path: &str) -> Result<Hijacked, AttachError> {
+        let transport = self.connect().await?;
+        let (mut sender, connection) =
+            hyper::client::conn::http1::handshake(TokioIo::new(transport))
+                .await
+                .map_err(AttachError::Http)?;
+        // Ends once the connection is upgraded (handed over below) or given up.
+        tokio::spawn(connection.with_upgrades());
+        let request = Request::post(path)
+            .header(HOST, self.host())
+            .header(CONNECTION, "Upgrade")
+            .header(UPGRADE, "tcp")
+            .body(Empty::<Bytes>::new())
+            .map_err(|e| AttachError::Invalid(e.to_string()))?;
+        let response = sender
+            .send_request(request)
+            .await
+            .map_err(AttachError::Http)?;
+        let status = response.status();
+        if status != StatusCode::SWITCHING_PROTOCOLS {
+            let body = Limited::new(response.into_body(), ERROR_BODY_BYTES)
+                .collect()
+                .await
+                .map(|collected| collected.to_bytes())
+                .unwrap_or_default();
+            return Err(AttachError::Refused {
+                status: status.as_u16(),
+                message: error_message(&body),
+            });
+        }
+        let upgraded = hyper::upgrade::on(response)
+            .await
+            .map_err(AttachError::Http)?;
+        let (output, input) = tokio::io::split(TokioIo::new(upgraded));
+        Ok(Hijacked { output, input })
+    }
+}
+
+async fn tcp(authority: &str) -> Result<TcpStream, AttachError> {
+    let stream = TcpStream::connect(authority)
+        .await
+        .map_err(AttachError::Connect)?;
+    // Small writes (a prompt, a keystroke) leave at once, as the engine's other clients do.
+    stream.set_nodelay(true).map_err(AttachError::Connect)?;
+    Ok(stream)
+}
+
+/// The host of `host:port`, without the brackets of an IPv6 literal.
+fn host_of(authority: &str) -> &str {
+    let host = match authority.rfind(':') {
+        Some(colon) if !authority[colon..].contains(']') => &authority[..colon],
+        _ => authority,
+    };
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// The engine's `{"message": ...}`, else its answer as text.
+fn error_message(body: &[u8]) -> String {
+    serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(|m| m.as_str()).map(str::to_owned))
+        .unwrap_or_else(|| String::from_utf8_lossy(body).trim().to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_host_of_an_authority() {
+        assert_eq!(host_of("engine.example:2376"), "engine.example");
+        assert_eq!(host_of("10.0.0.1:2376"), "10.0.0.1");
+        assert_eq!(host_of("[fd00::2]:9999"), "fd00::2");
+        assert_eq!(host_of("[::1]"), "::1");
+    }
+
+    #[test]
+    fn the_engine_message_of_an_error_answer() {
+        assert_eq!(
+            error_message(br#"{"message":"No such container: x"}"#),
+            "No such container: x"
+        );
+        assert_eq!(error_message(b"page not found\n"), "page not found");
+    }
+
+    #[tokio::test]
+    async fn an_id_that_is_no_container_name_is_refused_before_any_connection() {
+        let dialer = Dialer::Unix("/nonexistent/engine.sock".into());
+        for id in ["", "a/b", "x?y=1", "a b"] {
+            let error = dialer.attach(id, Duration::from_secs(1)).await.err();
+            assert!(matches!(error, Some(AttachError::Invalid(_))), "{id:?}");
+        }
+        let error = dialer.attach("abc", Duration::from_secs(1)).await.err();
+        assert!(matches!(error, Some(AttachError::Connect(_))));
+    }
+}
