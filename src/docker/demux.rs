@@ -1,7 +1,8 @@
 //! An attach connection's output read as the owner's chunks: large reads into one reused
 //! buffer, decoded in place (`frames.rs`), and one exactly sized chunk per run of one stream's
-//! payload in a read. A fast stream costs few reads and few chunks; a chunk never keeps a
-//! larger buffer alive, so the staging's byte count is the memory it holds.
+//! payload in a read. A fast stream costs few reads and few chunks. A chunk owns its bytes
+//! (never a slice of a larger buffer), so what is staged holds at most one chunk's allocation
+//! beyond its byte count: the output pump's pieces of one chunk share it.
 
 use std::collections::VecDeque;
 use std::ops::Range;
@@ -15,19 +16,21 @@ use super::frames::FrameDecoder;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
-/// One read takes at most this much of the connection.
+/// The read buffer starts this large (a quiet connection holds no more)...
+pub const FIRST_READ_BYTES: usize = 16 * 1024;
+/// ...and doubles each time a read fills it, up to this.
 pub const READ_BYTES: usize = 128 * 1024;
 
 pub type Chunks = BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>;
 
 struct Demux<R> {
     reader: R,
-    buffer: Box<[u8]>,
+    buffer: Vec<u8>,
     decoder: FrameDecoder,
-    /// Payload runs of the last read, one entry per change of stream.
-    runs: Vec<(OutputStream, Vec<Range<usize>>)>,
+    /// Payload runs of the last read, in order.
+    runs: Vec<(OutputStream, Range<usize>)>,
     ready: VecDeque<(OutputStream, Bytes)>,
-    /// A malformed header, reported once the chunks before it are handed on.
+    /// A failure in the last read, reported once the chunks before it are handed on.
     failed: Option<OwnerError>,
     over: bool,
 }
@@ -37,27 +40,32 @@ fn failure(message: String) -> OwnerError {
 }
 
 impl<R: AsyncRead + Unpin> Demux<R> {
-    /// Decodes the `n` bytes just read into `ready`: every payload byte before a malformed
-    /// header too, the failure then waiting behind them.
+    /// Decodes the `n` bytes just read into `ready`: every payload byte before a failure too,
+    /// the failure then waiting behind them.
     fn decode(&mut self, n: usize) {
         let runs = &mut self.runs;
         runs.clear();
-        let fed = self
-            .decoder
-            .feed(&self.buffer[..n], |stream, range| match runs.last_mut() {
-                Some((last, ranges)) if *last == stream => ranges.push(range),
-                _ => runs.push((stream, vec![range])),
-            });
-        for (stream, ranges) in &self.runs {
-            let total = ranges.iter().map(|r| r.len()).sum();
+        let fed = self.decoder.feed(&self.buffer[..n], |stream, range| {
+            runs.push((stream, range))
+        });
+        let mut rest = &self.runs[..];
+        while let Some(&(stream, _)) = rest.first() {
+            let same = rest.iter().take_while(|(s, _)| *s == stream).count();
+            let (group, after) = rest.split_at(same);
+            let total = group.iter().map(|(_, r)| r.len()).sum();
             let mut chunk = Vec::with_capacity(total);
-            for range in ranges {
+            for (_, range) in group {
                 chunk.extend_from_slice(&self.buffer[range.clone()]);
             }
-            self.ready.push_back((*stream, Bytes::from(chunk)));
+            self.ready.push_back((stream, Bytes::from(chunk)));
+            rest = after;
         }
         if let Err(e) = fed {
-            self.failed = Some(failure(format!("the engine's output is malformed: {e}")));
+            self.failed = Some(failure(format!("reading the engine's output failed: {e}")));
+        }
+        if n == self.buffer.len() && n < READ_BYTES {
+            // The connection had more than the buffer holds: read more at once from now on.
+            self.buffer = vec![0; (n * 2).min(READ_BYTES)];
         }
     }
 
@@ -100,17 +108,19 @@ impl<R: AsyncRead + Unpin> Demux<R> {
 pub fn demultiplexed(reader: impl AsyncRead + Send + Unpin + 'static) -> Chunks {
     let demux = Demux {
         reader,
-        buffer: vec![0; READ_BYTES].into_boxed_slice(),
+        buffer: vec![0; FIRST_READ_BYTES],
         decoder: FrameDecoder::default(),
         runs: Vec::new(),
         ready: VecDeque::new(),
         failed: None,
         over: false,
     };
+    // Fused: polled again after its end, it says so again instead of panicking.
     futures::stream::unfold(demux, |mut demux| async move {
         let item = demux.next().await?;
         Some((item, demux))
     })
+    .fuse()
     .boxed()
 }
 
@@ -211,5 +221,16 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("names stream 5"));
+    }
+
+    #[tokio::test]
+    async fn a_stream_asked_again_after_its_end_says_so_again() {
+        let (mut engine, owner) = tokio::io::duplex(64);
+        engine.write_all(&frame(1, b"x")).await.unwrap();
+        drop(engine);
+        let mut chunks = demultiplexed(owner);
+        assert!(chunks.next().await.is_some());
+        assert!(chunks.next().await.is_none());
+        assert!(chunks.next().await.is_none());
     }
 }

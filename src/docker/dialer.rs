@@ -9,7 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty, Limited};
+use http_body_util::{BodyExt, Empty};
 use hyper::header::{CONNECTION, HOST, UPGRADE};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
@@ -58,12 +58,6 @@ pub enum AttachError {
     Timeout(Duration),
     #[error("{0}")]
     Invalid(String),
-}
-
-impl AttachError {
-    pub fn is_not_found(&self) -> bool {
-        matches!(self, AttachError::Refused { status: 404, .. })
-    }
 }
 
 /// Anything an attach connection can run over.
@@ -158,11 +152,7 @@ impl Dialer {
             .map_err(AttachError::Http)?;
         let status = response.status();
         if status != StatusCode::SWITCHING_PROTOCOLS {
-            let body = Limited::new(response.into_body(), ERROR_BODY_BYTES)
-                .collect()
-                .await
-                .map(|collected| collected.to_bytes())
-                .unwrap_or_default();
+            let body = error_body(response.into_body()).await;
             return Err(AttachError::Refused {
                 status: status.as_u16(),
                 message: error_message(&body),
@@ -174,6 +164,21 @@ impl Dialer {
         let (output, input) = tokio::io::split(TokioIo::new(upgraded));
         Ok(Hijacked { output, input })
     }
+}
+
+/// The first `ERROR_BODY_BYTES` of an error answer, as far as it arrives.
+async fn error_body(mut body: hyper::body::Incoming) -> Vec<u8> {
+    let mut kept = Vec::new();
+    while kept.len() < ERROR_BODY_BYTES {
+        let Some(Ok(frame)) = body.frame().await else {
+            break;
+        };
+        if let Some(data) = frame.data_ref() {
+            let room = ERROR_BODY_BYTES - kept.len();
+            kept.extend_from_slice(&data[..data.len().min(room)]);
+        }
+    }
+    kept
 }
 
 async fn tcp(authority: &str) -> Result<TcpStream, AttachError> {

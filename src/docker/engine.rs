@@ -150,3 +150,47 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
     }
     text
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolved(engine: Engine) -> Result<String, String> {
+        endpoint(&engine).map(|endpoint| match endpoint {
+            Endpoint::Unix(path) => format!("unix {path}"),
+            Endpoint::Plain(url) => format!("plain {url}"),
+            Endpoint::Tls(url, _) => format!("tls {url}"),
+        })
+    }
+
+    #[test]
+    fn every_request_and_every_attach_go_to_the_engine_the_options_name() {
+        let socket = Engine::Socket("/run/user/1000/docker.sock".into());
+        assert_eq!(
+            resolved(socket),
+            Ok("unix /run/user/1000/docker.sock".into())
+        );
+        let unix = Engine::Url("unix:///var/run/other.sock".into());
+        assert_eq!(resolved(unix), Ok("unix /var/run/other.sock".into()));
+        for url in ["tcp://10.0.0.1", "http://engine.example:2375"] {
+            assert_eq!(
+                resolved(Engine::Url(url.into())),
+                Ok(format!("plain {url}"))
+            );
+        }
+        let tls = Engine::Tls {
+            url: "https://engine.example".into(),
+            material: TlsMaterial {
+                ca: String::new(),
+                cert: String::new(),
+                key: String::new(),
+            },
+        };
+        assert_eq!(resolved(tls), Ok("tls https://engine.example".into()));
+        let refused = resolved(Engine::Url("ssh://engine.example".into())).unwrap_err();
+        assert!(
+            refused.contains("engine.url ssh://engine.example"),
+            "{refused}"
+        );
+    }
+}

@@ -1,25 +1,30 @@
 //! The engine's multiplexed attach stream (a container without a terminal): every frame is an
-//! 8-byte header (the stream: 0 stdin, 1 stdout, 2 stderr; three zero bytes; the payload's
-//! length as a big-endian `u32`) followed by that many payload bytes.
+//! 8-byte header (the stream: 0 stdin, 1 stdout, 2 stderr, 3 the engine's own error; three
+//! zero bytes; the payload's length as a big-endian `u32`) followed by that many payload bytes.
 //!
 //! Invariants: bytes are decoded as they arrive, however the connection splits them, so a
 //! payload is handed on in the pieces it arrives in and no frame is ever held whole (a frame
-//! may announce up to 4 GiB); every payload byte is handed on once, in order, with its stream;
-//! a stream the format does not know fails the decoder, and so does an end inside a frame, so
-//! nothing is dropped or cut short silently.
+//! may announce up to 4 GiB); every stdout and stderr payload byte is handed on once, in order,
+//! with its stream (stdin's, which an engine never sends, is skipped); the engine's error, a
+//! header the format does not allow, and an end inside a frame fail the decoder for good, after
+//! the bytes before them, so nothing is dropped or cut short silently.
 
 use std::ops::Range;
 
 use crate::lifecycle::driver::OutputStream;
 
 pub const HEADER_BYTES: usize = 8;
+/// The engine's error message is kept up to this many bytes.
+const ENGINE_ERROR_BYTES: usize = 4 * 1_024;
 
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum FrameError {
-    #[error(
-        "a frame header names stream {0}, which is none of stdin (0), stdout (1) or stderr (2)"
-    )]
+    #[error("a frame header names stream {0}, which is none of stdin (0), stdout (1), stderr (2) or the engine's error (3)")]
     UnknownStream(u8),
+    #[error("a frame header holds {0:?} where its bytes 1 to 3 must be zero")]
+    MalformedHeader([u8; 3]),
+    #[error("the engine reported an error in the stream: {0}")]
+    Engine(String),
     #[error("the stream ended inside a frame header ({0} of its 8 bytes arrived)")]
     EndedInHeader(usize),
     #[error("the stream ended inside a frame: {0} bytes of its payload never arrived")]
@@ -37,12 +42,17 @@ enum Position {
         stream: Option<OutputStream>,
         left: usize,
     },
+    /// The engine's error, its message gathered (up to `ENGINE_ERROR_BYTES`).
+    EngineError {
+        left: usize,
+    },
 }
 
 #[derive(Debug)]
 pub struct FrameDecoder {
     header: [u8; HEADER_BYTES],
     position: Position,
+    engine_error: Vec<u8>,
     /// Once failed, every later call says so again: nothing after a bad header is decoded.
     failed: Option<FrameError>,
 }
@@ -52,6 +62,7 @@ impl Default for FrameDecoder {
         Self {
             header: [0; HEADER_BYTES],
             position: Position::Header { have: 0 },
+            engine_error: Vec::new(),
             failed: None,
         }
     }
@@ -81,6 +92,19 @@ impl FrameDecoder {
                         self.payload_position()?
                     };
                 }
+                Position::EngineError { left } => {
+                    let take = left.min(input.len() - at);
+                    let room = ENGINE_ERROR_BYTES.saturating_sub(self.engine_error.len());
+                    let kept = take.min(room);
+                    self.engine_error.extend_from_slice(&input[at..at + kept]);
+                    at += take;
+                    if take < left {
+                        self.position = Position::EngineError { left: left - take };
+                    } else {
+                        let message = String::from_utf8_lossy(&self.engine_error);
+                        return Err(self.fail(FrameError::Engine(message.trim().to_owned())));
+                    }
+                }
                 Position::Payload { stream, left } => {
                     let take = left.min(input.len() - at);
                     if let Some(stream) = stream {
@@ -109,31 +133,36 @@ impl FrameDecoder {
         match self.position {
             Position::Header { have: 0 } => Ok(()),
             Position::Header { have } => Err(FrameError::EndedInHeader(have)),
-            Position::Payload { left, .. } => Err(FrameError::EndedInPayload(left)),
+            Position::Payload { left, .. } | Position::EngineError { left } => {
+                Err(FrameError::EndedInPayload(left))
+            }
         }
+    }
+
+    fn fail(&mut self, error: FrameError) -> FrameError {
+        self.failed = Some(error.clone());
+        error
     }
 
     /// The payload the whole header in `self.header` announces.
     fn payload_position(&mut self) -> Result<Position, FrameError> {
-        let stream = match self.header[0] {
+        let [kind, z1, z2, z3, a, b, c, d] = self.header;
+        if [z1, z2, z3] != [0, 0, 0] {
+            return Err(self.fail(FrameError::MalformedHeader([z1, z2, z3])));
+        }
+        let left = u32::from_be_bytes([a, b, c, d]) as usize;
+        let stream = match kind {
             0 => None,
             1 => Some(OutputStream::Stdout),
             2 => Some(OutputStream::Stderr),
-            other => {
-                let error = FrameError::UnknownStream(other);
-                self.failed = Some(error.clone());
-                return Err(error);
-            }
+            3 if left == 0 => return Err(self.fail(FrameError::Engine(String::new()))),
+            3 => return Ok(Position::EngineError { left }),
+            other => return Err(self.fail(FrameError::UnknownStream(other))),
         };
-        let [_, _, _, _, a, b, c, d] = self.header;
-        let length = u32::from_be_bytes([a, b, c, d]) as usize;
-        Ok(if length == 0 {
+        Ok(if left == 0 {
             Position::Header { have: 0 }
         } else {
-            Position::Payload {
-                stream,
-                left: length,
-            }
+            Position::Payload { stream, left }
         })
     }
 }
@@ -208,11 +237,17 @@ mod tests {
     #[test]
     fn an_unknown_stream_fails_the_decoder_for_good() {
         let mut wire = frame(1, b"before");
-        wire.extend(frame(3, b"what"));
+        wire.extend(frame(4, b"what"));
         wire.extend(frame(1, b"after"));
         let (out, _, result) = decode(&wire, wire.len());
         assert_eq!(out, b"before");
-        assert_eq!(result, Err(FrameError::UnknownStream(3)));
+        assert_eq!(result, Err(FrameError::UnknownStream(4)));
+        let mut garbage = frame(1, b"x");
+        garbage[2] = 7;
+        assert_eq!(
+            decode(&garbage, 3).2,
+            Err(FrameError::MalformedHeader([0, 7, 0]))
+        );
         let mut decoder = FrameDecoder::default();
         assert!(decoder.feed(&frame(9, b""), |_, _| {}).is_err());
         assert_eq!(
@@ -220,5 +255,32 @@ mod tests {
             Err(FrameError::UnknownStream(9))
         );
         assert_eq!(decoder.finish(), Err(FrameError::UnknownStream(9)));
+    }
+
+    #[test]
+    fn the_engines_own_error_fails_the_stream_with_its_message() {
+        let mut wire = frame(1, b"partial output");
+        wire.extend(frame(3, b"error from daemon in stream: something broke\n"));
+        wire.extend(frame(1, b"never"));
+        for step in [1, 5, wire.len()] {
+            let (out, _, result) = decode(&wire, step);
+            assert_eq!(out, b"partial output", "step {step}");
+            assert_eq!(
+                result,
+                Err(FrameError::Engine(
+                    "error from daemon in stream: something broke".into()
+                )),
+                "step {step}"
+            );
+        }
+        let long = frame(3, &[b'e'; 3 * ENGINE_ERROR_BYTES]);
+        match decode(&long, 1000).2 {
+            Err(FrameError::Engine(message)) => assert_eq!(message.len(), ENGINE_ERROR_BYTES),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            decode(&frame(3, b"cut")[..9], 4).2,
+            Err(FrameError::EndedInPayload(2))
+        );
     }
 }
