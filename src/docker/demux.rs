@@ -1,5 +1,5 @@
-//! An attach connection's output read as the owner's chunks: large reads into one reused
-//! buffer, decoded in place (`frames.rs`), and one exactly sized chunk per run of one stream's
+//! An attach connection's output read as the owner's chunks: reads into one reused buffer
+//! (grown while the connection has more than it holds, never shrunk), decoded in place (`frames.rs`), and one exactly sized chunk per run of one stream's
 //! payload in a read. A fast stream costs few reads and few chunks. A chunk owns its bytes
 //! (never a slice of a larger buffer), so what is staged holds at most one chunk's allocation
 //! beyond its byte count: the output pump's pieces of one chunk share it.
@@ -12,11 +12,11 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use super::frames::FrameDecoder;
+use super::frames::{FrameDecoder, FrameError};
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
-/// The read buffer starts this large (a quiet connection holds no more)...
+/// The read buffer starts this large (a connection that never had more holds no more)...
 pub const FIRST_READ_BYTES: usize = 16 * 1024;
 /// ...and doubles each time a read fills it, up to this.
 pub const READ_BYTES: usize = 128 * 1024;
@@ -60,9 +60,11 @@ impl<R: AsyncRead + Unpin> Demux<R> {
             self.ready.push_back((stream, Bytes::from(chunk)));
             rest = after;
         }
-        if let Err(e) = fed {
-            self.failed = Some(failure(format!("reading the engine's output failed: {e}")));
-        }
+        self.failed = match fed {
+            Ok(()) => None,
+            Err(e @ FrameError::Engine(_)) => Some(failure(e.to_string())),
+            Err(e) => Some(failure(format!("the engine's output is malformed: {e}"))),
+        };
         if n == self.buffer.len() && n < READ_BYTES {
             // The connection had more than the buffer holds: read more at once from now on.
             self.buffer = vec![0; (n * 2).min(READ_BYTES)];
@@ -127,14 +129,8 @@ pub fn demultiplexed(reader: impl AsyncRead + Send + Unpin + 'static) -> Chunks 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::docker::frames::frame;
     use tokio::io::AsyncWriteExt;
-
-    fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![stream, 0, 0, 0];
-        bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        bytes.extend_from_slice(payload);
-        bytes
-    }
 
     async fn collect(wire: Vec<u8>) -> Vec<Result<(OutputStream, Bytes), OwnerError>> {
         let (mut engine, owner) = tokio::io::duplex(wire.len().max(1));
@@ -180,6 +176,10 @@ mod tests {
             .map(Result::unwrap)
             .collect();
         assert!(chunks.iter().all(|(_, bytes)| bytes.len() <= READ_BYTES));
+        // Reads that fill the buffer grow it: later chunks are larger than the first reads.
+        assert!(chunks
+            .iter()
+            .any(|(_, bytes)| bytes.len() > FIRST_READ_BYTES));
         let joined: Vec<u8> = chunks.iter().flat_map(|(_, b)| b.iter().copied()).collect();
         assert_eq!(joined, payload);
     }
@@ -232,5 +232,23 @@ mod tests {
         assert!(chunks.next().await.is_some());
         assert!(chunks.next().await.is_none());
         assert!(chunks.next().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn the_engines_error_in_the_stream_fails_it_after_the_bytes_before_it() {
+        let mut wire = frame(1, b"partial");
+        wire.extend(frame(3, b"container stream broke"));
+        let items = collect(wire).await;
+        assert_eq!(items.len(), 2);
+        assert_eq!(
+            items[0].as_ref().unwrap(),
+            &(OutputStream::Stdout, Bytes::from_static(b"partial"))
+        );
+        let error = items[1].as_ref().unwrap_err();
+        assert_eq!(error.code(), Some(OperationCode::StreamFailure));
+        assert_eq!(
+            error.to_string(),
+            "the engine reported an error in the stream: container stream broke"
+        );
     }
 }

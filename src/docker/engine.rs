@@ -164,7 +164,7 @@ mod tests {
     }
 
     #[test]
-    fn every_request_and_every_attach_go_to_the_engine_the_options_name() {
+    fn the_endpoint_is_the_engine_the_options_name() {
         let socket = Engine::Socket("/run/user/1000/docker.sock".into());
         assert_eq!(
             resolved(socket),

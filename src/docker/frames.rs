@@ -31,7 +31,8 @@ pub enum FrameError {
     EndedInPayload(usize),
 }
 
-/// Where the decoder is: inside a header, or inside a payload of `left` more bytes.
+/// Where the decoder is: inside a header, or inside a payload (or the engine's error) of
+/// `left` more bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Position {
     Header {
@@ -53,7 +54,8 @@ pub struct FrameDecoder {
     header: [u8; HEADER_BYTES],
     position: Position,
     engine_error: Vec<u8>,
-    /// Once failed, every later call says so again: nothing after a bad header is decoded.
+    /// Once failed, every later call says so again: nothing after a bad header or the engine's
+    /// error is decoded.
     failed: Option<FrameError>,
 }
 
@@ -101,8 +103,8 @@ impl FrameDecoder {
                     if take < left {
                         self.position = Position::EngineError { left: left - take };
                     } else {
-                        let message = String::from_utf8_lossy(&self.engine_error);
-                        return Err(self.fail(FrameError::Engine(message.trim().to_owned())));
+                        let message = self.engine_message();
+                        return Err(self.fail(FrameError::Engine(message)));
                     }
                 }
                 Position::Payload { stream, left } => {
@@ -133,9 +135,19 @@ impl FrameDecoder {
         match self.position {
             Position::Header { have: 0 } => Ok(()),
             Position::Header { have } => Err(FrameError::EndedInHeader(have)),
-            Position::Payload { left, .. } | Position::EngineError { left } => {
-                Err(FrameError::EndedInPayload(left))
-            }
+            Position::Payload { left, .. } => Err(FrameError::EndedInPayload(left)),
+            Position::EngineError { .. } => Err(FrameError::Engine(format!(
+                "{} (cut short: the stream ended inside it)",
+                self.engine_message()
+            ))),
+        }
+    }
+
+    /// The engine's error message gathered so far.
+    fn engine_message(&self) -> String {
+        match String::from_utf8_lossy(&self.engine_error).trim() {
+            "" => "(no message)".to_owned(),
+            message => message.to_owned(),
         }
     }
 
@@ -155,7 +167,7 @@ impl FrameDecoder {
             0 => None,
             1 => Some(OutputStream::Stdout),
             2 => Some(OutputStream::Stderr),
-            3 if left == 0 => return Err(self.fail(FrameError::Engine(String::new()))),
+            3 if left == 0 => return Err(self.fail(FrameError::Engine(self.engine_message()))),
             3 => return Ok(Position::EngineError { left }),
             other => return Err(self.fail(FrameError::UnknownStream(other))),
         };
@@ -167,16 +179,18 @@ impl FrameDecoder {
     }
 }
 
+/// One frame of `stream` carrying `payload`, as an engine sends it.
+#[cfg(test)]
+pub fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
+    let mut bytes = vec![stream, 0, 0, 0];
+    bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
+    bytes.extend_from_slice(payload);
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn frame(stream: u8, payload: &[u8]) -> Vec<u8> {
-        let mut bytes = vec![stream, 0, 0, 0];
-        bytes.extend_from_slice(&(payload.len() as u32).to_be_bytes());
-        bytes.extend_from_slice(payload);
-        bytes
-    }
 
     /// Feeds `wire` in pieces of `step` bytes; every stream's bytes, in order.
     fn decode(wire: &[u8], step: usize) -> (Vec<u8>, Vec<u8>, Result<(), FrameError>) {
@@ -260,16 +274,14 @@ mod tests {
     #[test]
     fn the_engines_own_error_fails_the_stream_with_its_message() {
         let mut wire = frame(1, b"partial output");
-        wire.extend(frame(3, b"error from daemon in stream: something broke\n"));
+        wire.extend(frame(3, b"something broke\n"));
         wire.extend(frame(1, b"never"));
         for step in [1, 5, wire.len()] {
             let (out, _, result) = decode(&wire, step);
             assert_eq!(out, b"partial output", "step {step}");
             assert_eq!(
                 result,
-                Err(FrameError::Engine(
-                    "error from daemon in stream: something broke".into()
-                )),
+                Err(FrameError::Engine("something broke".into())),
                 "step {step}"
             );
         }
@@ -280,7 +292,13 @@ mod tests {
         }
         assert_eq!(
             decode(&frame(3, b"cut")[..9], 4).2,
-            Err(FrameError::EndedInPayload(2))
+            Err(FrameError::Engine(
+                "c (cut short: the stream ended inside it)".into()
+            ))
+        );
+        assert_eq!(
+            decode(&frame(3, b""), 8).2,
+            Err(FrameError::Engine("(no message)".into()))
         );
     }
 }
