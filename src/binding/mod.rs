@@ -9,4 +9,5 @@ mod js_value;
 mod owner;
 mod parsers;
 mod process_streams;
+mod runtime;
 mod transfers;
