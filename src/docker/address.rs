@@ -12,14 +12,29 @@ pub fn authority(url: &str, default_port: u16) -> String {
         .find_map(|scheme| url.strip_prefix(scheme))
         .unwrap_or(url);
     let host_port = rest.split('/').next().unwrap_or(rest);
-    let has_port = match host_port.rfind(']') {
-        Some(bracket) => host_port[bracket..].contains(':'),
-        None => host_port.contains(':'),
-    };
-    if has_port {
+    if port_colon(host_port).is_some() {
         host_port.to_owned()
     } else {
         format!("{host_port}:{default_port}")
+    }
+}
+
+/// The host of `host:port` (as `authority` gives it), without an IPv6 literal's brackets.
+pub fn host(authority: &str) -> &str {
+    let host = match port_colon(authority) {
+        Some(colon) => &authority[..colon],
+        None => authority,
+    };
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Where the `:port` of `host_port` begins, if it names a port (a colon inside an IPv6
+/// literal's brackets is not one).
+fn port_colon(host_port: &str) -> Option<usize> {
+    let colon = host_port.rfind(':')?;
+    match host_port.rfind(']') {
+        Some(bracket) if bracket > colon => None,
+        _ => Some(colon),
     }
 }
 
@@ -47,5 +62,13 @@ mod tests {
             authority("tcp://[fd00::2]:9999", TLS_PORT),
             "[fd00::2]:9999"
         );
+    }
+
+    #[test]
+    fn the_host_of_an_authority() {
+        assert_eq!(host("engine.example:2376"), "engine.example");
+        assert_eq!(host("10.0.0.1:2376"), "10.0.0.1");
+        assert_eq!(host("[fd00::2]:9999"), "fd00::2");
+        assert_eq!(host("[::1]"), "::1");
     }
 }

@@ -19,6 +19,8 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadHalf, WriteHalf};
 use tokio::net::{TcpStream, UnixStream};
 use tokio_rustls::TlsConnector;
 
+use super::address;
+
 /// An engine's error answer is read up to this many bytes (its JSON message).
 const ERROR_BODY_BYTES: usize = 64 * 1024;
 
@@ -76,7 +78,7 @@ impl Dialer {
     /// TLS to `authority` (`host:port`) with `config`; the host is checked against the engine's
     /// certificate.
     pub fn tls(authority: String, config: ClientConfig) -> Result<Self, String> {
-        let host = host_of(&authority);
+        let host = address::host(&authority);
         let server_name = ServerName::try_from(host.to_owned())
             .map_err(|e| format!("{host} cannot name a TLS server: {e}"))?;
         Ok(Dialer::Tls {
@@ -190,15 +192,6 @@ async fn tcp(authority: &str) -> Result<TcpStream, AttachError> {
     Ok(stream)
 }
 
-/// The host of `host:port`, without the brackets of an IPv6 literal.
-fn host_of(authority: &str) -> &str {
-    let host = match authority.rfind(':') {
-        Some(colon) if !authority[colon..].contains(']') => &authority[..colon],
-        _ => authority,
-    };
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
 /// The engine's `{"message": ...}`, else its answer as text.
 fn error_message(body: &[u8]) -> String {
     serde_json::from_slice::<serde_json::Value>(body)
@@ -210,14 +203,6 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_host_of_an_authority() {
-        assert_eq!(host_of("engine.example:2376"), "engine.example");
-        assert_eq!(host_of("10.0.0.1:2376"), "10.0.0.1");
-        assert_eq!(host_of("[fd00::2]:9999"), "fd00::2");
-        assert_eq!(host_of("[::1]"), "::1");
-    }
 
     #[test]
     fn the_engine_message_of_an_error_answer() {

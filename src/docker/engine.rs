@@ -46,10 +46,13 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
             dialer: Dialer::Unix(path.into()),
         })
         .map_err(|e| e.to_string()),
-        Endpoint::Plain(url) => plain_tcp(&url).map(|docker| Connected {
-            docker,
-            dialer: Dialer::Tcp(address::authority(&url, address::PLAIN_PORT)),
-        }),
+        Endpoint::Plain(url) => {
+            let authority = address::authority(&url, address::PLAIN_PORT);
+            plain_tcp(&authority).map(|docker| Connected {
+                docker,
+                dialer: Dialer::Tcp(authority),
+            })
+        }
         Endpoint::Tls(url, material) => {
             let config = tls::client_config(&material)
                 .map_err(|p| format!("engine.tls.{} {}", p.field, p.message))
@@ -101,9 +104,9 @@ fn is_plain_tcp(url: &str) -> bool {
     url.starts_with("tcp://") || url.starts_with("http://")
 }
 
-/// Plain HTTP to `host:port`, the port defaulting to the engine's 2375 as with the docker CLI.
-fn plain_tcp(url: &str) -> Result<Docker, String> {
-    let address = format!("tcp://{}", address::authority(url, address::PLAIN_PORT));
+/// Plain HTTP to `authority` (`host:port`; see `address::authority` for the default port).
+fn plain_tcp(authority: &str) -> Result<Docker, String> {
+    let address = format!("tcp://{authority}");
     Docker::connect_with_http(
         &address,
         REQUEST_TIMEOUT.as_secs(),
