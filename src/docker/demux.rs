@@ -132,6 +132,26 @@ mod tests {
     use crate::docker::frames::frame;
     use tokio::io::AsyncWriteExt;
 
+    /// The items of a stream that carried `bytes` of stdout, then failed: its failure, a
+    /// `stream_failure` (nothing follows it).
+    fn stdout_then_failure<'a>(
+        items: &'a [Result<(OutputStream, Bytes), OwnerError>],
+        bytes: &'static [u8],
+    ) -> &'a OwnerError {
+        assert_eq!(
+            items.len(),
+            2,
+            "the bytes before the failure, then the failure"
+        );
+        assert_eq!(
+            items[0].as_ref().unwrap(),
+            &(OutputStream::Stdout, Bytes::from_static(bytes))
+        );
+        let error = items[1].as_ref().unwrap_err();
+        assert_eq!(error.code(), Some(OperationCode::StreamFailure));
+        error
+    }
+
     async fn collect(wire: Vec<u8>) -> Vec<Result<(OutputStream, Bytes), OwnerError>> {
         let (mut engine, owner) = tokio::io::duplex(wire.len().max(1));
         engine.write_all(&wire).await.unwrap();
@@ -189,13 +209,7 @@ mod tests {
         let mut wire = frame(1, b"whole");
         wire.extend(&frame(1, b"cut short")[..11]);
         let items = collect(wire).await;
-        assert_eq!(items.len(), 2);
-        assert_eq!(
-            items[0].as_ref().unwrap(),
-            &(OutputStream::Stdout, Bytes::from_static(b"wholecut"))
-        );
-        let error = items[1].as_ref().unwrap_err();
-        assert_eq!(error.code(), Some(OperationCode::StreamFailure));
+        let error = stdout_then_failure(&items, b"wholecut");
         assert!(error
             .to_string()
             .contains("6 bytes of its payload never arrived"));
@@ -207,18 +221,7 @@ mod tests {
         wire.extend(frame(5, b"bad"));
         wire.extend(frame(1, b"never"));
         let items = collect(wire).await;
-        assert_eq!(
-            items.len(),
-            2,
-            "the bytes before the bad header, then its failure"
-        );
-        assert_eq!(
-            items[0].as_ref().unwrap(),
-            &(OutputStream::Stdout, Bytes::from_static(b"fine"))
-        );
-        assert!(items[1]
-            .as_ref()
-            .unwrap_err()
+        assert!(stdout_then_failure(&items, b"fine")
             .to_string()
             .contains("names stream 5"));
     }
@@ -239,15 +242,8 @@ mod tests {
         let mut wire = frame(1, b"partial");
         wire.extend(frame(3, b"container stream broke"));
         let items = collect(wire).await;
-        assert_eq!(items.len(), 2);
         assert_eq!(
-            items[0].as_ref().unwrap(),
-            &(OutputStream::Stdout, Bytes::from_static(b"partial"))
-        );
-        let error = items[1].as_ref().unwrap_err();
-        assert_eq!(error.code(), Some(OperationCode::StreamFailure));
-        assert_eq!(
-            error.to_string(),
+            stdout_then_failure(&items, b"partial").to_string(),
             "the engine reported an error in the stream: container stream broke"
         );
     }
