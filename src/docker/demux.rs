@@ -1,8 +1,11 @@
 //! An attach connection's output read as the owner's chunks: reads into one reused buffer
-//! (grown while the connection has more than it holds, never shrunk), decoded in place (`frames.rs`), and one exactly sized chunk per run of one stream's
-//! payload in a read. A fast stream costs few reads and few chunks. A chunk owns its bytes
-//! (never a slice of a larger buffer), so what is staged holds at most one chunk's allocation
-//! beyond its byte count: the output pump's pieces of one chunk share it.
+//! (grown while the connection has more than it holds, never shrunk), decoded in place
+//! (`frames.rs`), and one exactly sized chunk per run of one stream's payload in a read. A fast
+//! stream costs few reads and few chunks. A chunk owns its bytes (never a slice of the read
+//! buffer), so a staged chunk keeps only its own allocation alive (the output pump's pieces of
+//! one chunk share it). Not counted by the staging budget, which counts payload bytes: each
+//! chunk's own bookkeeping, which for a guest that alternates tiny writes to stdout and stderr
+//! (one run, so one chunk, per write) can exceed the bytes themselves.
 
 use std::collections::VecDeque;
 use std::ops::Range;
