@@ -16,6 +16,7 @@ use super::dialer::{AttachError, Dialer};
 use super::engine::{engine_error, is_not_found, with_causes, REQUEST_TIMEOUT};
 use super::exit_status::leader_fate;
 use super::objects::provable_container;
+use super::oom_events::oom_event_published;
 use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::{Role, SandboxRecoveryRecord};
@@ -75,17 +76,23 @@ where
     }
 }
 
-/// The leader's fate from its exit code and whether the kernel killed for memory (the
-/// container's state; an engine that cannot be asked leaves the exit as its code says).
+/// The leader's fate from its exit code and whether the kernel killed for memory: the
+/// container's state says so, or, for a leader killed by SIGKILL, the engine's `oom` event for it
+/// (see `oom_events.rs`). An engine that cannot be asked leaves the exit as its code says.
 pub async fn fate_of(docker: &Docker, id: &str, code: i64) -> ProcessExit {
-    let oom_killed = docker
+    let state = docker
         .inspect_container(id, None)
         .await
         .ok()
-        .and_then(|inspect| inspect.state)
-        .and_then(|state| state.oom_killed)
-        .unwrap_or(false);
-    leader_fate(code, oom_killed)
+        .and_then(|inspect| inspect.state);
+    let oom_killed = state.as_ref().and_then(|state| state.oom_killed) == Some(true);
+    match leader_fate(code, oom_killed) {
+        ProcessExit::Signaled(signal) if signal == "SIGKILL" => match state {
+            Some(state) if oom_event_published(docker, id, &state).await => leader_fate(code, true),
+            _ => ProcessExit::Signaled(signal),
+        },
+        fate => fate,
+    }
 }
 
 /// Attaches again to the process container `record` proves is its own. The process must still
