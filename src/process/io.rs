@@ -11,9 +11,9 @@ use tokio::sync::mpsc::error::TryRecvError;
 use tokio::sync::Semaphore;
 
 use super::output_pump::{OutputPump, PumpControl, PumpSettings};
-use super::permits;
 use super::staged::{self, StagedReceiver};
 use super::stdin_lane::{StdinLane, Taken};
+use super::{output_permits, permits};
 
 use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -348,9 +348,11 @@ impl ProcessIo {
             pieces: vec![first],
         };
         let mut more = gathered.take_staged(&mut reader, max);
-        // In full flow, wait (briefly) for a larger batch: the staging always has room for it,
-        // since its pieces are only released once this read returns. The wait is woken once
-        // the batch is staged (or a failure, the end), not once per piece.
+        // In full flow, wait (briefly) for a larger batch: the staging has room for it, since
+        // its pieces are only released once this read returns (unless its pieces are so small
+        // that their bookkeeping fills the staging first: then the wait ends at its deadline).
+        // The wait is woken once the batch is staged (or a failure, the end), not once per
+        // piece.
         let staging = usize::try_from(self.limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
         let batch = FLOWING_BATCH_BYTES.min(max).min(staging / 2);
         if reader.flowing && more {
@@ -367,10 +369,12 @@ impl ProcessIo {
         let Gathered { total, pieces } = gathered;
         reader.flowing = total >= FLOWING_BYTES;
         let mut out = Vec::with_capacity(total);
+        let mut released = 0usize;
         for piece in &pieces {
             out.extend_from_slice(piece);
+            released += output_permits(piece.len(), self.limits.max_buffered_output_bytes) as usize;
         }
-        self.output_budget.add_permits(out.len());
+        self.output_budget.add_permits(released);
         Ok(Some(out))
     }
 
@@ -465,6 +469,53 @@ mod tests {
             .await
             .expect("joined")
             .expect("read")
+    }
+
+    #[tokio::test]
+    async fn reads_of_tiny_pieces_give_back_all_they_cost_the_staging() {
+        let (output_tx, output_rx) =
+            mpsc::unbounded_channel::<Result<(OutputStream, Bytes), OwnerError>>();
+        let (input, _guest) = tokio::io::duplex(16);
+        let channels = ProcessChannels {
+            input: Box::pin(input),
+            output: tokio_stream_of(output_rx),
+            exit: futures::future::pending().boxed(),
+        };
+        let limits = StreamLimits {
+            max_buffered_output_bytes: 4_096,
+            ..StreamLimits::DEFAULT
+        };
+        let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
+        // Ten times what the staging holds of them at once, alternating streams: every byte
+        // arrives, so every read gave back what its pieces cost.
+        let pieces = 10 * 4_096 / (1 + crate::process::PIECE_BOOKKEEPING);
+        for i in 0..pieces {
+            let which = [OutputStream::Stdout, OutputStream::Stderr][i % 2];
+            output_tx
+                .send(Ok((which, Bytes::from_static(b"x"))))
+                .expect("the pump listens");
+        }
+        drop(output_tx);
+        let read_all = |which| {
+            let io = &io;
+            async move {
+                let mut read = 0;
+                while let Some(bytes) = io.read(which, 1 << 20).await.expect("no failure") {
+                    read += bytes.len();
+                }
+                read
+            }
+        };
+        let read = settles(
+            "both streams' ends",
+            futures::future::join(
+                read_all(OutputStream::Stdout),
+                read_all(OutputStream::Stderr),
+            ),
+        )
+        .await;
+        assert_eq!(read, (pieces.div_ceil(2), pieces / 2));
+        assert_eq!(io.output_budget.available_permits(), 4_096);
     }
 
     #[tokio::test]

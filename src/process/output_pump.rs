@@ -26,7 +26,7 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
 
-use super::permits;
+use super::output_permits;
 use super::staged::StagedSender;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -274,7 +274,7 @@ impl OutputPump {
     async fn stage(&mut self, which: OutputStream, mut bytes: Bytes) -> bool {
         while !bytes.is_empty() && !self.lane(which).ended {
             let part = bytes.split_to(bytes.len().min(self.piece));
-            let n = permits(part.len());
+            let n = output_permits(part.len(), self.staging);
             match room(&self.budget, &self.control, n).await {
                 Room::Granted => {}
                 Room::Closed => {
@@ -351,6 +351,7 @@ async fn stopping(control: &PumpControl) {
 mod tests {
     use super::*;
     use crate::process::staged::{self, Received, StagedReceiver};
+    use crate::process::PIECE_BOOKKEEPING;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
     use tokio::sync::mpsc;
@@ -454,6 +455,33 @@ mod tests {
             next(&mut pump.stdout).await,
             Some(Ok(Bytes::from_static(b"efgh")))
         );
+    }
+
+    #[tokio::test]
+    async fn tiny_pieces_fill_the_staging_by_their_bookkeeping_too() {
+        // Alternating 1-byte writes to stdout and stderr: one piece each, nobody reading.
+        let staging = 4_096;
+        let pump = running(staging, None);
+        let mut fed = 0u64;
+        loop {
+            let which = if fed.is_multiple_of(2) {
+                OutputStream::Stdout
+            } else {
+                OutputStream::Stderr
+            };
+            let next = pump.feed.send(Ok((which, Bytes::from_static(b"x"))));
+            if tokio::time::timeout(Duration::from_millis(100), next)
+                .await
+                .is_err()
+            {
+                break;
+            }
+            fed += 1;
+            assert!(fed <= staging, "the pump staged {fed} pieces of one byte");
+        }
+        // Staged: as many as their cost fits; then one waits in the pump and one in the slot.
+        let cost = 1 + PIECE_BOOKKEEPING as u64;
+        assert_eq!(fed, staging / cost + 2);
     }
 
     #[tokio::test]
