@@ -70,8 +70,9 @@ test('an allocation past the memory limit under gVisor exits as out_of_memory', 
 });
 
 // The engine's state says `OOMKilled` only when the runtime's OOM event reaches it before the exit
-// event; under gVisor on a busy machine some arrive the other way round (about one in fifteen of
-// six kills at once here), and the exit must still say out_of_memory.
+// event; under gVisor on a busy machine some arrive the other way round (about one in fifteen
+// when six ran at once here), and the exit must still say out_of_memory. Whether a late event is
+// found is src/docker/oom_events.rs's unit test; this shows it end to end when one comes.
 test('memory kills of eight sandboxes at once under gVisor all exit as out_of_memory', async () => {
   const results = await Promise.all(
     Array.from({ length: 8 }, () =>

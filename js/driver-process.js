@@ -1,6 +1,8 @@
 // The process port of a JavaScript driver: the Rust owner admits the one process and runs its
 // execution deadline; the driver's raw streams are wrapped here with the policy's stream limits
-// (the Docker backend applies the same limits in Rust, src/process/io.rs).
+// (the Docker backend applies the same limits in Rust, src/process/io.rs, where each staged piece
+// of output also counts its bookkeeping against maxBufferedOutputBytes; here Node's stream buffers
+// count the driver's Buffers by their bytes).
 import { Readable, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxUnsupportedError } from './errors.js';

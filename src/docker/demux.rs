@@ -3,9 +3,9 @@
 //! (`frames.rs`), and one exactly sized chunk per run of one stream's payload in a read. A fast
 //! stream costs few reads and few chunks. A chunk owns its bytes (never a slice of the read
 //! buffer), so a staged chunk keeps only its own allocation alive (the output pump's pieces of
-//! one chunk share it). Not counted by the staging budget, which counts payload bytes: each
-//! chunk's own bookkeeping, which for a guest that alternates tiny writes to stdout and stderr
-//! (one run, so one chunk, per write) can exceed the bytes themselves.
+//! one chunk share it). A guest that alternates tiny writes to stdout and stderr makes one run,
+//! so one chunk, per write: the staging budget counts each staged piece's bookkeeping as well as
+//! its bytes (`process::PIECE_BOOKKEEPING`), so such chunks fill it by their number too.
 
 use std::collections::VecDeque;
 use std::ops::Range;

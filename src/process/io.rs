@@ -348,11 +348,11 @@ impl ProcessIo {
             pieces: vec![first],
         };
         let mut more = gathered.take_staged(&mut reader, max);
-        // In full flow, wait (briefly) for a larger batch: the staging has room for it, since
-        // its pieces are only released once this read returns (unless its pieces are so small
-        // that their bookkeeping fills the staging first: then the wait ends at its deadline).
-        // The wait is woken once the batch is staged (or a failure, the end), not once per
-        // piece.
+        // In full flow, wait (briefly) for a larger batch; its pieces are only released once
+        // this read returns. When the staging cannot hold the whole batch (the other stream's
+        // unread pieces hold it, or the pieces' bookkeeping on top of their bytes does not fit),
+        // the wait ends at its deadline. It is woken once the batch is staged (or a failure, the
+        // end), not once per piece.
         let staging = usize::try_from(self.limits.max_buffered_output_bytes).unwrap_or(usize::MAX);
         let batch = FLOWING_BATCH_BYTES.min(max).min(staging / 2);
         if reader.flowing && more {

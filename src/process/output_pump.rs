@@ -310,7 +310,8 @@ impl OutputPump {
     }
 }
 
-/// Room for `n` bytes: waited for as long as it takes while compute runs, at most
+/// Room for `n` permits (a piece's bytes and bookkeeping): waited for as long as it takes while
+/// compute runs, at most
 /// `ROOM_WAIT_WHILE_STOPPING` once it stops.
 async fn room(budget: &Semaphore, control: &PumpControl, n: u32) -> Room {
     let granted = |permit: Result<tokio::sync::SemaphorePermit<'_>, _>| match permit {

@@ -115,7 +115,8 @@ impl DockerReservation {
     /// The leader's fate. A lost engine connection is not a fate: the wait is asked again (with
     /// backoff) until the engine answers or the owner stops the sandbox, so `exit` never reports
     /// a stop that did not happen. Only a stop, or a container that no longer exists, makes the
-    /// receipt `Unavailable`.
+    /// receipt `Unavailable`; a stop that comes once the engine reported the exit (while its
+    /// fate is read, see `fate_of`) leaves the leader's own fate.
     fn exit_of(self: Arc<Self>, id: String) -> BoxFuture<'static, ProcessExit> {
         let docker = self.settings.docker.clone();
         async move {
