@@ -105,22 +105,18 @@ mod tests {
 
     #[test]
     fn a_state_timestamp_becomes_unix_seconds_with_nanoseconds() {
-        assert_eq!(
-            seconds("1970-01-01T00:00:00Z").as_deref(),
-            Some("0.000000000")
-        );
-        assert_eq!(
-            seconds("2026-12-02T22:50:07.188305882Z").as_deref(),
-            Some("1796251807.188305882")
-        );
-        assert_eq!(
-            seconds("2000-02-29T12:00:00.5Z").as_deref(),
-            Some("951825600.500000000")
-        );
-        assert_eq!(
-            seconds("2024-12-31T23:59:59.000000001Z").as_deref(),
-            Some("1735689599.000000001")
-        );
+        for (text, seconds_since_epoch) in [
+            ("1970-01-01T00:00:00Z", "0.000000000"),
+            ("2026-12-02T22:50:07.188305882Z", "1796251807.188305882"),
+            ("2000-02-29T12:00:00.5Z", "951825600.500000000"),
+            ("2024-12-31T23:59:59.000000001Z", "1735689599.000000001"),
+        ] {
+            assert_eq!(
+                seconds(text).as_deref(),
+                Some(seconds_since_epoch),
+                "{text}"
+            );
+        }
     }
 
     #[test]

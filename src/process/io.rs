@@ -473,19 +473,10 @@ mod tests {
 
     #[tokio::test]
     async fn reads_of_tiny_pieces_give_back_all_they_cost_the_staging() {
-        let (output_tx, output_rx) =
-            mpsc::unbounded_channel::<Result<(OutputStream, Bytes), OwnerError>>();
-        let (input, _guest) = tokio::io::duplex(16);
-        let channels = ProcessChannels {
-            input: Box::pin(input),
-            output: tokio_stream_of(output_rx),
-            exit: futures::future::pending().boxed(),
-        };
-        let limits = StreamLimits {
+        let (io, output_tx) = fed_process(StreamLimits {
             max_buffered_output_bytes: 4_096,
             ..StreamLimits::DEFAULT
-        };
-        let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
+        });
         // Ten times what the staging holds of them at once, alternating streams: every byte
         // arrives, so every read gave back what its pieces cost.
         let pieces = 10 * 4_096 / (1 + crate::process::PIECE_BOOKKEEPING);
@@ -520,15 +511,7 @@ mod tests {
 
     #[tokio::test]
     async fn close_ends_the_output_even_while_the_engine_sends_nothing() {
-        let (output_tx, output_rx) =
-            mpsc::unbounded_channel::<Result<(OutputStream, Bytes), OwnerError>>();
-        let (input, _guest) = tokio::io::duplex(16);
-        let channels = ProcessChannels {
-            input: Box::pin(input),
-            output: tokio_stream_of(output_rx),
-            exit: futures::future::pending().boxed(),
-        };
-        let io = ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {}));
+        let (io, output_tx) = fed_process(StreamLimits::DEFAULT);
         output_tx
             .send(Ok((OutputStream::Stdout, Bytes::from_static(b"before"))))
             .expect("the pump listens");
@@ -712,6 +695,19 @@ mod tests {
         assert!(io.violated());
     }
 
+    type EngineFeed = mpsc::UnboundedSender<Result<(OutputStream, Bytes), OwnerError>>;
+
+    /// A process whose engine output the test feeds, with `limits`; its stdin goes nowhere.
+    fn fed_process(limits: StreamLimits) -> (Arc<ProcessIo>, EngineFeed) {
+        let (feed, output) = mpsc::unbounded_channel();
+        let channels = ProcessChannels {
+            input: Box::pin(tokio::io::sink()),
+            output: tokio_stream_of(output),
+            exit: futures::future::pending().boxed(),
+        };
+        (ProcessIo::new(channels, limits, Arc::new(|| {})), feed)
+    }
+
     fn tokio_stream_of(
         mut rx: mpsc::UnboundedReceiver<Result<(OutputStream, Bytes), OwnerError>>,
     ) -> futures::stream::BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>> {
@@ -865,17 +861,8 @@ mod tests {
     }
 
     /// A process in full flow (its last read took `FLOWING_BYTES`), its engine fed by the test.
-    async fn flowing_process() -> (
-        Arc<ProcessIo>,
-        mpsc::UnboundedSender<Result<(OutputStream, Bytes), OwnerError>>,
-    ) {
-        let (feed, output) = mpsc::unbounded_channel();
-        let channels = ProcessChannels {
-            input: Box::pin(tokio::io::sink()),
-            output: tokio_stream_of(output),
-            exit: futures::future::pending().boxed(),
-        };
-        let io = ProcessIo::new(channels, StreamLimits::DEFAULT, Arc::new(|| {}));
+    async fn flowing_process() -> (Arc<ProcessIo>, EngineFeed) {
+        let (io, feed) = fed_process(StreamLimits::DEFAULT);
         feed.send(Ok((
             OutputStream::Stdout,
             Bytes::from(vec![1; FLOWING_BYTES]),
