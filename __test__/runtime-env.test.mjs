@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 
 const driverModule = new URL('./scripted-driver.mjs', import.meta.url).href;
+const workerModule = fileURLToPath(new URL('./runtime-env-worker.mjs', import.meta.url));
 
 /** A child that loads the addon and runs a whole lifecycle on its runtime, with `workers` set. */
 function lifecycleWith(workers) {
@@ -48,3 +49,44 @@ test('TOKIO_WORKER_THREADS=3: the addon loads and its work runs', () => {
   assert.equal(child.status, 0, child.stderr);
   assert.equal(child.stdout.trim(), 'ready');
 });
+
+/**
+ * A child whose addon is loaded only by worker threads, one after another: each worker's exit
+ * ends the last environment holding the addon, so the next worker starts its runtime again.
+ */
+function workersOneAfterAnotherWith(workers, rounds) {
+  return spawnSync(
+    process.execPath,
+    [
+      '--input-type=module',
+      '-e',
+      `
+      import { Worker } from 'node:worker_threads';
+      for (let round = 0; round < ${rounds}; round += 1) {
+        const worker = new Worker(${JSON.stringify(workerModule)}, { execArgv: [] });
+        const kind = await new Promise((resolve, reject) => {
+          worker.once('message', resolve);
+          worker.once('error', reject);
+        });
+        await new Promise((resolve) => worker.once('exit', resolve));
+        console.log(round, kind);
+      }
+      `,
+    ],
+    {
+      cwd: fileURLToPath(new URL('..', import.meta.url)),
+      encoding: 'utf8',
+      timeout: 30_000,
+      env: { ...process.env, TOKIO_WORKER_THREADS: workers },
+    },
+  );
+}
+
+for (const workers of ['abc', '3']) {
+  test(`TOKIO_WORKER_THREADS=${JSON.stringify(workers)}: workers that load the addon one after another each run their work`, () => {
+    const child = workersOneAfterAnotherWith(workers, 3);
+    assert.equal(child.signal, null, child.stderr);
+    assert.equal(child.status, 0, child.stderr);
+    assert.deepEqual(child.stdout.trim().split('\n'), ['0 ready', '1 ready', '2 ready']);
+  });
+}

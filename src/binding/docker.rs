@@ -55,9 +55,8 @@ impl NativeDockerBackend {
             let detail: Vec<String> = issues.iter().map(ToString::to_string).collect();
             napi::Error::new(Status::InvalidArg, detail.join("; "))
         })?;
-        let backend =
-            napi::bindgen_prelude::within_runtime_if_available(|| DockerBackend::new(options))
-                .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
+        let backend = super::runtime::within(|| DockerBackend::new(options))?
+            .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
         Ok(Self {
             backend: Arc::new(backend),
             reconciling: std::sync::Mutex::new(std::collections::HashMap::new()),

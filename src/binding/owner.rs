@@ -12,6 +12,7 @@ use super::errors::{failed, ok, outcome};
 use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
 use super::js_value::{Captured, JsData};
 use super::process_streams::{self, IoSlot, NativeAttachedProcess};
+use super::runtime::within;
 use crate::digest::fresh_id;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::admission::check_supported;
@@ -195,7 +196,7 @@ impl NativeOwner {
     pub fn start(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
         let owner = self.owner.clone();
         let caller = self.caller.clone();
-        let entered = within_runtime_if_available(|| owner.begin_start(Some(&caller)));
+        let entered = within(|| owner.begin_start(Some(&caller)))?;
         AsyncBlockBuilder::new(async move {
             let result = match entered {
                 Ok(actual) => owner.observe_start(actual, Some(caller)).await,
@@ -210,7 +211,7 @@ impl NativeOwner {
     #[napi]
     pub fn stop(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
         let owner = self.owner.clone();
-        let entered = within_runtime_if_available(|| owner.begin_stop_call());
+        let entered = within(|| owner.begin_stop_call())?;
         cleanup_block(env, owner, entered, CleanupOperation::Stop)
     }
 
@@ -218,7 +219,7 @@ impl NativeOwner {
     #[napi]
     pub fn destroy(&self, env: &Env) -> Result<AsyncBlock<JsData>> {
         let owner = self.owner.clone();
-        let entered = within_runtime_if_available(|| owner.begin_destroy_call());
+        let entered = within(|| owner.begin_destroy_call())?;
         cleanup_block(env, owner, entered, CleanupOperation::Destroy)
     }
 
@@ -250,7 +251,8 @@ impl NativeOwner {
     #[napi(js_name = "enterExternalProcess")]
     pub fn enter_external_process(&self) -> JsData {
         let owner = self.owner.clone();
-        let entered = within_runtime_if_available(|| owner.enter_external_process());
+        let entered = within(|| owner.enter_external_process())
+            .unwrap_or_else(|stopped| Err(OwnerError::driver(stopped.reason)));
         JsData(outcome(entered.map(|()| Value::Null)))
     }
 
@@ -268,7 +270,7 @@ impl NativeOwner {
         let owner = self.owner.clone();
         let caller = self.process_caller.clone();
         let io = Arc::clone(&self.io);
-        let entered = within_runtime_if_available(|| owner.begin_process_start(Some(&caller)));
+        let entered = within(|| owner.begin_process_start(Some(&caller)))?;
         AsyncBlockBuilder::new(async move {
             let result = match entered {
                 Ok(start) => owner.observe_process_start(start, Some(caller)).await,

@@ -4,40 +4,176 @@
 //! half the cores (at least one worker): on a 2-core machine one worker spent less CPU per GiB
 //! of stdout than two in every round measured, and moved large files faster (no byte handed
 //! from one worker to another). `TOKIO_WORKER_THREADS`, when set to a positive integer, decides
-//! instead; any other value is ignored (tokio itself would panic on it while the addon loads,
-//! aborting the host process).
+//! instead, up to four workers per core; any other value is ignored.
+//!
+//! napi starts the runtime when the first Node environment that loads the addon starts and shuts
+//! it down when the last one exits; worker threads and reloads can repeat that cycle. The addon
+//! owns every one of those starts: napi never builds a runtime of its own, which would size
+//! itself from `TOKIO_WORKER_THREADS` and panic on a value it cannot use — a panic inside module
+//! registration aborts the host process.
 
-use napi::bindgen_prelude::create_custom_tokio_runtime;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{PoisonError, RwLock};
+use std::time::Duration;
+
+use napi::bindgen_prelude::{
+    register_async_runtime, retain_current_module_for_unload_safety, AsyncRuntime,
+    AsyncRuntimeRejection, AsyncRuntimeTask,
+};
+use napi::{Error, Result, Status};
+use tokio::runtime::{Handle, Runtime};
 
 /// Workers for `cores` cores.
 fn workers(cores: usize) -> usize {
     (cores / 2).max(1)
 }
 
+/// At most this many workers per core, whatever the environment asks: far more threads than
+/// cores only adds switching, and a huge count would fail to spawn.
+const MAX_WORKERS_PER_CORE: usize = 4;
+
 /// Workers for `cores` cores unless `requested` (the value of `TOKIO_WORKER_THREADS`) is a
-/// positive integer.
+/// positive integer, which decides up to `MAX_WORKERS_PER_CORE` per core.
 fn worker_count(requested: Option<&std::ffi::OsStr>, cores: usize) -> usize {
+    let cores = cores.max(1);
     requested
         .and_then(|value| value.to_str())
-        .and_then(|value| value.trim().parse::<usize>().ok())
+        .and_then(|value| value.trim().parse::<u128>().ok())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| workers(cores))
+        .map_or_else(
+            || workers(cores),
+            |n| {
+                let most = cores.saturating_mul(MAX_WORKERS_PER_CORE);
+                usize::try_from(n).map_or(most, |n| n.min(most))
+            },
+        )
 }
+
+/// How long a shutdown waits for the runtime's threads before it leaves the rest to finish on
+/// their own (napi's own runtime waits as long). Those threads can still run the addon's code,
+/// which is why `start` pins the addon's image in memory first.
+const SHUTDOWN_WAIT: Duration = Duration::from_millis(100);
+
+/// A multi-thread tokio runtime sized by `worker_count`, built at each `start` and shut down at
+/// each `shutdown`. Invariant: `slot` holds a runtime exactly between a successful `start` and
+/// the next `shutdown`; its lock is held only to read or swap it, never while a task runs or a
+/// runtime shuts down.
+struct SizedRuntime {
+    slot: &'static RwLock<Option<Runtime>>,
+}
+
+impl SizedRuntime {
+    /// The running runtime's handle, or the error a caller reports when there is none.
+    fn handle(&self) -> Result<Handle> {
+        self.slot
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|runtime| runtime.handle().clone())
+            .ok_or_else(stopped)
+    }
+}
+
+fn stopped() -> Error {
+    Error::new(
+        Status::GenericFailure,
+        "the addon's async runtime is not running (no Node environment holds the addon)",
+    )
+}
+
+fn build() -> std::io::Result<Runtime> {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        // Always set: a builder left to read the variable itself panics on a value it cannot use.
+        .worker_threads(worker_count(
+            std::env::var_os("TOKIO_WORKER_THREADS").as_deref(),
+            cores,
+        ))
+        .build()
+}
+
+// SAFETY: the contract asks that once `shutdown` returns, nothing of this backend can run code
+// from the addon's image. `start` pins the image in memory (napi's
+// `retain_current_module_for_unload_safety`) before it creates any thread, so a worker or
+// blocking thread that outlives `SHUTDOWN_WAIT` still runs code that stays mapped, exactly as
+// napi's own tokio runtime does. Tasks are owned by tokio from `spawn` on and are dropped (which
+// rejects their promises) when the runtime shuts down.
+unsafe impl AsyncRuntime for SizedRuntime {
+    fn spawn(
+        &self,
+        task: AsyncRuntimeTask,
+    ) -> std::result::Result<(), AsyncRuntimeRejection<AsyncRuntimeTask>> {
+        match self.handle() {
+            Ok(handle) => {
+                drop(handle.spawn(task));
+                Ok(())
+            }
+            Err(error) => Err(AsyncRuntimeRejection::new(task, error)),
+        }
+    }
+
+    fn block_on(&self, future: Pin<&mut dyn Future<Output = ()>>) -> Result<()> {
+        self.handle()?.block_on(future);
+        Ok(())
+    }
+
+    fn start(&self) -> Result<()> {
+        retain_current_module_for_unload_safety();
+        let mut slot = self.slot.write().unwrap_or_else(PoisonError::into_inner);
+        if slot.is_none() {
+            *slot = Some(build().map_err(|e| {
+                Error::new(
+                    Status::GenericFailure,
+                    format!("the addon's async runtime could not start: {e}"),
+                )
+            })?);
+        }
+        Ok(())
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        let runtime = self
+            .slot
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some(runtime) = runtime {
+            runtime.shutdown_timeout(SHUTDOWN_WAIT);
+        }
+        Ok(())
+    }
+
+    fn spawn_blocking(
+        &self,
+        work: Box<dyn FnOnce() + Send + 'static>,
+    ) -> std::result::Result<(), AsyncRuntimeRejection<Box<dyn FnOnce() + Send + 'static>>> {
+        match self.handle() {
+            Ok(handle) => {
+                drop(handle.spawn_blocking(work));
+                Ok(())
+            }
+            Err(error) => Err(AsyncRuntimeRejection::new(work, error)),
+        }
+    }
+}
+
+/// The slot of the runtime napi starts and shuts down through the one registered backend.
+static RUNNING: RwLock<Option<Runtime>> = RwLock::new(None);
 
 #[napi_derive::module_init]
 fn init() {
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    builder.enable_all();
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    // Always set: a builder left to read the variable itself panics on a value it cannot use.
-    builder.worker_threads(worker_count(
-        std::env::var_os("TOKIO_WORKER_THREADS").as_deref(),
-        cores,
-    ));
-    // A runtime that cannot be built leaves napi's own (built on first use) in its place.
-    if let Ok(runtime) = builder.build() {
-        create_custom_tokio_runtime(runtime);
-    }
+    // Registration only publishes the backend; napi calls `start` before the first task.
+    register_async_runtime(SizedRuntime { slot: &RUNNING });
+}
+
+/// Runs `work` inside the addon's runtime (work that spawns tasks while it builds something), or
+/// fails when no runtime is running.
+pub(crate) fn within<T>(work: impl FnOnce() -> T) -> Result<T> {
+    let handle = SizedRuntime { slot: &RUNNING }.handle()?;
+    let _entered = handle.enter();
+    Ok(work())
 }
 
 #[cfg(test)]
@@ -57,10 +193,41 @@ mod tests {
         let requested = |value: &str| worker_count(Some(std::ffi::OsStr::new(value)), 4);
         assert_eq!(requested("3"), 3);
         assert_eq!(requested(" 5 "), 5);
-        for ignored in ["0", "-1", "abc", "", "2.5", "99999999999999999999999"] {
+        for ignored in ["0", "-1", "abc", "", "2.5"] {
             assert_eq!(requested(ignored), 2, "{ignored:?}");
         }
         assert_eq!(worker_count(None, 4), 2);
         assert_eq!(worker_count(None, 1), 1);
+    }
+
+    #[test]
+    fn a_requested_count_is_capped_at_four_workers_per_core() {
+        let requested = |value: &str, cores| worker_count(Some(std::ffi::OsStr::new(value)), cores);
+        assert_eq!(requested("16", 4), 16);
+        assert_eq!(requested("17", 4), 16);
+        assert_eq!(requested("1000000", 2), 8);
+        assert_eq!(requested("18446744073709551615", 2), 8);
+        assert_eq!(requested("99999999999999999999999", 2), 8);
+        assert_eq!(requested("1000000", 0), 4);
+    }
+
+    #[test]
+    fn the_runtime_runs_between_start_and_shutdown_and_starts_again() {
+        static SLOT: RwLock<Option<Runtime>> = RwLock::new(None);
+        let backend = SizedRuntime { slot: &SLOT };
+        assert!(backend.handle().is_err());
+        backend
+            .shutdown()
+            .expect("a shutdown before any start is a no-op");
+        for _ in 0..2 {
+            backend.start().expect("starts");
+            backend.start().expect("a second start keeps the runtime");
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let handle = backend.handle().expect("running");
+            drop(handle.spawn(async move { sender.send(7).expect("receiver waits") }));
+            assert_eq!(receiver.recv_timeout(Duration::from_secs(5)), Ok(7));
+            backend.shutdown().expect("shuts down");
+            assert!(backend.handle().is_err());
+        }
     }
 }
