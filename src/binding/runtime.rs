@@ -39,14 +39,14 @@ fn worker_count(requested: Option<&std::ffi::OsStr>, cores: usize) -> usize {
     let cores = cores.max(1);
     requested
         .and_then(|value| value.to_str())
-        .and_then(|value| value.trim().parse::<u128>().ok())
+        .map(str::trim)
+        .filter(|value| !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
+        // Digits only: a count too large for `usize` is just very large.
+        .map(|digits| digits.parse::<usize>().unwrap_or(usize::MAX))
         .filter(|&n| n > 0)
         .map_or_else(
             || workers(cores),
-            |n| {
-                let most = cores.saturating_mul(MAX_WORKERS_PER_CORE);
-                usize::try_from(n).map_or(most, |n| n.min(most))
-            },
+            |n| n.min(cores.saturating_mul(MAX_WORKERS_PER_CORE)),
         )
 }
 
@@ -115,6 +115,13 @@ unsafe impl AsyncRuntime for SizedRuntime {
     }
 
     fn block_on(&self, future: Pin<&mut dyn Future<Output = ()>>) -> Result<()> {
+        if Handle::try_current().is_ok() {
+            // tokio panics on a runtime blocked on from inside a runtime.
+            return Err(Error::new(
+                Status::GenericFailure,
+                "blocking on the addon's async runtime from inside a runtime",
+            ));
+        }
         self.handle()?.block_on(future);
         Ok(())
     }
@@ -139,8 +146,12 @@ unsafe impl AsyncRuntime for SizedRuntime {
             .write()
             .unwrap_or_else(PoisonError::into_inner)
             .take();
-        if let Some(runtime) = runtime {
-            runtime.shutdown_timeout(SHUTDOWN_WAIT);
+        match runtime {
+            // tokio panics on a wait for a runtime's threads from inside a runtime: there, the
+            // threads are told to stop without waiting for them.
+            Some(runtime) if Handle::try_current().is_ok() => runtime.shutdown_background(),
+            Some(runtime) => runtime.shutdown_timeout(SHUTDOWN_WAIT),
+            None => {}
         }
         Ok(())
     }
@@ -168,12 +179,16 @@ fn init() {
     register_async_runtime(SizedRuntime { slot: &RUNNING });
 }
 
-/// Runs `work` inside the addon's runtime (work that spawns tasks while it builds something), or
-/// fails when no runtime is running.
+/// Runs `work` inside the addon's runtime (work that spawns tasks while it builds something),
+/// or fails when the runtime cannot run. napi starts the runtime first if its cycle left it
+/// stopped: an environment that registered while the last one's cleanup was shutting the
+/// runtime down finds it stopped, as does any call after a start that failed.
 pub(crate) fn within<T>(work: impl FnOnce() -> T) -> Result<T> {
-    let handle = SizedRuntime { slot: &RUNNING }.handle()?;
-    let _entered = handle.enter();
-    Ok(work())
+    napi::bindgen_prelude::within_runtime_if_available(|| {
+        let handle = SizedRuntime { slot: &RUNNING }.handle()?;
+        let _entered = handle.enter();
+        Ok(work())
+    })
 }
 
 #[cfg(test)]
@@ -208,7 +223,23 @@ mod tests {
         assert_eq!(requested("1000000", 2), 8);
         assert_eq!(requested("18446744073709551615", 2), 8);
         assert_eq!(requested("99999999999999999999999", 2), 8);
+        assert_eq!(requested(&"9".repeat(100), 2), 8);
+        assert_eq!(requested("+3", 2), 1);
+        assert_eq!(requested("000", 2), 1);
         assert_eq!(requested("1000000", 0), 4);
+    }
+
+    /// The registered backend (registered at load, in this test binary too): work within it
+    /// runs inside the runtime, also after napi shut the runtime down, which happens when the
+    /// last environment holding the addon exits.
+    #[test]
+    fn work_within_the_runtime_finds_it_running_also_after_napi_shut_it_down() {
+        for _ in 0..2 {
+            let inside = within(|| Handle::try_current().is_ok()).expect("the runtime runs");
+            assert!(inside);
+            napi::bindgen_prelude::shutdown_async_runtime();
+            assert!(SizedRuntime { slot: &RUNNING }.handle().is_err());
+        }
     }
 
     #[test]
@@ -226,7 +257,31 @@ mod tests {
             let handle = backend.handle().expect("running");
             drop(handle.spawn(async move { sender.send(7).expect("receiver waits") }));
             assert_eq!(receiver.recv_timeout(Duration::from_secs(5)), Ok(7));
-            backend.shutdown().expect("shuts down");
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let mut asked = std::pin::pin!(async move {
+                sender
+                    .send(Handle::try_current().is_ok())
+                    .expect("receiver waits");
+            });
+            backend.block_on(asked.as_mut()).expect("blocks on it");
+            assert_eq!(receiver.try_recv(), Ok(true), "runs inside the runtime");
+            let nested = handle.block_on(async {
+                let mut nothing = std::pin::pin!(async {});
+                backend.block_on(nothing.as_mut())
+            });
+            assert!(nested.is_err(), "no block_on from inside the runtime");
+            // A shutdown from inside the runtime does not panic.
+            let (sender, receiver) = std::sync::mpsc::channel();
+            let from_inside = SizedRuntime { slot: backend.slot };
+            drop(handle.spawn(async move {
+                sender.send(from_inside.shutdown()).expect("receiver waits");
+            }));
+            assert_eq!(
+                receiver
+                    .recv_timeout(Duration::from_secs(5))
+                    .map(|r| r.is_ok()),
+                Ok(true)
+            );
             assert!(backend.handle().is_err());
         }
     }
