@@ -39,7 +39,10 @@ fn worker_count(requested: Option<&std::ffi::OsStr>, cores: usize) -> usize {
     let cores = cores.max(1);
     requested
         .and_then(|value| value.to_str())
-        .map(str::trim)
+        .map(|value| {
+            let value = value.trim();
+            value.strip_prefix('+').unwrap_or(value)
+        })
         .filter(|value| !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()))
         // Digits only: a count too large for `usize` is just very large.
         .map(|digits| digits.parse::<usize>().unwrap_or(usize::MAX))
@@ -57,8 +60,8 @@ const SHUTDOWN_WAIT: Duration = Duration::from_millis(100);
 
 /// A multi-thread tokio runtime sized by `worker_count`, built at each `start` and shut down at
 /// each `shutdown`. Invariant: `slot` holds a runtime exactly between a successful `start` and
-/// the next `shutdown`; its lock is held only to read or swap it, never while a task runs or a
-/// runtime shuts down.
+/// the next `shutdown`; its lock is held only to read, build or take it, never while a task runs
+/// or a runtime shuts down.
 struct SizedRuntime {
     slot: &'static RwLock<Option<Runtime>>,
 }
@@ -78,7 +81,7 @@ impl SizedRuntime {
 fn stopped() -> Error {
     Error::new(
         Status::GenericFailure,
-        "the addon's async runtime is not running (no Node environment holds the addon)",
+        "the addon's async runtime is not running (it did not start, or it was shut down)",
     )
 }
 
@@ -224,7 +227,9 @@ mod tests {
         assert_eq!(requested("18446744073709551615", 2), 8);
         assert_eq!(requested("99999999999999999999999", 2), 8);
         assert_eq!(requested(&"9".repeat(100), 2), 8);
-        assert_eq!(requested("+3", 2), 1);
+        assert_eq!(requested("+3", 2), 3);
+        assert_eq!(requested("+", 2), 1);
+        assert_eq!(requested("++3", 2), 1);
         assert_eq!(requested("000", 2), 1);
         assert_eq!(requested("1000000", 0), 4);
     }
