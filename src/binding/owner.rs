@@ -12,7 +12,7 @@ use super::errors::{failed, ok, outcome};
 use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
 use super::js_value::{Captured, JsData};
 use super::process_streams::{self, IoSlot, NativeAttachedProcess};
-use super::runtime::within;
+use super::runtime::{within, within_owner};
 use crate::digest::fresh_id;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::admission::check_supported;
@@ -251,8 +251,7 @@ impl NativeOwner {
     #[napi(js_name = "enterExternalProcess")]
     pub fn enter_external_process(&self) -> JsData {
         let owner = self.owner.clone();
-        let entered = within(|| owner.enter_external_process())
-            .unwrap_or_else(|stopped| Err(OwnerError::driver(stopped.reason)));
+        let entered = within_owner(|| owner.enter_external_process());
         JsData(outcome(entered.map(|()| Value::Null)))
     }
 

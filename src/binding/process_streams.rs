@@ -9,7 +9,7 @@ use napi_derive::napi;
 use super::errors::{failed, outcome};
 use super::js_value::{Captured, JsData};
 use super::owner::request_of;
-use super::runtime::within;
+use super::runtime::within_owner;
 use crate::input::Value;
 use crate::lifecycle::driver::{OutputStream, ProcessExit};
 use crate::lifecycle::error::OwnerError;
@@ -61,10 +61,7 @@ pub async fn write(slot: &IoSlot, chunk: Buffer) -> JsData {
 /// caller must wait through `write`, or an error descriptor. Never waits.
 pub fn try_write(slot: &IoSlot, chunk: &[u8]) -> JsData {
     // A crossed limit stops the sandbox from here, which spawns work: inside the runtime.
-    let result = io_of(slot).and_then(|io| {
-        within(|| io.try_write(chunk))
-            .unwrap_or_else(|stopped| Err(OwnerError::driver(stopped.reason)))
-    });
+    let result = io_of(slot).and_then(|io| within_owner(|| io.try_write(chunk)));
     JsData(outcome(result.map(Value::Bool)))
 }
 

@@ -24,6 +24,8 @@ use napi::bindgen_prelude::{
 use napi::{Error, Result, Status};
 use tokio::runtime::{Handle, Runtime};
 
+use crate::lifecycle::error::OwnerError;
+
 /// Workers for `cores` cores.
 fn workers(cores: usize) -> usize {
     (cores / 2).max(1)
@@ -187,11 +189,22 @@ fn init() {
 /// stopped: an environment that registered while the last one's cleanup was shutting the
 /// runtime down finds it stopped, as does any call after a start that failed.
 pub(crate) fn within<T>(work: impl FnOnce() -> T) -> Result<T> {
-    napi::bindgen_prelude::within_runtime_if_available(|| {
-        let handle = SizedRuntime { slot: &RUNNING }.handle()?;
-        let _entered = handle.enter();
-        Ok(work())
-    })
+    let running = SizedRuntime { slot: &RUNNING };
+    // Only a stopped runtime needs napi's restart path (its registry's locks): a direct stdin
+    // write comes through here for every chunk.
+    let handle = match running.handle() {
+        Ok(handle) => handle,
+        Err(_) => napi::bindgen_prelude::within_runtime_if_available(|| running.handle())?,
+    };
+    let _entered = handle.enter();
+    Ok(work())
+}
+
+/// `within` for the owner's work: a runtime that cannot run fails it as a driver error.
+pub(crate) fn within_owner<T>(
+    work: impl FnOnce() -> std::result::Result<T, OwnerError>,
+) -> std::result::Result<T, OwnerError> {
+    within(work).unwrap_or_else(|stopped| Err(OwnerError::driver(stopped.reason)))
 }
 
 #[cfg(test)]
