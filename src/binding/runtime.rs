@@ -255,6 +255,9 @@ mod tests {
         for _ in 0..2 {
             let inside = within(|| Handle::try_current().is_ok()).expect("the runtime runs");
             assert!(inside);
+            // Now running: entered directly, without napi's restart path.
+            let again = within(|| Handle::try_current().is_ok()).expect("still running");
+            assert!(again);
             napi::bindgen_prelude::shutdown_async_runtime();
             assert!(SizedRuntime { slot: &RUNNING }.handle().is_err());
         }
