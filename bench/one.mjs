@@ -4,7 +4,7 @@
 //   node bench/one.mjs exact <files>
 //   node bench/one.mjs iterable native <files>
 //   node bench/one.mjs stdout <native|dockerode|raw> <bytes> [runtime]
-//   node bench/one.mjs stdin <native|dockerode|raw> <bytes> [writeBytes, 64 KiB]
+//   node bench/one.mjs stdin <native|dockerode|raw|blocking> <bytes> [writeBytes, 64 KiB]
 //   node bench/one.mjs start <native|docker-run|dockerode> <runs> [runtime]
 //   node bench/one.mjs concurrent <native|docker-run> <count>
 //   node bench/one.mjs cleanup <keepFile>
@@ -14,13 +14,14 @@
 // thousands of file creations slow on an ext4 file system without a journal (the kernel skips
 // every recently freed inode, for up to 6 minutes), which would land on whichever contender runs
 // next.
-import { spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { appendFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PassThrough } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
+import { fileURLToPath } from 'node:url';
 import Docker from 'dockerode';
 import tarFs from 'tar-fs';
 import { fileFromBytes, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
@@ -329,6 +330,8 @@ async function stdout(bytes, runtime) {
  * Writes `bytes` into `cat > /dev/null` in writes of `writeBytes`, waiting for 'drain' whenever a
  * write says so, from the first write to the exit. `raw` writes the attach socket itself: HTTP
  * upgrade by hand, no client library (the same socket dockerode's hijacked attach hands back).
+ * `blocking` is a writer outside Node (bench/stdin-blocking-writer.py, python3): blocking writes
+ * of the same size on the same socket, no event loop; its CPU is its own process's.
  */
 async function stdin(bytes, writeBytes) {
   const block = Buffer.alloc(writeBytes, 1);
@@ -357,6 +360,13 @@ async function stdin(bytes, writeBytes) {
       await sandbox.destroy();
       close();
     }
+  }
+  if (contender === 'blocking') {
+    const config = { socket: SOCKET, image: IMAGE, user: USER, cmd: command, hostConfig: hardening(), bytes, writeBytes };
+    const out = await new Promise((resolve, reject) =>
+      execFile('python3', [fileURLToPath(new URL('./stdin-blocking-writer.py', import.meta.url)), JSON.stringify(config)], { encoding: 'utf8' }, (error, stdout) => (error ? reject(error) : resolve(stdout))),
+    );
+    return JSON.parse(out.trim().split('\n').at(-1));
   }
   const container = await docker.createContainer({ Image: IMAGE, Cmd: command, User: USER, AttachStdin: true, AttachStdout: true, AttachStderr: true, OpenStdin: true, StdinOnce: true, HostConfig: hardening() });
   try {

@@ -76,6 +76,7 @@ export function referencesOf(results) {
   const references = [
     ['stdin', 'raw', () => `stdin: the raw attach-socket writer vs dockerode, both in ${writeSize(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw', 'dockerode')],
     ['stdin', 'raw-large', () => `stdin: the raw attach-socket writer in ${writeSize(config.stdinLargeWriteBytes)} writes vs dockerode in ${writeSize(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'raw-large', 'dockerode')],
+    ['stdin', 'blocking', () => `stdin: a blocking writer outside Node (python3's \`socket.sendall\` on the attach socket: no event loop, no client library) vs dockerode, both in ${writeSize(config.stdinWriteBytes)} writes`, ratio('stdin', 'seconds', 'blocking', 'dockerode')],
     ['transfer-large', 'download', () => 'export, one large file: the archive endpoint\'s delivery to curl alone (`curl > /dev/null`: no tar, no file written) vs `curl | tar -xf -`', ratio('transfer-large', 'exportSeconds', 'download', 'limit')],
   ];
   return references
@@ -142,7 +143,7 @@ export function render(results) {
       ['stdin-small', config.stdinSmallWriteBytes],
     ].map(
       ([name, write]) =>
-        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${writeSize(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${inEveryRound(results, name, 'raw-large') ? `; in ${writeSize(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''} |`,
+        `| stdin, ${fixed(config.stdinBytes / mib)} MiB into \`cat\` in ${writeSize(write)} writes | ${mbps(config.stdinBytes, name, 'native')}, ${cpu(name, 'native')} | ${mbps(config.stdinBytes, name, 'dockerode')}, ${cpu(name, 'dockerode')} | raw attach-socket write: ${mbps(config.stdinBytes, name, 'raw')}, ${cpu(name, 'raw')}${inEveryRound(results, name, 'raw-large') ? `; in ${writeSize(config.stdinLargeWriteBytes)} writes: ${mbps(config.stdinBytes, name, 'raw-large')}, ${cpu(name, 'raw-large')}` : ''}${inEveryRound(results, name, 'blocking') ? `; a blocking writer outside Node (python3): ${mbps(config.stdinBytes, name, 'blocking')}, ${cpu(name, 'blocking')}` : ''} |`,
     ),
     `| start to first stdout byte (whole sandbox: volume, holder, process), median of ${config.startRuns} | ${ms('start', 'native')} | ${ms('start', 'dockerode')} (create + attach + start) | \`docker run --rm -i\`: ${ms('start', 'docker-run')} |`,
     `| ${config.concurrent} sandboxes started at once, first stdout byte | ${burst('native')} | | ${config.concurrent} × \`docker run --rm -i\`: ${burst('docker-run')} |`,

@@ -81,6 +81,7 @@ const quiet = (command, args) => {
 const engine = JSON.parse(quiet('docker', ['version', '--format', '{{json .Server}}']) ?? '{}');
 const runtimes = Object.keys(JSON.parse(quiet('docker', ['info', '--format', '{{json .Runtimes}}']) ?? '{}'));
 const runsc = runtimes.includes('runsc');
+const python = quiet('python3', ['--version']);
 const packageVersion = (name) => JSON.parse(readFileSync(join(here, '..', 'node_modules', name, 'package.json'), 'utf8')).version;
 
 const small = smallTree();
@@ -93,9 +94,10 @@ const measurements = {
   iterable: { contenders: ['native'], args: (c) => ['iterable', c, config.smallFiles], keep: true },
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
   // `raw-large`: the raw writer in writes 16 times larger, to show whether the client or its write
-  // size changes the engine's stdin rate.
+  // size changes the engine's stdin rate; `blocking` (when python3 is here): a writer outside Node
+  // in the same writes, to show the rate when the client costs next to nothing per write.
   stdin: {
-    contenders: ['native', 'dockerode', 'raw', 'raw-large'],
+    contenders: ['native', 'dockerode', 'raw', 'raw-large', ...(python ? ['blocking'] : [])],
     args: (c) => (c === 'raw-large' ? ['stdin', 'raw', config.stdinBytes, config.stdinLargeWriteBytes] : ['stdin', c, config.stdinBytes, config.stdinWriteBytes]),
   },
   'stdin-small': { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdin', c, config.stdinBytes, config.stdinSmallWriteBytes] },
@@ -143,6 +145,7 @@ const results = {
     tarFs: packageVersion('tar-fs'),
     curl: quiet('curl', ['--version'])?.split('\n')[0],
     tar: quiet('tar', ['--version'])?.split('\n')[0],
+    ...(python ? { python } : {}),
   },
   config,
   rounds,
