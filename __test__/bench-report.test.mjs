@@ -63,6 +63,13 @@ test('the README shows the other clients\' rows and cells only when every round 
   assert.match(shown, /\| stdin: the raw attach-socket writer in 1 MiB writes vs dockerode in 64 KiB writes \| [\d.]+ \(/);
   assert.match(shown, /\| stdin: a blocking writer outside Node .* vs dockerode, both in 64 KiB writes \| 3\.00 \(3\.00–3\.00\) \|/);
   assert.match(shown, /`curl > \/dev\/null`: no tar, no file written\) vs `curl \\\| tar -xf -` \| 2\.00 \(2\.00–2\.00\) \|/);
+  // One round without the blocking writer alone: its cell and row go, the others stay.
+  const withoutBlocking = structuredClone(withClients);
+  delete withoutBlocking.rounds[0].stdin.blocking;
+  const others = render(withoutBlocking);
+  assert.doesNotMatch(others, /blocking writer/);
+  assert.match(others, /in 1 MiB writes: [\d,]+ MB\/s, 0\.10 CPU-s \|/);
+  assert.match(others, /\| stdin: the raw attach-socket writer in 1 MiB writes vs dockerode in 64 KiB writes \| [\d.]+ \(/);
   // One round without them: none of it.
   delete withClients.rounds[0].stdin['raw-large'];
   delete withClients.rounds[0].stdin.blocking;

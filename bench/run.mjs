@@ -81,7 +81,8 @@ const quiet = (command, args) => {
 const engine = JSON.parse(quiet('docker', ['version', '--format', '{{json .Server}}']) ?? '{}');
 const runtimes = Object.keys(JSON.parse(quiet('docker', ['info', '--format', '{{json .Runtimes}}']) ?? '{}'));
 const runsc = runtimes.includes('runsc');
-const python = quiet('python3', ['--version']);
+// The blocking stdin writer needs python3 ≥ 3.6 (f-strings); an older one is left out like none.
+const python = quiet('python3', ['-c', 'import sys; assert sys.version_info >= (3, 6); print("Python " + sys.version.split()[0])']);
 const packageVersion = (name) => JSON.parse(readFileSync(join(here, '..', 'node_modules', name, 'package.json'), 'utf8')).version;
 
 const small = smallTree();
