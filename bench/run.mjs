@@ -96,7 +96,7 @@ const measurements = {
   stdout: { contenders: ['native', 'dockerode', 'raw'], args: (c) => ['stdout', c, config.stdoutBytes] },
   // `raw-large`: the raw writer in writes 16 times larger, to show whether the client or its write
   // size changes the engine's stdin rate; `blocking` (when python3 is here): a writer outside Node
-  // in the same writes, to show the rate when the client costs next to nothing per write.
+  // in the same writes, to show the rate when the client spends little CPU per write.
   stdin: {
     contenders: ['native', 'dockerode', 'raw', 'raw-large', ...(python ? ['blocking'] : [])],
     args: (c) => (c === 'raw-large' ? ['stdin', 'raw', config.stdinBytes, config.stdinLargeWriteBytes] : ['stdin', c, config.stdinBytes, config.stdinWriteBytes]),

@@ -1,9 +1,9 @@
 """stdin through the attach socket by a writer outside Node: blocking `socket.sendall` in a loop,
 no event loop, no client library, no thread hand-off. `bench/one.mjs stdin blocking` runs it to
 show what the engine takes when the client spends little CPU per write beyond the kernel's copy
-(on 2 cores the client and the engine share the CPU). Creates, attaches, starts, feeds, waits for and removes its own
-container, as the other contenders do; prints one JSON line: seconds and CPU seconds (this
-process) from the first write to the exit.
+(on 2 cores the client and the engine share the CPU). Creates, attaches, starts, feeds, waits
+for and removes its own container, as the other contenders do; prints one JSON line: seconds and
+CPU seconds (this process) from the first write to the exit.
 
     python3 bench/stdin-blocking-writer.py '<json: socket, image, user, cmd, hostConfig, bytes, writeBytes>'
 """
