@@ -223,4 +223,80 @@ mod tests {
         let error = dialer.attach("abc", Duration::from_secs(1)).await.err();
         assert!(matches!(error, Some(AttachError::Connect(_))));
     }
+
+    /// A socket in a fresh directory of its own, and a listener on it.
+    fn listener(name: &str) -> (PathBuf, tokio::net::UnixListener) {
+        let dir = std::env::temp_dir().join(format!(
+            "native-sandbox-dialer-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("a test directory");
+        let path = dir.join("engine.sock");
+        let listener = tokio::net::UnixListener::bind(&path).expect("a test socket");
+        (dir, listener)
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_never_answers_times_out_and_its_connection_is_let_go() {
+        use tokio::io::AsyncReadExt;
+        let (dir, listener) = listener("silent");
+        let dialer = Dialer::Unix(dir.join("engine.sock"));
+        let limit = Duration::from_millis(200);
+        let attaching = tokio::spawn(async move { dialer.attach("abc", limit).await.err() });
+        // The engine reads the request and says nothing.
+        let (mut engine, _) = listener.accept().await.expect("the attach connection");
+        let error = attaching.await.expect("joined");
+        assert!(
+            matches!(error, Some(AttachError::Timeout(l)) if l == limit),
+            "{error:?}"
+        );
+        // The given-up connection is closed: the engine reads to its end.
+        let mut request = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), engine.read_to_end(&mut request)).await;
+        assert!(matches!(read, Ok(Ok(_))), "{read:?}");
+        assert!(
+            request.starts_with(b"POST /containers/abc/attach?"),
+            "{request:?}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[tokio::test]
+    async fn an_engine_that_refuses_the_upgrade_is_reported_with_its_status_and_message() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let (dir, listener) = listener("refusing");
+        let dialer = Dialer::Unix(dir.join("engine.sock"));
+        let attaching =
+            tokio::spawn(async move { dialer.attach("gone", Duration::from_secs(5)).await.err() });
+        let (mut engine, _) = listener.accept().await.expect("the attach connection");
+        let mut head = [0u8; 1024];
+        let read = engine.read(&mut head).await.expect("the request");
+        assert!(head[..read].starts_with(b"POST /containers/gone/attach?"));
+        // The engine's answer for a container that is not there.
+        let body = br#"{"message":"No such container: gone"}"#;
+        let answer = format!(
+            "HTTP/1.1 404 Not Found\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        );
+        engine
+            .write_all(answer.as_bytes())
+            .await
+            .expect("the answer");
+        engine.write_all(body).await.expect("the answer's body");
+        let error = attaching.await.expect("joined");
+        match error {
+            Some(AttachError::Refused { status, message }) => {
+                assert_eq!((status, message.as_str()), (404, "No such container: gone"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // The refused connection is closed, not kept.
+        let mut rest = Vec::new();
+        let read =
+            tokio::time::timeout(Duration::from_secs(5), engine.read_to_end(&mut rest)).await;
+        assert!(matches!(read, Ok(Ok(0))), "{read:?}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
