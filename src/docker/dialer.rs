@@ -56,7 +56,7 @@ pub enum AttachError {
     Http(#[source] hyper::Error),
     #[error("Docker responded with status code {status}: {message}")]
     Refused { status: u16, message: String },
-    #[error("the engine did not answer within {} s", .0.as_secs())]
+    #[error("the engine did not answer within {0:?}")]
     Timeout(Duration),
     #[error("{0}")]
     Invalid(String),
@@ -224,56 +224,102 @@ mod tests {
         assert!(matches!(error, Some(AttachError::Connect(_))));
     }
 
-    /// A socket in a fresh directory of its own, and a listener on it.
-    fn listener(name: &str) -> (PathBuf, tokio::net::UnixListener) {
-        let dir = std::env::temp_dir().join(format!(
-            "native-sandbox-dialer-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("a test directory");
-        let path = dir.join("engine.sock");
-        let listener = tokio::net::UnixListener::bind(&path).expect("a test socket");
-        (dir, listener)
+    /// A stand-in engine: a listener on a unix socket in a directory of the test's own,
+    /// removed when dropped.
+    struct Peer {
+        dir: PathBuf,
+        listener: tokio::net::UnixListener,
+    }
+
+    impl Peer {
+        fn new(name: &str) -> Self {
+            // Short: a socket path must fit in 108 bytes whatever TMPDIR is.
+            let dir = std::env::temp_dir().join(format!("nsd-{name}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&dir);
+            std::fs::create_dir_all(&dir).expect("a test directory");
+            let listener = tokio::net::UnixListener::bind(dir.join("s")).expect("a test socket");
+            Self { dir, listener }
+        }
+
+        fn dialer(&self) -> Dialer {
+            Dialer::Unix(self.dir.join("s"))
+        }
+
+        /// The attach connection, and the request's head read whole from it.
+        async fn accept(&self) -> (UnixStream, Vec<u8>) {
+            use tokio::io::AsyncReadExt;
+            let (mut stream, _) = within(self.listener.accept())
+                .await
+                .expect("the attach connection");
+            let mut head = Vec::new();
+            while !head.ends_with(b"\r\n\r\n") {
+                let mut byte = [0u8; 1];
+                let read = within(stream.read(&mut byte)).await.expect("the request");
+                assert_eq!(read, 1, "the request ended early: {head:?}");
+                head.push(byte[0]);
+            }
+            (stream, head)
+        }
+    }
+
+    impl Drop for Peer {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    /// `future`, or a failed test after 10 s: a regression fails rather than hangs.
+    async fn within<F: std::future::Future>(future: F) -> F::Output {
+        tokio::time::timeout(Duration::from_secs(10), future)
+            .await
+            .expect("settled within 10 s")
+    }
+
+    /// What the peer reads after the request until the owner closes the connection.
+    async fn rest_until_closed(mut stream: UnixStream) -> Vec<u8> {
+        use tokio::io::AsyncReadExt;
+        let mut rest = Vec::new();
+        within(stream.read_to_end(&mut rest))
+            .await
+            .expect("read to the end");
+        rest
     }
 
     #[tokio::test]
     async fn an_engine_that_never_answers_times_out_and_its_connection_is_let_go() {
-        use tokio::io::AsyncReadExt;
-        let (dir, listener) = listener("silent");
-        let dialer = Dialer::Unix(dir.join("engine.sock"));
-        let limit = Duration::from_millis(200);
+        let peer = Peer::new("silent");
+        let dialer = peer.dialer();
+        let limit = Duration::from_secs(1);
+        let started = tokio::time::Instant::now();
         let attaching = tokio::spawn(async move { dialer.attach("abc", limit).await.err() });
         // The engine reads the request and says nothing.
-        let (mut engine, _) = listener.accept().await.expect("the attach connection");
-        let error = attaching.await.expect("joined");
+        let (engine, head) = peer.accept().await;
+        assert!(
+            head.starts_with(b"POST /containers/abc/attach?"),
+            "{head:?}"
+        );
+        let error = within(attaching).await.expect("joined");
         assert!(
             matches!(error, Some(AttachError::Timeout(l)) if l == limit),
             "{error:?}"
         );
-        // The given-up connection is closed: the engine reads to its end.
-        let mut request = Vec::new();
-        let read =
-            tokio::time::timeout(Duration::from_secs(5), engine.read_to_end(&mut request)).await;
-        assert!(matches!(read, Ok(Ok(_))), "{read:?}");
-        assert!(
-            request.starts_with(b"POST /containers/abc/attach?"),
-            "{request:?}"
-        );
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(started.elapsed() >= limit, "{:?}", started.elapsed());
+        // The owner closed the connection it gave up: the engine reads to its end.
+        assert_eq!(rest_until_closed(engine).await, b"");
     }
 
     #[tokio::test]
     async fn an_engine_that_refuses_the_upgrade_is_reported_with_its_status_and_message() {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (dir, listener) = listener("refusing");
-        let dialer = Dialer::Unix(dir.join("engine.sock"));
+        use tokio::io::AsyncWriteExt;
+        let peer = Peer::new("refusing");
+        let dialer = peer.dialer();
         let attaching =
             tokio::spawn(async move { dialer.attach("gone", Duration::from_secs(5)).await.err() });
-        let (mut engine, _) = listener.accept().await.expect("the attach connection");
-        let mut head = [0u8; 1024];
-        let read = engine.read(&mut head).await.expect("the request");
-        assert!(head[..read].starts_with(b"POST /containers/gone/attach?"));
+        let (mut engine, head) = peer.accept().await;
+        assert!(
+            head.starts_with(b"POST /containers/gone/attach?"),
+            "{head:?}"
+        );
         // The engine's answer for a container that is not there.
         let body = br#"{"message":"No such container: gone"}"#;
         let answer = format!(
@@ -285,18 +331,14 @@ mod tests {
             .await
             .expect("the answer");
         engine.write_all(body).await.expect("the answer's body");
-        let error = attaching.await.expect("joined");
+        let error = within(attaching).await.expect("joined");
         match error {
             Some(AttachError::Refused { status, message }) => {
                 assert_eq!((status, message.as_str()), (404, "No such container: gone"));
             }
             other => panic!("{other:?}"),
         }
-        // The refused connection is closed, not kept.
-        let mut rest = Vec::new();
-        let read =
-            tokio::time::timeout(Duration::from_secs(5), engine.read_to_end(&mut rest)).await;
-        assert!(matches!(read, Ok(Ok(0))), "{read:?}");
-        let _ = std::fs::remove_dir_all(&dir);
+        // The owner closed the refused connection.
+        assert_eq!(rest_until_closed(engine).await, b"");
     }
 }

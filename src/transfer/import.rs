@@ -613,4 +613,69 @@ mod tests {
         };
         assert!(format!("{short:?}").contains("2 bytes short"), "{short:?}");
     }
+
+    /// An import whose archive nobody takes any more (the upload ended), with `done` as the
+    /// upload's own outcome.
+    fn refused_session(done: BoxFuture<'static, Result<(), OwnerError>>) -> ImportSession {
+        let (sink, archive) = mpsc::channel(1);
+        drop(archive);
+        let settings = TransferSettings {
+            uid: 65_532,
+            gid: 65_532,
+            spill_directory: None,
+        };
+        ImportSession::new(
+            ArchiveUpload { sink, done },
+            &settings,
+            TransferBuffers::DEFAULT,
+            TransferQuotas::default(),
+        )
+    }
+
+    /// A body large enough to go to the engine at the next drain, not gathered with others.
+    fn queue_a_large_body(session: &mut ImportSession) {
+        let size = GATHER_BYTES;
+        session
+            .begin_file_now(0, "f".into(), size as u64, false)
+            .expect("header");
+        session
+            .chunk_now(Bytes::from(vec![7u8; size]))
+            .expect("chunk");
+        assert!(session.drain_due());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_send_reports_the_uploads_own_error() {
+        let why = OwnerError::driver("the workspace helper ended");
+        let mut session = refused_session(futures::future::ready(Err(why)).boxed());
+        queue_a_large_body(&mut session);
+        let error = session.drain().await.expect_err("refused");
+        assert_eq!(
+            error,
+            OwnerError::operation(
+                OperationCode::StreamFailure,
+                "the sandbox stopped accepting the import archive: the workspace helper ended"
+            )
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_refused_send_waits_for_a_silent_upload_only_within_its_bound() {
+        let mut session = refused_session(futures::future::pending().boxed());
+        queue_a_large_body(&mut session);
+        let started = tokio::time::Instant::now();
+        // Paused time: a bound that is not there fails here instead of hanging.
+        let error = tokio::time::timeout(UPLOAD_ERROR_WAIT * 2, session.drain())
+            .await
+            .expect("settled within the bound")
+            .expect_err("refused");
+        assert_eq!(started.elapsed(), UPLOAD_ERROR_WAIT);
+        assert_eq!(
+            error,
+            OwnerError::operation(
+                OperationCode::StreamFailure,
+                "the sandbox stopped accepting the import archive"
+            )
+        );
+    }
 }
