@@ -236,6 +236,76 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     await sandbox.destroy();
   });
 
+  test("a driver's stream that never reports closing holds the stop only until the close wait (5 s) ends", async () => {
+    // Destroyed, it never finishes destroying: no 'close' ever comes.
+    class Stuck extends PassThrough {
+      _destroy() {}
+    }
+    const raw = { stdin: new PassThrough(), stdout: new Stuck(), stderr: new PassThrough() };
+    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
+    // A cleanup bound past the close wait: without that wait's own bound the stop fails here.
+    const sandbox = await started(setup, (p) => (p.deadlines = { startupMs: 2_000, cleanupMs: 15_000 }));
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    const [stdoutEnd, stderrEnd] = [streams.stdout, streams.stderr].map((stream) => settled(stream.resume(), 15_000));
+    await sandbox.stop();
+    assert.equal(sandbox.state.kind, 'stopped');
+    assert.equal(raw.stdout.destroyed, true);
+    assert.equal(raw.stdout.closed, false, 'the stuck stream never closed');
+    assert.deepEqual([raw.stdin.closed, raw.stderr.closed], [true, true]);
+    // Closed before the driver ended it, stderr failed with cancelled as at any stop; the stuck
+    // stdout is left, and fails too instead of waiting for a close that never comes.
+    const closed = await stderrEnd;
+    assert.equal(closed.code, 'cancelled', String(closed));
+    assert.match(closed.message, /stderr was closed before the driver ended it/);
+    const left = await stdoutEnd;
+    assert.equal(left.code, 'cancelled', String(left));
+    assert.match(left.message, /stdout did not close within 5000 ms of the stop/);
+    await sandbox.destroy();
+  });
+
+  test("stdin writes and the end still waiting for the driver's stdin fail with cancelled at a stop, also when that stdin never closes", async () => {
+    class Stuck extends PassThrough {
+      _destroy() {}
+    }
+    for (const Stdin of [PassThrough, Stuck]) {
+      // Nobody reads the driver's stdin: past its 4 bytes, a write waits for its drain.
+      const raw = { stdin: new Stdin({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
+      const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
+      const sandbox = await started(setup, (p) => (p.deadlines = { startupMs: 2_000, cleanupMs: 15_000 }));
+      const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+      for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
+      streams.stdin.on('error', () => {});
+      const written = new Promise((resolve) => streams.stdin.write(Buffer.alloc(64), resolve));
+      const ended = new Promise((resolve) => streams.stdin.end(resolve));
+      await sandbox.stop();
+      const error = await written;
+      assert.ok(error instanceof SandboxOperationError, String(error));
+      assert.equal(error.code, 'cancelled');
+      assert.match(error.message, /the sandbox stopped before the driver took the process's stdin/);
+      assert.ok((await ended) instanceof Error, 'end() settles too');
+      await sandbox.destroy();
+    }
+  });
+
+  test("a write into a driver's stdin whose process is gone settles at the latest with the stop", async () => {
+    const setup = localDriver();
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    streams.stdin.on('error', () => {});
+    const written = new Promise((resolve) => streams.stdin.write(Buffer.alloc(16 * 1024), resolve));
+    await sandbox.stop();
+    const error = await written;
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    // After the stop stdin takes nothing more: a write fails at once instead of waiting.
+    const late = await new Promise((resolve) => streams.stdin.write('late', resolve));
+    assert.ok(late instanceof Error, String(late));
+    await sandbox.destroy();
+  });
+
   test('streams a stopped driver ended, read all along, end as usual', async () => {
     // As a killed child: its streams end once what it wrote was read.
     const { raw, sandbox, streams } = await rawProcess(async ({ stdout, stderr }) => {
@@ -318,10 +388,10 @@ test('a driver whose stop waits for its output to be read is not held by a consu
   await sandbox.destroy();
 });
 
-/** How `stream` settles: 'end', or its error; a stream still open after 5 s fails the test. */
-function settled(stream) {
+/** How `stream` settles: 'end', or its error; a stream still open after `ms` fails the test. */
+function settled(stream, ms = 5_000) {
   return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error('the stream did not settle within 5 s')), 5_000);
+    const timer = setTimeout(() => reject(new Error(`the stream did not settle within ${ms} ms`)), ms);
     stream.once('end', () => {
       clearTimeout(timer);
       resolve('end');

@@ -63,6 +63,11 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       const limited = limitedStreams(raw, limits, stopSandbox);
       streams = limited.streams;
       slot.stopping = limited.stopping;
+      // Past the close wait, what the driver never closed is left: its streams fail instead.
+      slot.close = async () => {
+        await closeRaw(raw);
+        limited.leave();
+      };
     } catch (error) {
       // A driver that started something other than the process port's streams: fenced and
       // stopped first, then what it started is closed (within CLOSE_WAIT_MS).
@@ -104,7 +109,10 @@ function observeStartup(actual, startupMs, callerSignal, ownerSignal) {
   });
 }
 
-/** How long closing a driver's streams may take: a stream that never reports closing is left. */
+/**
+ * How long closing a driver's streams may take: a stream that never reports closing is left,
+ * and what still waits on it fails with `cancelled`.
+ */
 const CLOSE_WAIT_MS = 5_000;
 /** How long output still being read may take to reach its own end before it is destroyed. */
 const OUTPUT_END_WAIT_MS = 250;
@@ -216,15 +224,36 @@ function limitedStreams(raw, limits, stopSandbox) {
     });
     source.on('error', (error) => fail(error));
     // Closed before its end (a stop closes what is left): the driver may have held more.
-    source.on('close', () => {
+    const cut = (why) => {
       if (ended || failed || stream.destroyed) return;
-      fail(lost ? discarded() : new SandboxOperationError('cancelled', `the process's ${name} was closed before the driver ended it: what it still held was not delivered`));
-    });
-    outputs.push({ fail, readOn });
+      fail(lost ? discarded() : new SandboxOperationError('cancelled', `the process's ${name} ${why}: what it still held was not delivered`));
+    };
+    source.on('close', () => cut('was closed before the driver ended it'));
+    const leave = () => cut(`did not close within ${CLOSE_WAIT_MS} ms of the stop`);
+    outputs.push({ fail, readOn, leave });
     return stream;
   };
   let inputTotal = 0;
   const target = raw.stdin;
+  // Waits on the driver's stdin (a drain, the end's callback), each with how to stop waiting: a
+  // stop leaves the ones still open (the driver never took the bytes, or its stdin never
+  // closed) and fails them, so no write or end waits for ever.
+  const waits = new Set();
+  const waitFor = (callback, begin) => {
+    const wait = {
+      done: false,
+      undo: () => {},
+      settle(error) {
+        if (wait.done) return;
+        wait.done = true;
+        waits.delete(wait);
+        wait.undo();
+        callback(error);
+      },
+    };
+    waits.add(wait);
+    wait.undo = begin((error) => wait.settle(error)) ?? (() => {});
+  };
   const stdin = new Writable({
     highWaterMark: limits.highWaterMark,
     write(chunk, _encoding, callback) {
@@ -234,11 +263,15 @@ function limitedStreams(raw, limits, stopSandbox) {
         callback(new SandboxOperationError('input_limit', `stdin would exceed policy.streams.maxStdinBytes (${limits.maxStdinBytes}); the sandbox is being stopped`));
         return;
       }
-      if (target.write(chunk)) callback();
-      else target.once('drain', () => callback());
+      if (target.write(chunk)) return void callback();
+      waitFor(callback, (settle) => {
+        const drained = () => settle();
+        target.once('drain', drained);
+        return () => target.off('drain', drained);
+      });
     },
     final(callback) {
-      target.end(callback);
+      waitFor(callback, (settle) => void target.end(settle));
     },
   });
   const write = stdin.write.bind(stdin);
@@ -254,5 +287,13 @@ function limitedStreams(raw, limits, stopSandbox) {
   };
   const exit = Promise.resolve(raw.exit).then((value) => Object.freeze({ ...value }));
   const streams = Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
-  return { streams, stopping: () => outputs.forEach(({ readOn }) => readOn()) };
+  // After a stop's close: outputs the driver never closed fail, and stdin takes nothing more.
+  // It is destroyed first, so what still waited fails through its callback (as any write to a
+  // destroyed stream does), not as an 'error' event a caller that only wrote may not listen to.
+  const leave = () => {
+    for (const output of outputs) output.leave();
+    stdin.destroy();
+    for (const wait of [...waits]) wait.settle(new SandboxOperationError('cancelled', "the sandbox stopped before the driver took the process's stdin: what was written was not delivered"));
+  };
+  return { streams, stopping: () => outputs.forEach(({ readOn }) => readOn()), leave };
 }
