@@ -3,7 +3,7 @@
 // apply to the driver's raw streams.
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { PassThrough } from 'node:stream';
+import { PassThrough, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { describe, test } from 'node:test';
 import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
@@ -145,6 +145,21 @@ describe('the process port of a JavaScript driver', () => {
     await sandbox.destroy();
   });
 
+  test('a write past maxBufferedInputBytes gets input_limit through its callback too', async () => {
+    const setup = localDriver();
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/cat', args: [], env: {}, cwd: '/tmp' }).start();
+    streams.stdout.resume();
+    streams.stderr.resume();
+    const event = new Promise((resolve) => streams.stdin.once('error', resolve));
+    // One write more than the staging (64 KiB) holds.
+    const refused = await callbackOf((done) => streams.stdin.write(Buffer.alloc(65_537), done));
+    assert.ok(refused instanceof SandboxOperationError, String(refused));
+    assert.equal(refused.code, 'input_limit');
+    assert.equal(await event, refused);
+    await sandbox.destroy();
+  });
+
   test('a driver without a process port says so', async () => {
     const sandbox = await started(localDriver({ withProcess: false }));
     assert.throws(() => sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/' }), SandboxUnsupportedError);
@@ -263,27 +278,35 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     await sandbox.destroy();
   });
 
-  test("stdin writes and the end still waiting for the driver's stdin fail with cancelled at a stop, also when that stdin never closes", async () => {
+  test("stdin writes and the end still waiting for the driver's stdin fail with cancelled at a stop, without an 'error' event", async () => {
     class Stuck extends PassThrough {
       _destroy() {}
     }
-    for (const Stdin of [PassThrough, Stuck]) {
-      // Nobody reads the driver's stdin: past its 4 bytes, a write waits for its drain.
-      const raw = { stdin: new Stdin({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
+    const cases = [
+      // Nobody reads the driver's stdin: past its 4 bytes, the write waits for its drain.
+      { name: 'a full stdin', stdin: () => new PassThrough({ highWaterMark: 4 }), writeWaits: true },
+      { name: 'a full stdin that never closes', stdin: () => new Stuck({ highWaterMark: 4 }), writeWaits: true },
+      // The write is taken; the driver's stdin never finishes, so end() waits for it.
+      { name: 'a stdin that never finishes', stdin: () => new Writable({ write: (_chunk, _encoding, done) => done(), final() {} }), writeWaits: false },
+    ];
+    for (const { name, stdin, writeWaits } of cases) {
+      const raw = { stdin: stdin(), stdout: new PassThrough(), stderr: new PassThrough() };
       const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
       const sandbox = await started(setup, (p) => (p.deadlines = { startupMs: 2_000, cleanupMs: 15_000 }));
       const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
       for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
-      streams.stdin.on('error', () => {});
-      const written = new Promise((resolve) => streams.stdin.write(Buffer.alloc(64), resolve));
-      const ended = new Promise((resolve) => streams.stdin.end(resolve));
+      const events = [];
+      streams.stdin.on('error', (error) => events.push(error));
+      const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
+      const ended = callbackOf((done) => streams.stdin.end(done));
       await sandbox.stop();
-      const error = await written;
-      assert.ok(error instanceof SandboxOperationError, String(error));
-      assert.equal(error.code, 'cancelled');
-      assert.match(error.message, /the sandbox stopped before the driver took the process's stdin/);
-      // end() behind that write settles with the same failure.
-      assert.equal(await ended, error);
+      const failed = await ended;
+      assert.ok(failed instanceof SandboxOperationError, `${name}: ${failed}`);
+      assert.equal(failed.code, 'cancelled', name);
+      assert.match(failed.message, /the sandbox stopped before the driver took the process's stdin/, name);
+      // The write behind which end() waited fails with the same failure, or was taken.
+      assert.equal((await written) ?? 'taken', writeWaits ? failed : 'taken', name);
+      assert.deepEqual(events, [], `${name}: no 'error' event`);
       await sandbox.destroy();
     }
   });
@@ -295,15 +318,17 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     streams.stdout.resume();
     streams.stderr.resume();
     assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
-    streams.stdin.on('error', () => {});
-    const written = new Promise((resolve) => streams.stdin.write(Buffer.alloc(16 * 1024), resolve));
+    const events = [];
+    streams.stdin.on('error', (error) => events.push(error));
+    const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(16 * 1024), done));
     await sandbox.stop();
     const error = await written;
     assert.ok(error instanceof SandboxOperationError, String(error));
     assert.equal(error.code, 'cancelled');
     // After the stop stdin takes nothing more: a write fails at once instead of waiting.
-    const late = await new Promise((resolve) => streams.stdin.write('late', resolve));
+    const late = await callbackOf((done) => streams.stdin.write('late', done));
     assert.ok(late instanceof Error, String(late));
+    assert.deepEqual(events, [], "no 'error' event");
     await sandbox.destroy();
   });
 
@@ -388,6 +413,17 @@ test('a driver whose stop waits for its output to be read is not held by a consu
   assert.equal(await settled(streams.stderr.resume()), 'end');
   await sandbox.destroy();
 });
+
+/** What `start` hands its callback (`undefined` for success); no call within 20 s fails the test. */
+function callbackOf(start) {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error('the callback did not come within 20 s')), 20_000);
+    start((error) => {
+      clearTimeout(timer);
+      resolve(error);
+    });
+  });
+}
 
 /** How `stream` settles: 'end', or its error; a stream still open after `ms` fails the test. */
 function settled(stream, ms = 5_000) {

@@ -65,6 +65,7 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       slot.stopping = limited.stopping;
       // Past the close wait, what the driver never closed is left: its streams fail instead.
       slot.close = async () => {
+        limited.closing();
         await closeRaw(raw);
         limited.leave();
       };
@@ -237,8 +238,10 @@ function limitedStreams(raw, limits, stopSandbox) {
   const target = raw.stdin;
   // Waits on the driver's stdin (a drain, the end's callback), each with how to stop waiting: a
   // stop leaves the ones still open (the driver never took the bytes, or its stdin never
-  // closed) and fails them, so no write or end waits for ever.
+  // closed) and fails them, so no write or end waits for ever. While the stop closes the
+  // driver's streams, the failures that closing causes are not theirs: they wait for `leave`.
   const waits = new Set();
+  let closing = false;
   const waitFor = (callback, begin) => {
     const wait = {
       done: false,
@@ -252,7 +255,10 @@ function limitedStreams(raw, limits, stopSandbox) {
       },
     };
     waits.add(wait);
-    wait.undo = begin((error) => wait.settle(error)) ?? (() => {});
+    wait.undo =
+      begin((error) => {
+        if (error === undefined || error === null || !closing) wait.settle(error);
+      }) ?? (() => {});
   };
   const stdin = new Writable({
     highWaterMark: limits.highWaterMark,
@@ -277,10 +283,12 @@ function limitedStreams(raw, limits, stopSandbox) {
   const write = stdin.write.bind(stdin);
   stdin.write = (chunk, encoding, callback) => {
     const length = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk?.byteLength ?? 0;
-    if (stdin.writableLength + length > limits.maxBufferedInputBytes) {
+    if (!stdin.destroyed && stdin.writableLength + length > limits.maxBufferedInputBytes) {
       const error = new SandboxOperationError('input_limit', `stdin would queue past policy.streams.maxBufferedInputBytes (${limits.maxBufferedInputBytes}); the sandbox is being stopped`);
       stdin.destroy(error);
       stopSandbox().catch(() => {});
+      const done = typeof encoding === 'function' ? encoding : callback;
+      if (typeof done === 'function') process.nextTick(done, error);
       return false;
     }
     return write(chunk, encoding, callback);
@@ -295,5 +303,8 @@ function limitedStreams(raw, limits, stopSandbox) {
     stdin.destroy();
     for (const wait of [...waits]) wait.settle(new SandboxOperationError('cancelled', "the sandbox stopped before the driver took the process's stdin: what was written was not delivered"));
   };
-  return { streams, stopping: () => outputs.forEach(({ readOn }) => readOn()), leave };
+  const beginClosing = () => {
+    closing = true;
+  };
+  return { streams, stopping: () => outputs.forEach(({ readOn }) => readOn()), closing: beginClosing, leave };
 }
