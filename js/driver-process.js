@@ -66,8 +66,11 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       // Past the close wait, what the driver never closed is left: its streams fail instead.
       slot.close = async () => {
         limited.closing();
-        await closeRaw(raw);
-        limited.leave();
+        try {
+          await closeRaw(raw);
+        } finally {
+          limited.leave();
+        }
       };
     } catch (error) {
       // A driver that started something other than the process port's streams: fenced and
@@ -282,7 +285,7 @@ function limitedStreams(raw, limits, stopSandbox) {
   });
   const write = stdin.write.bind(stdin);
   stdin.write = (chunk, encoding, callback) => {
-    const length = typeof chunk === 'string' ? Buffer.byteLength(chunk) : chunk?.byteLength ?? 0;
+    const length = typeof chunk === 'string' ? Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8') : chunk?.byteLength ?? 0;
     if (!stdin.destroyed && stdin.writableLength + length > limits.maxBufferedInputBytes) {
       const error = new SandboxOperationError('input_limit', `stdin would queue past policy.streams.maxBufferedInputBytes (${limits.maxBufferedInputBytes}); the sandbox is being stopped`);
       stdin.destroy(error);
