@@ -311,7 +311,7 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     }
   });
 
-  test("a write into a driver's stdin whose process is gone settles at the latest with the stop", async () => {
+  test("a write into a driver's stdin whose process is gone fails with cancelled at once, without an 'error' event", async () => {
     const setup = localDriver();
     const sandbox = await started(setup);
     const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
@@ -320,14 +320,36 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
     const events = [];
     streams.stdin.on('error', (error) => events.push(error));
-    const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(16 * 1024), done));
-    await sandbox.stop();
-    const error = await written;
+    const error = await callbackOf((done) => streams.stdin.write(Buffer.alloc(16 * 1024), done));
     assert.ok(error instanceof SandboxOperationError, String(error));
     assert.equal(error.code, 'cancelled');
-    // After the stop stdin takes nothing more: a write fails at once instead of waiting.
+    assert.match(error.message, /the process's stdin was closed/);
+    // stdin takes nothing more: a later write fails at once too.
     const late = await callbackOf((done) => streams.stdin.write('late', done));
     assert.equal(late?.code, 'ERR_STREAM_DESTROYED', String(late));
+    assert.deepEqual(events, [], "no 'error' event");
+    assert.equal(sandbox.state.kind, 'ready', 'the sandbox is not stopped for it');
+    await sandbox.destroy();
+  });
+
+  test("the driver's stdin failing fails what waits on it with stream_failure, and its 'error' does not reach the host", async () => {
+    // A driver that does not listen to its own stdin's errors (a pipe whose reader is gone).
+    const raw = { stdin: new PassThrough({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
+    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
+    const events = [];
+    streams.stdin.on('error', (error) => events.push(error));
+    const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
+    const ended = callbackOf((done) => streams.stdin.end(done));
+    raw.stdin.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+    const error = await written;
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'stream_failure');
+    assert.match(error.message, /writing the process's stdin failed: write EPIPE/);
+    assert.equal(error.cause?.code, 'EPIPE');
+    assert.equal(await ended, error);
     assert.deepEqual(events, [], "no 'error' event");
     await sandbox.destroy();
   });

@@ -245,6 +245,18 @@ function limitedStreams(raw, limits, stopSandbox) {
   // driver's streams, the failures that closing causes are not theirs: they wait for `leave`.
   const waits = new Set();
   let closing = false;
+  const closedInput = () => new SandboxOperationError('cancelled', "the process's stdin was closed: what was written was not delivered");
+  const failedInput = (error) => new SandboxOperationError('stream_failure', `writing the process's stdin failed: ${error?.message ?? error}`, { cause: error });
+  // The driver's stdin failing or closing on its own (its process gone) ends stdin: destroyed
+  // first, so what still waited fails through its callback, not as an 'error' event a caller
+  // that only wrote may not listen to; and the driver's 'error' never reaches the host unhandled.
+  const abandonInput = (failure) => {
+    if (closing) return;
+    stdin.destroy();
+    for (const wait of [...waits]) wait.settle(failure);
+  };
+  target.on('error', (error) => abandonInput(failedInput(error)));
+  target.on('close', () => abandonInput(closedInput()));
   const waitFor = (callback, begin) => {
     const wait = {
       done: false,
@@ -260,7 +272,8 @@ function limitedStreams(raw, limits, stopSandbox) {
     waits.add(wait);
     wait.undo =
       begin((error) => {
-        if (error === undefined || error === null || !closing) wait.settle(error);
+        if (error === undefined || error === null) wait.settle();
+        else abandonInput(failedInput(error));
       }) ?? (() => {});
   };
   const stdin = new Writable({
@@ -272,6 +285,10 @@ function limitedStreams(raw, limits, stopSandbox) {
         callback(new SandboxOperationError('input_limit', `stdin would exceed policy.streams.maxStdinBytes (${limits.maxStdinBytes}); the sandbox is being stopped`));
         return;
       }
+      if (target.destroyed) {
+        waitFor(callback, () => undefined);
+        return void abandonInput(closedInput());
+      }
       if (target.write(chunk)) return void callback();
       waitFor(callback, (settle) => {
         const drained = () => settle();
@@ -280,6 +297,10 @@ function limitedStreams(raw, limits, stopSandbox) {
       });
     },
     final(callback) {
+      if (target.destroyed) {
+        waitFor(callback, () => undefined);
+        return void abandonInput(closedInput());
+      }
       waitFor(callback, (settle) => void target.end(settle));
     },
   });
