@@ -332,6 +332,58 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     await sandbox.destroy();
   });
 
+  test("a driver's stdin closed without an error while a write or the end waits fails them with cancelled", async () => {
+    const cases = [
+      // Past its 4 bytes, the write waits for its drain.
+      { name: 'a write waiting for its drain', stdin: () => new PassThrough({ highWaterMark: 4 }), writeWaits: true },
+      // The write is taken but never done: end() waits behind it; and an end that never finishes.
+      { name: 'an end behind a write never done', stdin: () => new Writable({ write() {} }), writeWaits: false },
+      { name: 'an end never finished', stdin: () => new Writable({ write: (_chunk, _encoding, done) => done(), final() {} }), writeWaits: false },
+    ];
+    for (const { name, stdin, writeWaits } of cases) {
+      const raw = { stdin: stdin(), stdout: new PassThrough(), stderr: new PassThrough() };
+      const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
+      const sandbox = await started(setup);
+      const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+      for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
+      const events = [];
+      streams.stdin.on('error', (error) => events.push(error));
+      const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
+      const ended = callbackOf((done) => streams.stdin.end(done));
+      await new Promise((resolve) => setImmediate(resolve));
+      // As Node does to a child's stdin at its exit.
+      raw.stdin.destroy();
+      const failed = await ended;
+      assert.ok(failed instanceof SandboxOperationError, `${name}: ${failed}`);
+      assert.equal(failed.code, 'cancelled', name);
+      assert.match(failed.message, /the process's stdin was closed/, name);
+      assert.equal((await written) ?? 'taken', writeWaits ? failed : 'taken', name);
+      assert.deepEqual(events, [], `${name}: no 'error' event`);
+      assert.equal(sandbox.state.kind, 'ready', name);
+      await sandbox.destroy();
+    }
+  });
+
+  test("a stop whose kill fails the driver's stdin fails what waited with the stop's cancelled", async () => {
+    // The driver's stop kills its process: its stdin then fails (EPIPE) before the streams close.
+    const raw = { stdin: new PassThrough({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
+    const onStop = async () => raw.stdin.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop });
+    const sandbox = await started(setup);
+    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
+    const events = [];
+    streams.stdin.on('error', (error) => events.push(error));
+    const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
+    await sandbox.stop();
+    const error = await written;
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    assert.match(error.message, /the sandbox stopped before the driver took the process's stdin/);
+    assert.deepEqual(events, [], "no 'error' event");
+    await sandbox.destroy();
+  });
+
   test("the driver's stdin failing fails what waits on it with stream_failure, and its 'error' does not reach the host", async () => {
     // A driver that does not listen to its own stdin's errors (a pipe whose reader is gone).
     const raw = { stdin: new PassThrough({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };

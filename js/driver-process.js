@@ -65,7 +65,6 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       slot.stopping = limited.stopping;
       // Past the close wait, what the driver never closed is left: its streams fail instead.
       slot.close = async () => {
-        limited.closing();
         try {
           await closeRaw(raw);
         } finally {
@@ -239,21 +238,24 @@ function limitedStreams(raw, limits, stopSandbox) {
   };
   let inputTotal = 0;
   const target = raw.stdin;
-  // Waits on the driver's stdin (a drain, the end's callback), each with how to stop waiting: a
-  // stop leaves the ones still open (the driver never took the bytes, or its stdin never
-  // closed) and fails them, so no write or end waits for ever. While the stop closes the
-  // driver's streams, the failures that closing causes are not theirs: they wait for `leave`.
+  // Waits on the driver's stdin (a drain, the end's callback), each with how to stop waiting:
+  // they all fail when that stdin closes or fails, or when a stop leaves it (it never closed), so
+  // no write or end waits for ever.
   const waits = new Set();
-  let closing = false;
+  // From a stop on, whatever ends the driver's stdin is the stop's doing (its kill, its close).
+  let stopped = false;
+  const stoppedInput = () => new SandboxOperationError('cancelled', "the sandbox stopped before the driver took the process's stdin: what was written was not delivered");
   const closedInput = () => new SandboxOperationError('cancelled', "the process's stdin was closed: what was written was not delivered");
   const failedInput = (error) => new SandboxOperationError('stream_failure', `writing the process's stdin failed: ${error?.message ?? error}`, { cause: error });
-  // The driver's stdin failing or closing on its own (its process gone) ends stdin: destroyed
-  // first, so what still waited fails through its callback, not as an 'error' event a caller
-  // that only wrote may not listen to; and the driver's 'error' never reaches the host unhandled.
+  // What the driver's stdin's own state says ended it: its error, else a close without one.
+  const endedInput = (error) => (target.errored ? failedInput(target.errored) : target.destroyed ? closedInput() : failedInput(error));
+  // Ends stdin: destroyed first, so what still waited fails through its callback, not as an
+  // 'error' event a caller that only wrote may not listen to; the driver's 'error' never reaches
+  // the host unhandled.
   const abandonInput = (failure) => {
-    if (closing) return;
     stdin.destroy();
-    for (const wait of [...waits]) wait.settle(failure);
+    const why = stopped ? stoppedInput() : failure;
+    for (const wait of [...waits]) wait.settle(why);
   };
   target.on('error', (error) => abandonInput(failedInput(error)));
   target.on('close', () => abandonInput(closedInput()));
@@ -273,7 +275,7 @@ function limitedStreams(raw, limits, stopSandbox) {
     wait.undo =
       begin((error) => {
         if (error === undefined || error === null) wait.settle();
-        else abandonInput(failedInput(error));
+        else abandonInput(endedInput(error));
       }) ?? (() => {});
   };
   const stdin = new Writable({
@@ -287,7 +289,7 @@ function limitedStreams(raw, limits, stopSandbox) {
       }
       if (target.destroyed) {
         waitFor(callback, () => undefined);
-        return void abandonInput(closedInput());
+        return void abandonInput(endedInput());
       }
       if (target.write(chunk)) return void callback();
       waitFor(callback, (settle) => {
@@ -299,7 +301,7 @@ function limitedStreams(raw, limits, stopSandbox) {
     final(callback) {
       if (target.destroyed) {
         waitFor(callback, () => undefined);
-        return void abandonInput(closedInput());
+        return void abandonInput(endedInput());
       }
       waitFor(callback, (settle) => void target.end(settle));
     },
@@ -320,15 +322,13 @@ function limitedStreams(raw, limits, stopSandbox) {
   const exit = Promise.resolve(raw.exit).then((value) => Object.freeze({ ...value }));
   const streams = Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
   // After a stop's close: outputs the driver never closed fail, and stdin takes nothing more.
-  // It is destroyed first, so what still waited fails through its callback (as any write to a
-  // destroyed stream does), not as an 'error' event a caller that only wrote may not listen to.
   const leave = () => {
     for (const output of outputs) output.leave();
-    stdin.destroy();
-    for (const wait of [...waits]) wait.settle(new SandboxOperationError('cancelled', "the sandbox stopped before the driver took the process's stdin: what was written was not delivered"));
+    abandonInput(stoppedInput());
   };
-  const beginClosing = () => {
-    closing = true;
+  const stopping = () => {
+    stopped = true;
+    for (const { readOn } of outputs) readOn();
   };
-  return { streams, stopping: () => outputs.forEach(({ readOn }) => readOn()), closing: beginClosing, leave };
+  return { streams, stopping, leave };
 }
