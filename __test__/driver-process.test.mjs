@@ -333,6 +333,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
   });
 
   test("a driver's stdin closed without an error while a write or the end waits fails them with cancelled", async () => {
+    // The first two end through the driver stdin's 'close'; the third through its end callback's
+    // error, which its state shows was a close.
     const cases = [
       // Past its 4 bytes, the write waits for its drain.
       { name: 'a write waiting for its drain', stdin: () => new PassThrough({ highWaterMark: 4 }), writeWaits: true },
@@ -367,7 +369,11 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
   test("a stop whose kill fails the driver's stdin fails what waited with the stop's cancelled", async () => {
     // The driver's stop kills its process: its stdin then fails (EPIPE) before the streams close.
     const raw = { stdin: new PassThrough({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
-    const onStop = async () => raw.stdin.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+    const onStop = async () => {
+      raw.stdin.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+      // Its 'error' is out before the stop closes the streams.
+      await new Promise((resolve) => setImmediate(resolve));
+    };
     const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop });
     const sandbox = await started(setup);
     const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
