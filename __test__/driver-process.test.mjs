@@ -70,15 +70,24 @@ async function started(setup, edit = () => {}) {
 }
 
 /**
- * A started sandbox whose driver's process is three PassThroughs the test writes and ends
- * (`raw`); `onStop`, when given, is the driver's stop.
+ * A started sandbox whose driver's process is three streams the test writes and ends (`raw`:
+ * PassThroughs, unless `stdin` or `stdout` is given); `onStop`, when given, is the driver's stop,
+ * and `cleanupMs` the sandbox's cleanup bound.
  */
-async function rawProcess(onStop) {
-  const raw = { stdin: new PassThrough(), stdout: new PassThrough(), stderr: new PassThrough() };
+async function rawProcess(onStop, { stdin = new PassThrough(), stdout = new PassThrough(), cleanupMs } = {}) {
+  const raw = { stdin, stdout, stderr: new PassThrough() };
   const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: onStop && (() => onStop(raw)) });
-  const sandbox = await started(setup);
+  const sandbox = await started(setup, cleanupMs === undefined ? undefined : (p) => (p.deadlines = { startupMs: 2_000, cleanupMs }));
   const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
   return { raw, sandbox, streams };
+}
+
+/** Reads both outputs, keeping their failures quiet; returns the 'error' events stdin emits. */
+function watched(streams) {
+  for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
+  const events = [];
+  streams.stdin.on('error', (error) => events.push(error));
+  return events;
 }
 
 function collect(stream) {
@@ -256,11 +265,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     class Stuck extends PassThrough {
       _destroy() {}
     }
-    const raw = { stdin: new PassThrough(), stdout: new Stuck(), stderr: new PassThrough() };
-    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
     // A cleanup bound past the close wait: without that wait's own bound the stop fails here.
-    const sandbox = await started(setup, (p) => (p.deadlines = { startupMs: 2_000, cleanupMs: 15_000 }));
-    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+    const { raw, sandbox, streams } = await rawProcess(undefined, { stdout: new Stuck(), cleanupMs: 15_000 });
     const [stdoutEnd, stderrEnd] = [streams.stdout, streams.stderr].map((stream) => settled(stream.resume(), 15_000));
     await sandbox.stop();
     assert.equal(sandbox.state.kind, 'stopped');
@@ -290,13 +296,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
       { name: 'a stdin that never finishes', stdin: () => new Writable({ write: (_chunk, _encoding, done) => done(), final() {} }), writeWaits: false },
     ];
     for (const { name, stdin, writeWaits } of cases) {
-      const raw = { stdin: stdin(), stdout: new PassThrough(), stderr: new PassThrough() };
-      const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
-      const sandbox = await started(setup, (p) => (p.deadlines = { startupMs: 2_000, cleanupMs: 15_000 }));
-      const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
-      for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
-      const events = [];
-      streams.stdin.on('error', (error) => events.push(error));
+      const { sandbox, streams } = await rawProcess(undefined, { stdin: stdin(), cleanupMs: 15_000 });
+      const events = watched(streams);
       const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
       const ended = callbackOf((done) => streams.stdin.end(done));
       await sandbox.stop();
@@ -315,11 +316,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     const setup = localDriver();
     const sandbox = await started(setup);
     const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
-    streams.stdout.resume();
-    streams.stderr.resume();
+    const events = watched(streams);
     assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
-    const events = [];
-    streams.stdin.on('error', (error) => events.push(error));
     const error = await callbackOf((done) => streams.stdin.write(Buffer.alloc(16 * 1024), done));
     assert.ok(error instanceof SandboxOperationError, String(error));
     assert.equal(error.code, 'cancelled');
@@ -343,13 +341,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
       { name: 'an end never finished', stdin: () => new Writable({ write: (_chunk, _encoding, done) => done(), final() {} }), writeWaits: false },
     ];
     for (const { name, stdin, writeWaits } of cases) {
-      const raw = { stdin: stdin(), stdout: new PassThrough(), stderr: new PassThrough() };
-      const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
-      const sandbox = await started(setup);
-      const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
-      for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
-      const events = [];
-      streams.stdin.on('error', (error) => events.push(error));
+      const { raw, sandbox, streams } = await rawProcess(undefined, { stdin: stdin() });
+      const events = watched(streams);
       const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
       const ended = callbackOf((done) => streams.stdin.end(done));
       await new Promise((resolve) => setImmediate(resolve));
@@ -368,18 +361,13 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
 
   test("a stop whose kill fails the driver's stdin fails what waited with the stop's cancelled", async () => {
     // The driver's stop kills its process: its stdin then fails (EPIPE) before the streams close.
-    const raw = { stdin: new PassThrough({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
-    const onStop = async () => {
+    const onStop = async (raw) => {
       raw.stdin.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
       // Its 'error' is out before the stop closes the streams.
       await new Promise((resolve) => setImmediate(resolve));
     };
-    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop });
-    const sandbox = await started(setup);
-    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
-    for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
-    const events = [];
-    streams.stdin.on('error', (error) => events.push(error));
+    const { sandbox, streams } = await rawProcess(onStop, { stdin: new PassThrough({ highWaterMark: 4 }) });
+    const events = watched(streams);
     const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
     await sandbox.stop();
     const error = await written;
@@ -392,13 +380,8 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
 
   test("the driver's stdin failing fails what waits on it with stream_failure, and its 'error' does not reach the host", async () => {
     // A driver that does not listen to its own stdin's errors (a pipe whose reader is gone).
-    const raw = { stdin: new PassThrough({ highWaterMark: 4 }), stdout: new PassThrough(), stderr: new PassThrough() };
-    const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }), onStop: async () => {} });
-    const sandbox = await started(setup);
-    const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
-    for (const stream of [streams.stdout, streams.stderr]) stream.on('error', () => {}).resume();
-    const events = [];
-    streams.stdin.on('error', (error) => events.push(error));
+    const { raw, sandbox, streams } = await rawProcess(undefined, { stdin: new PassThrough({ highWaterMark: 4 }) });
+    const events = watched(streams);
     const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
     const ended = callbackOf((done) => streams.stdin.end(done));
     raw.stdin.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
