@@ -6,7 +6,7 @@ import { spawn } from 'node:child_process';
 import { PassThrough, Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { describe, test } from 'node:test';
-import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
+import { SandboxCleanupError, SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
@@ -375,6 +375,24 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     assert.equal(error.code, 'cancelled');
     assert.match(error.message, /the sandbox stopped before the driver took the process's stdin/);
     assert.deepEqual(events, [], "no 'error' event");
+    await sandbox.destroy();
+  });
+
+  test("a driver whose stop fails still has its process's streams closed, and what waited on them fails", async () => {
+    let failing = true;
+    const onStop = async () => {
+      if (failing) throw new Error('the driver could not stop');
+    };
+    const { raw, sandbox, streams } = await rawProcess(onStop, { stdin: new PassThrough({ highWaterMark: 4 }) });
+    const events = watched(streams);
+    const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
+    await assert.rejects(sandbox.stop(), SandboxCleanupError);
+    const error = await written;
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    assert.deepEqual([raw.stdin.destroyed, raw.stdout.destroyed, raw.stderr.destroyed], [true, true, true]);
+    assert.deepEqual(events, [], "no 'error' event");
+    failing = false;
     await sandbox.destroy();
   });
 
