@@ -387,9 +387,11 @@ describe('the JavaScript driver process port, as the original owner runs it', ()
     const events = watched(streams);
     const written = callbackOf((done) => streams.stdin.write(Buffer.alloc(64), done));
     await assert.rejects(sandbox.stop(), SandboxCleanupError);
+    assert.equal(sandbox.state.kind, 'uncertain');
     const error = await written;
     assert.ok(error instanceof SandboxOperationError, String(error));
     assert.equal(error.code, 'cancelled');
+    assert.match(error.message, /the sandbox stopped before the driver took the process's stdin/);
     assert.deepEqual([raw.stdin.destroyed, raw.stdout.destroyed, raw.stderr.destroyed], [true, true, true]);
     assert.deepEqual(events, [], "no 'error' event");
     failing = false;

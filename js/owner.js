@@ -46,8 +46,8 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
     },
     async stop() {
       // As the original's beginStop: the process start's signal aborts first, the driver stops
-      // the workload, then the process streams are closed and awaited (also when the driver's
-      // stop failed: the original closes them whatever its stop does).
+      // the workload, then the process streams are closed and awaited, also when the driver's
+      // stop failed (the original closes them whatever its stop does).
       ports.process?.controller.abort(new SandboxOperationError('cancelled', 'sandbox compute is stopping'));
       // The driver's output is read on from here, so its stop is never held by an unread stream.
       ports.process?.stopping();
