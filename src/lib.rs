@@ -13,6 +13,8 @@ pub mod policy;
 pub mod process;
 pub mod recovery;
 pub mod tar_block;
+#[cfg(test)]
+mod test_support;
 pub mod transfer;
 
 // napi registers the binding's exports only outside test builds, so there they look unused; the

@@ -203,6 +203,7 @@ fn error_message(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::settles;
 
     #[test]
     fn the_engine_message_of_an_error_answer() {
@@ -248,13 +249,15 @@ mod tests {
         /// The attach connection, and the request's head read whole from it.
         async fn accept(&self) -> (UnixStream, Vec<u8>) {
             use tokio::io::AsyncReadExt;
-            let (mut stream, _) = within(self.listener.accept())
+            let (mut stream, _) = settles("the attach connection", self.listener.accept())
                 .await
                 .expect("the attach connection");
             let mut head = Vec::new();
             while !head.ends_with(b"\r\n\r\n") {
                 let mut byte = [0u8; 1];
-                let read = within(stream.read(&mut byte)).await.expect("the request");
+                let read = settles("the request", stream.read(&mut byte))
+                    .await
+                    .expect("the request");
                 assert_eq!(read, 1, "the request ended early: {head:?}");
                 head.push(byte[0]);
             }
@@ -268,18 +271,11 @@ mod tests {
         }
     }
 
-    /// `future`, or a failed test after 10 s: a regression fails rather than hangs.
-    async fn within<F: std::future::Future>(future: F) -> F::Output {
-        tokio::time::timeout(Duration::from_secs(10), future)
-            .await
-            .expect("settled within 10 s")
-    }
-
     /// What the peer reads after the request until the owner closes the connection.
     async fn rest_until_closed(mut stream: UnixStream) -> Vec<u8> {
         use tokio::io::AsyncReadExt;
         let mut rest = Vec::new();
-        within(stream.read_to_end(&mut rest))
+        settles("the owner's close", stream.read_to_end(&mut rest))
             .await
             .expect("read to the end");
         rest
@@ -298,7 +294,7 @@ mod tests {
             head.starts_with(b"POST /containers/abc/attach?"),
             "{head:?}"
         );
-        let error = within(attaching).await.expect("joined");
+        let error = settles("the attach", attaching).await.expect("joined");
         assert!(
             matches!(error, Some(AttachError::Timeout(l)) if l == limit),
             "{error:?}"
@@ -331,7 +327,7 @@ mod tests {
             .await
             .expect("the answer");
         engine.write_all(body).await.expect("the answer's body");
-        let error = within(attaching).await.expect("joined");
+        let error = settles("the attach", attaching).await.expect("joined");
         match error {
             Some(AttachError::Refused { status, message }) => {
                 assert_eq!((status, message.as_str()), (404, "No such container: gone"));

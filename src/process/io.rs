@@ -424,6 +424,7 @@ impl ProcessIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_support::settles;
     use bytes::Bytes;
     use futures::StreamExt;
     use std::time::Duration;
@@ -444,12 +445,6 @@ mod tests {
             ..StreamLimits::DEFAULT
         };
         (ProcessIo::new(channels, limits, Arc::new(|| {})), guest)
-    }
-
-    async fn settles<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-        tokio::time::timeout(Duration::from_secs(5), future)
-            .await
-            .unwrap_or_else(|_| panic!("{what} did not settle"))
     }
 
     type Reader = tokio::task::JoinHandle<std::io::Result<Vec<u8>>>;

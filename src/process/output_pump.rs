@@ -353,6 +353,7 @@ mod tests {
     use super::*;
     use crate::process::staged::{self, Received, StagedReceiver};
     use crate::process::PIECE_BOOKKEEPING;
+    use crate::test_support::settles;
     use std::sync::atomic::AtomicUsize;
     use std::time::Duration;
     use tokio::sync::mpsc;
@@ -402,12 +403,6 @@ mod tests {
             violations,
             pump: tokio::spawn(pump.run()),
         }
-    }
-
-    async fn settles<T>(what: &str, future: impl std::future::Future<Output = T>) -> T {
-        tokio::time::timeout(Duration::from_secs(5), future)
-            .await
-            .unwrap_or_else(|_| panic!("{what} did not settle"))
     }
 
     impl Running {
