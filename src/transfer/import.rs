@@ -388,11 +388,20 @@ mod tests {
         spill: Option<std::path::PathBuf>,
         buffers: TransferBuffers,
     ) -> (ImportSession, mpsc::Receiver<Bytes>) {
+        let done = futures::future::ready(Ok(())).boxed();
+        upload_session(done, quotas, capacity, spill, buffers)
+    }
+
+    /// `session_with`, whose upload ends with `done`.
+    fn upload_session(
+        done: BoxFuture<'static, Result<(), OwnerError>>,
+        quotas: TransferQuotas,
+        capacity: usize,
+        spill: Option<std::path::PathBuf>,
+        buffers: TransferBuffers,
+    ) -> (ImportSession, mpsc::Receiver<Bytes>) {
         let (sink, archive) = mpsc::channel(capacity);
-        let upload = ArchiveUpload {
-            sink,
-            done: futures::future::ready(Ok(())).boxed(),
-        };
+        let upload = ArchiveUpload { sink, done };
         let settings = TransferSettings {
             uid: 65_532,
             gid: 65_532,
@@ -617,19 +626,10 @@ mod tests {
     /// An import whose archive nobody takes any more (the upload ended), with `done` as the
     /// upload's own outcome.
     fn refused_session(done: BoxFuture<'static, Result<(), OwnerError>>) -> ImportSession {
-        let (sink, archive) = mpsc::channel(1);
+        let quotas = TransferQuotas::default();
+        let (session, archive) = upload_session(done, quotas, 1, None, TransferBuffers::DEFAULT);
         drop(archive);
-        let settings = TransferSettings {
-            uid: 65_532,
-            gid: 65_532,
-            spill_directory: None,
-        };
-        ImportSession::new(
-            ArchiveUpload { sink, done },
-            &settings,
-            TransferBuffers::DEFAULT,
-            TransferQuotas::default(),
-        )
+        session
     }
 
     /// A body large enough to go to the engine at the next drain, not gathered with others.
