@@ -261,12 +261,10 @@ function limitedStreams(raw, limits, stopSandbox) {
   target.on('close', () => abandonInput(closedInput()));
   const waitFor = (callback, begin) => {
     const wait = {
-      done: false,
       undo: () => {},
       settle(error) {
-        if (wait.done) return;
-        wait.done = true;
-        waits.delete(wait);
+        // Once only: the first outcome (the driver's, or its stdin's end) is the one delivered.
+        if (!waits.delete(wait)) return;
         wait.undo();
         callback(error);
       },
@@ -278,6 +276,11 @@ function limitedStreams(raw, limits, stopSandbox) {
         else abandonInput(endedInput(error));
       }) ?? (() => {});
   };
+  // The driver's stdin ended before this write or end reached it: it fails as the waits do.
+  const failEnded = (callback) => {
+    waitFor(callback, () => undefined);
+    abandonInput(endedInput());
+  };
   const stdin = new Writable({
     highWaterMark: limits.highWaterMark,
     write(chunk, _encoding, callback) {
@@ -287,10 +290,7 @@ function limitedStreams(raw, limits, stopSandbox) {
         callback(new SandboxOperationError('input_limit', `stdin would exceed policy.streams.maxStdinBytes (${limits.maxStdinBytes}); the sandbox is being stopped`));
         return;
       }
-      if (target.destroyed) {
-        waitFor(callback, () => undefined);
-        return void abandonInput(endedInput());
-      }
+      if (target.destroyed) return void failEnded(callback);
       if (target.write(chunk)) return void callback();
       waitFor(callback, (settle) => {
         const drained = () => settle();
@@ -299,10 +299,7 @@ function limitedStreams(raw, limits, stopSandbox) {
       });
     },
     final(callback) {
-      if (target.destroyed) {
-        waitFor(callback, () => undefined);
-        return void abandonInput(endedInput());
-      }
+      if (target.destroyed) return void failEnded(callback);
       waitFor(callback, (settle) => void target.end(settle));
     },
   });
