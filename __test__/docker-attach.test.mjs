@@ -2,48 +2,19 @@
 // each stream's order, however the engine frames it, over every way of naming a local engine.
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
 import { randomBytes } from 'node:crypto';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { collect, IMAGE, leftovers, NOTHING, request, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
-import { engineSocket } from './tls-front-control.mjs';
+import { startEngineFront } from './engine-front.mjs';
 
 const namespaces = [];
-const links = mkdtempSync(join(tmpdir(), 'native-sandbox-engine-'));
 // A socket in front of the engine's own, counting the attach requests that come through it: a
 // backend that used another address for its attach connections would leave the count unchanged.
-const aliased = join(links, 'engine.sock');
-let attaches = 0;
-const open = new Set();
-const front = createServer({ allowHalfOpen: true }, (client) => {
-  const engine = connect({ path: engineSocket, allowHalfOpen: true });
-  for (const socket of [client, engine]) {
-    open.add(socket);
-    socket.on('close', () => open.delete(socket));
-  }
-  const cut = () => {
-    client.destroy();
-    engine.destroy();
-  };
-  client.on('error', cut);
-  engine.on('error', cut);
-  client.once('data', (first) => {
-    if (/^POST \/containers\/[^/]+\/attach\?/.test(first.toString('latin1'))) attaches += 1;
-    engine.write(first);
-    client.pipe(engine);
-  });
-  engine.pipe(client);
-});
-await new Promise((resolve) => front.listen(aliased, resolve));
+const front = await startEngineFront();
+const aliased = front.path;
 
 after(() => {
   front.close();
-  // Idle pooled connections of the backends' clients would otherwise hold the test open.
-  for (const socket of open) socket.destroy();
-  rmSync(links, { recursive: true, force: true });
   for (const namespace of namespaces) assert.deepEqual(leftovers(namespace), NOTHING, namespace);
 });
 
@@ -80,9 +51,9 @@ test('binary stdin comes back byte for byte on stdout over each way of naming a 
     ['unix-url', { url: `unix://${aliased}` }],
   ];
   for (const [label, engine] of ways) {
-    const before = attaches;
+    const before = front.counts.attaches;
     const { out, err, exit } = await withSandbox(label, engine, (sandbox) => run(sandbox, 'cat; echo done >&2', input));
-    assert.ok(attaches > before, `${label}: the process was attached through the address given`);
+    assert.ok(front.counts.attaches > before, `${label}: the process was attached through the address given`);
     assert.deepEqual(exit, { kind: 'exited', code: 0 }, label);
     assert.ok(out.equals(input), `${label}: stdout is stdin (${out.length} of ${input.length} bytes)`);
     assert.equal(err.toString(), 'done\n', label);
@@ -98,9 +69,9 @@ test('binary stdin comes back byte for byte on stdout over each way of naming a 
   }
   const sandbox = await docker.reserve(request(), { kind: 'in_process' }).start();
   try {
-    const before = attaches;
+    const before = front.counts.attaches;
     const { out, exit } = await run(sandbox, 'cat', input);
-    assert.ok(attaches > before, 'DOCKER_HOST: the process was attached through it');
+    assert.ok(front.counts.attaches > before, 'DOCKER_HOST: the process was attached through it');
     assert.deepEqual(exit, { kind: 'exited', code: 0 });
     assert.ok(out.equals(input), 'DOCKER_HOST: stdout is stdin');
   } finally {

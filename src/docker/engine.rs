@@ -1,10 +1,12 @@
-//! Connecting to the engine: `DOCKER_HOST` or the default socket, or what the caller named.
+//! Connecting to the engine: what the caller named, else what the docker CLI would reach
+//! (`DOCKER_HOST`, else the current Docker context, else the default socket).
 
 use std::time::Duration;
 
 use bollard::Docker;
 
 use super::address;
+use super::context::{self, Context};
 use super::dialer::Dialer;
 use super::options::Engine;
 use super::tls::{self, TlsMaterial};
@@ -14,7 +16,7 @@ use crate::lifecycle::error::OwnerError;
 /// whole body, so long transfers use their own clone with a longer limit.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(120);
 
-/// The engine's socket when neither the caller nor `DOCKER_HOST` names another.
+/// The engine's socket when neither the caller, `DOCKER_HOST` nor a Docker context names another.
 const DEFAULT_SOCKET: &str = "/var/run/docker.sock";
 
 /// Where the engine is, resolved once from the options and the environment.
@@ -33,9 +35,11 @@ pub struct Connected {
 }
 
 pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
+    let (endpoint, origin) = endpoint(engine)
+        .map_err(|e| OwnerError::driver(format!("cannot reach the Docker engine: {e}")))?;
     let unreachable =
-        |e: String| OwnerError::driver(format!("cannot reach the Docker engine: {e}"));
-    let connected = match endpoint(engine).map_err(unreachable)? {
+        |e: String| OwnerError::driver(format!("cannot reach the Docker engine ({origin}): {e}"));
+    let connected = match endpoint {
         Endpoint::Unix(path) => Docker::connect_with_unix(
             &path,
             REQUEST_TIMEOUT.as_secs(),
@@ -72,31 +76,72 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
         .map_err(unreachable)
 }
 
-/// The endpoint as the docker CLI would find it: the caller's engine, else `DOCKER_HOST`
-/// (over TLS when `DOCKER_TLS_VERIFY` asks for it), else the default socket.
-fn endpoint(engine: &Engine) -> Result<Endpoint, String> {
+/// The endpoint as the docker CLI would find it, and where it came from (for messages): the
+/// caller's engine, else `DOCKER_HOST` (over TLS when `DOCKER_TLS_VERIFY` asks for it), else the
+/// Docker context that `DOCKER_CONTEXT` or the configuration's `currentContext` names, else the
+/// default socket.
+fn endpoint(engine: &Engine) -> Result<(Endpoint, String), String> {
     let url = |url: &str, origin: &str| {
-        if is_plain_tcp(url) {
-            Ok(Endpoint::Plain(url.to_owned()))
+        let endpoint = if is_plain_tcp(url) {
+            Endpoint::Plain(url.to_owned())
         } else if let Some(path) = url.strip_prefix("unix://") {
-            Ok(Endpoint::Unix(path.to_owned()))
+            Endpoint::Unix(path.to_owned())
         } else {
-            Err(format!(
+            return Err(format!(
                 "{origin} {url} names no engine this library reaches (unix://, tcp:// or http://; tcp:// or https:// with TLS)"
-            ))
-        }
+            ));
+        };
+        Ok((endpoint, format!("{origin} {url}")))
     };
     match engine {
         Engine::Default => match default_tls_host() {
-            Some(host) => Ok(Endpoint::Tls(host, tls::material_from_environment()?)),
+            Some(host) => Ok((
+                Endpoint::Tls(host.clone(), tls::material_from_environment()?),
+                format!("DOCKER_HOST {host}"),
+            )),
             None => match std::env::var("DOCKER_HOST") {
                 Ok(host) if !host.is_empty() => url(&host, "DOCKER_HOST"),
-                _ => Ok(Endpoint::Unix(DEFAULT_SOCKET.to_owned())),
+                _ => match context::selected(&|name| std::env::var(name).ok())? {
+                    Some(context) => {
+                        let origin = format!("{} at {}", context.label(), context.host);
+                        context_endpoint(context).map(|endpoint| (endpoint, origin))
+                    }
+                    None => Ok((
+                        Endpoint::Unix(DEFAULT_SOCKET.to_owned()),
+                        format!("the default socket {DEFAULT_SOCKET}"),
+                    )),
+                },
             },
         },
-        Engine::Socket(path) => Ok(Endpoint::Unix(path.clone())),
+        Engine::Socket(path) => Ok((
+            Endpoint::Unix(path.clone()),
+            format!("engine.socketPath {path}"),
+        )),
         Engine::Url(engine_url) => url(engine_url, "engine.url"),
-        Engine::Tls { url, material } => Ok(Endpoint::Tls(url.clone(), material.clone())),
+        Engine::Tls { url, material } => Ok((
+            Endpoint::Tls(url.clone(), material.clone()),
+            format!("engine.url {url}"),
+        )),
+    }
+}
+
+/// A Docker context's endpoint: a unix socket, or TCP in plain HTTP or (with the context's TLS
+/// material) TLS. Anything else is refused naming the context.
+fn context_endpoint(context: Context) -> Result<Endpoint, String> {
+    let host = context.host.as_str();
+    let remote = host.starts_with("tcp://") || host.starts_with("https://");
+    match (context.tls.clone(), host.strip_prefix("unix://")) {
+        (_, Some(path)) if !path.is_empty() => Ok(Endpoint::Unix(path.to_owned())),
+        (Some(material), None) if remote => Ok(Endpoint::Tls(host.to_owned(), material)),
+        (None, None) if is_plain_tcp(host) => Ok(Endpoint::Plain(host.to_owned())),
+        (None, None) if host.starts_with("https://") => Err(format!(
+            "{} names {host} but holds no TLS material (ca.pem, cert.pem, key.pem)",
+            context.label()
+        )),
+        _ => Err(format!(
+            "{} names {host}, which this library does not reach (unix://, tcp:// or http://; tcp:// or https:// with TLS); set DOCKER_HOST or pass engine to choose another",
+            context.label()
+        )),
     }
 }
 
@@ -159,7 +204,7 @@ mod tests {
     use super::*;
 
     fn resolved(engine: Engine) -> Result<String, String> {
-        endpoint(&engine).map(|endpoint| match endpoint {
+        endpoint(&engine).map(|(endpoint, _)| match endpoint {
             Endpoint::Unix(path) => format!("unix {path}"),
             Endpoint::Plain(url) => format!("plain {url}"),
             Endpoint::Tls(url, _) => format!("tls {url}"),
@@ -195,5 +240,56 @@ mod tests {
             refused.contains("engine.url ssh://engine.example"),
             "{refused}"
         );
+    }
+
+    fn from_context(host: &str, tls: Option<TlsMaterial>) -> Result<String, String> {
+        let context = Context {
+            name: "desk".into(),
+            origin: "DOCKER_CONTEXT".into(),
+            host: host.into(),
+            tls,
+        };
+        context_endpoint(context).map(|endpoint| match endpoint {
+            Endpoint::Unix(path) => format!("unix {path}"),
+            Endpoint::Plain(url) => format!("plain {url}"),
+            Endpoint::Tls(url, _) => format!("tls {url}"),
+        })
+    }
+
+    #[test]
+    fn a_context_endpoint_is_a_socket_plain_tcp_or_tls() {
+        let material = || {
+            Some(TlsMaterial {
+                ca: String::new(),
+                cert: String::new(),
+                key: String::new(),
+            })
+        };
+        assert_eq!(
+            from_context("unix:///home/u/.colima/docker.sock", None),
+            Ok("unix /home/u/.colima/docker.sock".into())
+        );
+        assert_eq!(
+            from_context("tcp://10.0.0.9:2375", None),
+            Ok("plain tcp://10.0.0.9:2375".into())
+        );
+        assert_eq!(
+            from_context("tcp://engine.example:2376", material()),
+            Ok("tls tcp://engine.example:2376".into())
+        );
+        for refused in [
+            "ssh://user@engine.example",
+            "npipe:////./pipe/docker_engine",
+            "unix://",
+        ] {
+            let error = from_context(refused, None).unwrap_err();
+            assert!(
+                error.contains(r#"Docker context "desk" (DOCKER_CONTEXT) names"#)
+                    && error.contains(refused),
+                "{error}"
+            );
+        }
+        let untrusted = from_context("https://engine.example", None).unwrap_err();
+        assert!(untrusted.contains("no TLS material"), "{untrusted}");
     }
 }

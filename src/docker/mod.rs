@@ -3,6 +3,7 @@
 pub mod address;
 pub mod attach;
 pub mod backend;
+pub mod context;
 pub mod demux;
 pub mod dialer;
 pub mod engine;

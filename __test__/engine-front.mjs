@@ -1,0 +1,47 @@
+// A unix socket in front of the engine's own, counting the requests and the attach requests that
+// come through it: a backend that reached the engine another way leaves the counts unchanged.
+import { mkdtempSync, rmSync } from 'node:fs';
+import { connect, createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { engineSocket } from './tls-front-control.mjs';
+
+/** Listens on a fresh socket path; `close()` ends it and every connection it holds. */
+export async function startEngineFront() {
+  const directory = mkdtempSync(join(tmpdir(), 'native-sandbox-engine-'));
+  const path = join(directory, 'engine.sock');
+  const counts = { requests: 0, attaches: 0 };
+  const open = new Set();
+  const server = createServer({ allowHalfOpen: true }, (client) => {
+    const engine = connect({ path: engineSocket, allowHalfOpen: true });
+    for (const socket of [client, engine]) {
+      open.add(socket);
+      socket.on('close', () => open.delete(socket));
+    }
+    const cut = () => {
+      client.destroy();
+      engine.destroy();
+    };
+    client.on('error', cut);
+    engine.on('error', cut);
+    // Every request head seen on the connection (a pooled connection carries several).
+    client.on('data', (chunk) => {
+      const text = chunk.toString('latin1');
+      counts.requests += (text.match(/(?:^|\r\n)(?:GET|POST|PUT|DELETE|HEAD) \/\S* HTTP\/1\.1\r\n/g) ?? []).length;
+      if (/^POST \/(?:v[\d.]+\/)?containers\/[^/]+\/attach\?/.test(text)) counts.attaches += 1;
+    });
+    client.pipe(engine);
+    engine.pipe(client);
+  });
+  await new Promise((resolve) => server.listen(path, resolve));
+  return {
+    path,
+    counts,
+    close() {
+      server.close();
+      // Idle pooled connections of the backends' clients would otherwise hold the test open.
+      for (const socket of open) socket.destroy();
+      rmSync(directory, { recursive: true, force: true });
+    },
+  };
+}
