@@ -1,21 +1,49 @@
 'use strict';
 // Loads the native addon: a build beside this file (a checkout after `npm install`), else the
-// platform package that npm installs as an optional dependency.
-const { existsSync } = require('node:fs');
+// platform package that npm installs as an optional dependency (napi-rs's naming:
+// `native-sandbox-<os>-<arch>[-<abi>]` holding `native-sandbox.<same>.node`).
+const { existsSync, readFileSync } = require('node:fs');
 const { join } = require('node:path');
 
-function platformTriple() {
-  if (process.platform !== 'linux' || process.arch !== 'x64') {
-    return `${process.platform}-${process.arch}`;
-  }
+const SUPPORTED = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64'];
+
+/** True when this Node.js runs on musl: it reports no glibc, or its loader is musl's. */
+function isMusl() {
   const report = typeof process.report?.getReport === 'function' ? process.report.getReport() : null;
-  const glibc = report && report.header && report.header.glibcVersionRuntime;
-  return glibc ? 'linux-x64-gnu' : 'linux-x64-musl';
+  const header = report && report.header;
+  if (header && header.glibcVersionRuntime) return false;
+  if (report && Array.isArray(report.sharedObjects)) {
+    if (report.sharedObjects.some((object) => /(?:^|\/)(?:ld-musl-|libc\.musl-)/.test(object))) return true;
+    if (report.sharedObjects.some((object) => /(?:^|\/)libc\.so\.6$/.test(object))) return false;
+  }
+  try {
+    return readFileSync('/usr/bin/ldd', 'utf8').includes('musl');
+  } catch {
+    return !header || !header.glibcVersionRuntime;
+  }
+}
+
+/** This process's platform in the packages' naming, e.g. `linux-arm64-gnu` or `darwin-x64`. */
+function platformName() {
+  const { platform, arch } = process;
+  if (platform === 'linux') return `linux-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
+  return `${platform}-${arch}`;
+}
+
+function advice(name) {
+  if (process.platform === 'win32') {
+    return 'Windows is not supported natively: run Node.js and the Docker engine inside WSL 2 (a linux-x64-gnu or linux-arm64-gnu platform)';
+  }
+  if (SUPPORTED.includes(name)) {
+    return `reinstall so that npm installs the optional package native-sandbox-${name} (optional dependencies must not be omitted, e.g. no --omit=optional or --no-optional; a lockfile made on another platform may lack it: npm install native-sandbox-${name})`;
+  }
+  return 'this platform has no prebuilt addon; run a supported platform (a Linux container or VM on this machine works), or build from a checkout with Rust (npm install runs cargo)';
 }
 
 function load() {
-  const triple = platformTriple();
-  const local = join(__dirname, `native-sandbox.${triple}.node`);
+  const name = platformName();
+  const file = `native-sandbox.${name}.node`;
+  const local = join(__dirname, file);
   const failures = [];
   if (existsSync(local)) {
     try {
@@ -24,16 +52,20 @@ function load() {
       failures.push(error);
     }
   }
-  try {
-    return require(`native-sandbox-${triple}`);
-  } catch (error) {
-    failures.push(error);
+  if (SUPPORTED.includes(name)) {
+    try {
+      return require(`native-sandbox-${name}`);
+    } catch (error) {
+      failures.push(error);
+    }
   }
-  throw new Error(
-    `native-sandbox: no native addon for ${triple}; supported: linux-x64-gnu ` +
-      `(install the optional package native-sandbox-${triple}, or run npm install in a checkout with cargo available)`,
-    { cause: failures.length === 1 ? failures[0] : new AggregateError(failures, 'addon load attempts') },
+  const seen = `${name} (Node.js ${process.version}, ${process.platform}/${process.arch})`;
+  const error = new Error(
+    `native-sandbox: no native addon loaded for ${seen}; prebuilt platforms: ${SUPPORTED.join(', ')}. ${advice(name)}`,
+    failures.length === 0 ? undefined : { cause: failures.length === 1 ? failures[0] : new AggregateError(failures, 'addon load attempts') },
   );
+  error.code = 'ERR_NATIVE_SANDBOX_NO_ADDON';
+  throw error;
 }
 
 module.exports = load();

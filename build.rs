@@ -1,18 +1,39 @@
 //! The addon's build: napi's link setup, and the workspace helper (`helper/`), built statically for
-//! the engine's Linux and embedded in the addon (`NATIVE_SANDBOX_HELPER` names the file).
+//! both engine architectures the package supports and embedded in the addon
+//! (`NATIVE_SANDBOX_HELPER_AMD64` and `NATIVE_SANDBOX_HELPER_ARM64` name the files).
 
 use std::env;
 use std::path::PathBuf;
 use std::process::Command;
 
+/// The helper's Rust target for each engine architecture, the environment variable that names
+/// the built file, and its link flags. x86-64: glibc, statically linked (the host's C
+/// toolchain links it). arm64: musl, static by default, linked by Rust's own `rust-lld` with
+/// Rust's self-contained musl, so no arm64 C toolchain is needed.
+const HELPERS: [(&str, &str, &str); 2] = [
+    (
+        "x86_64-unknown-linux-gnu",
+        "NATIVE_SANDBOX_HELPER_AMD64",
+        "-C target-feature=+crt-static",
+    ),
+    (
+        "aarch64-unknown-linux-musl",
+        "NATIVE_SANDBOX_HELPER_ARM64",
+        "-C target-feature=+crt-static -C linker=rust-lld",
+    ),
+];
+
 fn main() {
     napi_build::setup();
-    build_helper();
+    for (target, variable, rustflags) in HELPERS {
+        build_helper(target, variable, rustflags);
+    }
 }
 
-/// Builds `helper/` with its own cargo run: its own target directory, static linking, and none
-/// of the outer build's wrappers or flags (clippy, sanitizers), which are not for it.
-fn build_helper() {
+/// Builds `helper/` for `target` with its own cargo run: its own target directory, static
+/// linking, and none of the outer build's wrappers or flags (clippy, sanitizers, a cross
+/// build's linker), which are not for it.
+fn build_helper(target: &str, variable: &str, rustflags: &str) {
     let manifest_dir =
         PathBuf::from(env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
     let out_dir = PathBuf::from(env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
@@ -21,8 +42,6 @@ fn build_helper() {
         println!("cargo:rerun-if-changed={}", helper.join(watched).display());
     }
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    // The helper runs in the engine's Linux containers, which this package supports on x86-64.
-    let target = "x86_64-unknown-linux-gnu";
     let target_dir = out_dir.join("helper");
     let mut command = Command::new(cargo);
     command
@@ -49,7 +68,23 @@ fn build_helper() {
     ] {
         command.env_remove(variable);
     }
-    command.env("RUSTFLAGS", "-C target-feature=+crt-static");
+    // A cross build of the addon (cargo-zigbuild) points the C compiler and linker of its
+    // target at zig through these; the helper's targets are not that target.
+    let cross: Vec<String> = env::vars()
+        .map(|(name, _)| name)
+        .filter(|name| {
+            name.starts_with("CARGO_TARGET_")
+                || name.starts_with("CC_")
+                || name.starts_with("CXX_")
+                || name.starts_with("AR_")
+                || name.starts_with("CFLAGS_")
+                || name.starts_with("BINDGEN_")
+        })
+        .collect();
+    for variable in cross {
+        command.env_remove(variable);
+    }
+    command.env("RUSTFLAGS", rustflags);
     // Cargo reads this script's stdout for its directives: the nested build reports on stderr.
     command.stdout(std::io::stderr());
     let status = command
@@ -57,11 +92,11 @@ fn build_helper() {
         .expect("running cargo for the workspace helper");
     assert!(
         status.success(),
-        "building the workspace helper failed: {status}"
+        "building the workspace helper for {target} failed: {status} (rustup target add {target})"
     );
     let binary = target_dir
         .join(target)
         .join("release")
         .join("native-sandbox-helper");
-    println!("cargo:rustc-env=NATIVE_SANDBOX_HELPER={}", binary.display());
+    println!("cargo:rustc-env={variable}={}", binary.display());
 }

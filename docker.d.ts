@@ -18,9 +18,11 @@ export interface DockerSandboxBackendOptions {
   /** Absolute, existing, caller-owned directory for transfer metadata spill files; no implicit temp directory. */
   readonly spillDirectory: string;
   /**
-   * Default: `DOCKER_HOST`, else the local default socket, as the docker CLI does (with
-   * `DOCKER_TLS_VERIFY` set, TLS with `ca.pem`, `cert.pem`, `key.pem` from `DOCKER_CERT_PATH`, else
-   * `~/.docker`). `url` is `unix://`, `tcp://` or `http://`; with `tls` it is `tcp://` or `https://`.
+   * Default, as the docker CLI chooses: `DOCKER_HOST` (with `DOCKER_TLS_VERIFY` set, TLS with
+   * `ca.pem`, `cert.pem`, `key.pem` from `DOCKER_CERT_PATH`, else `~/.docker`); else the context
+   * `DOCKER_CONTEXT` names, else `currentContext` of `$DOCKER_CONFIG/config.json` (`~/.docker`),
+   * read from the context store with its TLS material; else `/var/run/docker.sock`. A context that
+   * cannot be used fails naming it (no fall back to another engine). `url` is `unix://`, `tcp://` or `http://`; with `tls` it is `tcp://` or `https://`.
    * A `tcp://` URL without a port means 2375, or 2376 with `tls`, as with the docker CLI.
    */
   readonly engine?: { readonly socketPath: string } | { readonly url: string; readonly tls?: DockerEngineTls };

@@ -26,7 +26,7 @@ before(() => {
   const tarballs = readdirSync(project).filter((f) => f.endsWith('.tgz')).sort();
   assert.deepEqual(tarballs, [tarball('native-sandbox'), tarball('native-sandbox-linux-x64-gnu')]);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  run('npm', ['install', '--no-audit', '--no-fund', '--ignore-scripts', ...tarballs.map((t) => `./${t}`)], project);
+  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', ...tarballs.map((t) => `./${t}`)], project);
 });
 
 after(() => {

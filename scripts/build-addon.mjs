@@ -1,37 +1,49 @@
-// Builds the release addon with cargo and places it where the package loader looks for it:
+// Builds this machine's release addon and places it where the package loader looks for it:
 // beside package.json (for this checkout) and in npm/linux-x64-gnu (for the platform package).
+// With cargo-zigbuild on PATH (scripts/ensure-cross.sh installs it) the addon links against
+// glibc 2.28 like every shipped build; without it, plain cargo links against this machine's glibc.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, renameSync, existsSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { copyFileSync, existsSync, renameSync } from 'node:fs';
+import { join } from 'node:path';
+import { addonFile, buildPlatform, HELPER_TARGETS, packageDirectory, PLATFORMS, root, runs, targetDirectory } from './platforms.mjs';
 
-const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
-const triple = 'linux-x64-gnu';
-const addon = `native-sandbox.${triple}.node`;
-
+const platform = PLATFORMS.find((p) => p.name === 'linux-x64-gnu');
 if (process.platform !== 'linux' || process.arch !== 'x64') {
-  console.error(`native-sandbox: only linux-x64-gnu builds are set up; this machine is ${process.platform}-${process.arch}`);
+  console.error(`native-sandbox: addons are built on linux-x64 (npm run build:platforms makes every platform's); this machine is ${process.platform}-${process.arch}`);
   process.exit(1);
 }
-const probe = spawnSync('cargo', ['--version'], { stdio: 'ignore' });
-if (probe.error || probe.status !== 0) {
-  console.error('native-sandbox: building the native addon needs Rust\'s cargo on PATH (install Rust with rustup, then run npm install again)');
+if (!runs('cargo')) {
+  console.error("native-sandbox: building the native addon needs Rust's cargo on PATH (install Rust with rustup, then run npm install again)");
   process.exit(1);
 }
-const build = spawnSync('cargo', ['build', '--release', '--locked', '--lib'], { cwd: root, stdio: 'inherit' });
-if (build.status !== 0) {
-  console.error('native-sandbox: cargo build --release failed (see the output above)');
-  process.exit(build.status ?? 1);
+// build.rs builds the guest helper for both engine architectures.
+if (runs('rustup')) {
+  const added = spawnSync('rustup', ['target', 'add', ...HELPER_TARGETS], { stdio: 'inherit' });
+  if (added.status !== 0) console.error(`native-sandbox: rustup target add ${HELPER_TARGETS.join(' ')} failed; the build needs them`);
 }
-const targetDir = process.env.CARGO_TARGET_DIR ? resolve(root, process.env.CARGO_TARGET_DIR) : join(root, 'target');
-const built = join(targetDir, 'release', 'libnative_sandbox.so');
-if (!existsSync(built)) {
-  console.error(`native-sandbox: cargo reported success but ${built} is missing`);
-  process.exit(1);
-}
-for (const destination of [join(root, addon), join(root, 'npm', triple, addon)]) {
-  // Copy then rename: a process that has the old addon loaded keeps its mapping intact.
-  const staged = `${destination}.${process.pid}.tmp`;
-  copyFileSync(built, staged);
-  renameSync(staged, destination);
+const destinations = [join(root, addonFile(platform)), join(packageDirectory(platform), addonFile(platform))];
+if (runs('cargo-zigbuild')) {
+  try {
+    buildPlatform(platform, destinations);
+  } catch (error) {
+    console.error(`native-sandbox: ${error.message}`);
+    process.exit(1);
+  }
+} else {
+  console.error('native-sandbox: cargo-zigbuild is not on PATH: building with plain cargo, linked against this machine\'s glibc (bash scripts/ensure-cross.sh installs the cross toolchain)');
+  const build = spawnSync('cargo', ['build', '--release', '--locked', '--lib'], { cwd: root, stdio: 'inherit' });
+  if (build.status !== 0) {
+    console.error('native-sandbox: cargo build --release failed (see the output above)');
+    process.exit(build.status ?? 1);
+  }
+  const built = join(targetDirectory(), 'release', platform.library);
+  if (!existsSync(built)) {
+    console.error(`native-sandbox: cargo reported success but ${built} is missing`);
+    process.exit(1);
+  }
+  for (const destination of destinations) {
+    const staged = `${destination}.${process.pid}.tmp`;
+    copyFileSync(built, staged);
+    renameSync(staged, destination);
+  }
 }

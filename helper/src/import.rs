@@ -208,7 +208,9 @@ fn components(name: &[u8]) -> Result<Vec<&[u8]>, Failure> {
 /// Sets `fd`'s access and modification times to `mtime`.
 fn set_times(fd: &impl AsRawFd, mtime: i64, name: &[u8]) -> Result<(), Failure> {
     let time = libc::timespec {
-        tv_sec: mtime as libc::time_t,
+        // `time_t` is 64 bits on every target the helper is built for (x86-64 glibc, arm64
+        // musl); the field's own type is named by inference, as libc deprecates the alias on musl.
+        tv_sec: mtime as _,
         tv_nsec: 0,
     };
     let times = [time, time];

@@ -14,16 +14,47 @@ use super::engine::{engine_error, is_not_found};
 use crate::lifecycle::error::OwnerError;
 
 const SEED_REPOSITORY: &str = "native-sandbox/workspace-seed";
-/// The workspace helper, a static Linux executable built by `build.rs` from `helper/`.
-const HELPER: &[u8] = include_bytes!(env!("NATIVE_SANDBOX_HELPER"));
+
+/// The workspace helper for one engine architecture: a static Linux executable built by
+/// `build.rs` from `helper/`. Every build of the addon carries both, whatever its own platform
+/// (an x64 Mac may drive an arm64 engine, and the reverse).
+#[derive(Debug, PartialEq, Eq)]
+pub struct GuestHelper {
+    /// The engine platform it runs on, as `docker` names it.
+    pub platform: &'static str,
+    bytes: &'static [u8],
+}
+
+const AMD64: GuestHelper = GuestHelper {
+    platform: "linux/amd64",
+    bytes: include_bytes!(env!("NATIVE_SANDBOX_HELPER_AMD64")),
+};
+const ARM64: GuestHelper = GuestHelper {
+    platform: "linux/arm64",
+    bytes: include_bytes!(env!("NATIVE_SANDBOX_HELPER_ARM64")),
+};
+
+/// The helper for the engine's `architecture` (its `Architecture`, as `uname -m` gives it, or
+/// Go's name), or `Unsupported` for any other: checked before any engine object is created.
+pub fn helper_for(architecture: Option<&str>) -> Result<&'static GuestHelper, OwnerError> {
+    match architecture {
+        Some("x86_64" | "amd64") => Ok(&AMD64),
+        Some("aarch64" | "arm64") => Ok(&ARM64),
+        other => Err(OwnerError::Unsupported(format!(
+            "the engine's architecture is {}; this package's workspace helper runs on linux/amd64 and linux/arm64 engines",
+            other.unwrap_or("not reported")
+        ))),
+    }
+}
 /// Where the seed image holds the workspace helper (owned by root, read-only like the whole
 /// root filesystem of the holder). A holder whose entrypoint is anything else (one made by a
 /// version whose helper did not extract imports) is used through the engine's archive endpoint.
 pub const HELPER_PATH: &str = "/native-sandbox-helper";
 
-/// The seed image's tag for `uid`:`gid`: a new helper build makes a new image.
-fn seed_tag(uid: u64, gid: u64) -> String {
-    let digest = crate::digest::sha256(HELPER);
+/// The seed image's tag for `uid`:`gid`: a new helper build (or another architecture's) makes a
+/// new image.
+fn seed_tag(uid: u64, gid: u64, helper: &GuestHelper) -> String {
+    let digest = crate::digest::sha256(helper.bytes);
     let short = digest
         .trim_start_matches("sha256:")
         .get(..12)
@@ -31,10 +62,14 @@ fn seed_tag(uid: u64, gid: u64) -> String {
     format!("{uid}-{gid}-{short}")
 }
 
-/// The seed image's ID for `user` (`uid:gid`), importing it when it is missing.
-pub async fn ensure_seed_image(docker: &Docker, user: &str) -> Result<String, OwnerError> {
+/// The seed image's ID for `user` (`uid:gid`) with `helper`, importing it when it is missing.
+pub async fn ensure_seed_image(
+    docker: &Docker,
+    user: &str,
+    helper: &GuestHelper,
+) -> Result<String, OwnerError> {
     let (uid, gid) = numeric_user(user)?;
-    let tag = seed_tag(uid, gid);
+    let tag = seed_tag(uid, gid, helper);
     let reference = format!("{SEED_REPOSITORY}:{tag}");
     match docker.inspect_image(&reference).await {
         Ok(image) => {
@@ -45,9 +80,10 @@ pub async fn ensure_seed_image(docker: &Docker, user: &str) -> Result<String, Ow
         Err(e) if is_not_found(&e) => {}
         Err(e) => return Err(engine_error("inspecting the workspace seed image", e)),
     }
-    let archive = seed_archive(uid, gid)?;
+    let archive = seed_archive(uid, gid, helper)?;
     let options = CreateImageOptionsBuilder::default()
         .from_src("-")
+        .platform(helper.platform)
         .repo(SEED_REPOSITORY)
         .tag(&tag)
         .build();
@@ -71,7 +107,7 @@ pub fn numeric_user(user: &str) -> Result<(u64, u64), OwnerError> {
         })
 }
 
-fn seed_archive(uid: u64, gid: u64) -> Result<Vec<u8>, OwnerError> {
+fn seed_archive(uid: u64, gid: u64, helper: &GuestHelper) -> Result<Vec<u8>, OwnerError> {
     let failed =
         |e: std::io::Error| OwnerError::driver(format!("building the workspace seed archive: {e}"));
     let mut builder = tar::Builder::new(Vec::new());
@@ -92,10 +128,59 @@ fn seed_archive(uid: u64, gid: u64) -> Result<Vec<u8>, OwnerError> {
     header.set_mode(0o755);
     header.set_uid(0);
     header.set_gid(0);
-    header.set_size(HELPER.len() as u64);
+    header.set_size(helper.bytes.len() as u64);
     header.set_mtime(0);
     builder
-        .append_data(&mut header, HELPER_PATH.trim_start_matches('/'), HELPER)
+        .append_data(
+            &mut header,
+            HELPER_PATH.trim_start_matches('/'),
+            helper.bytes,
+        )
         .map_err(failed)?;
     builder.into_inner().map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ELF header's machine field (`e_machine`, little-endian at offset 18).
+    fn elf_machine(bytes: &[u8]) -> Option<u16> {
+        let magic = bytes.get(..4)?;
+        let machine = bytes.get(18..20)?;
+        (magic == b"\x7fELF").then(|| u16::from_le_bytes([machine[0], machine[1]]))
+    }
+
+    #[test]
+    fn each_engine_architecture_gets_its_own_static_helper() {
+        const EM_X86_64: u16 = 62;
+        const EM_AARCH64: u16 = 183;
+        for (name, machine) in [
+            ("x86_64", EM_X86_64),
+            ("amd64", EM_X86_64),
+            ("aarch64", EM_AARCH64),
+            ("arm64", EM_AARCH64),
+        ] {
+            let helper = helper_for(Some(name)).expect("supported");
+            assert_eq!(elf_machine(helper.bytes), Some(machine), "{name}");
+        }
+        assert_ne!(seed_tag(1, 1, &AMD64), seed_tag(1, 1, &ARM64));
+    }
+
+    #[test]
+    fn any_other_engine_architecture_is_unsupported() {
+        for other in [
+            Some("s390x"),
+            Some("armv7l"),
+            Some("riscv64"),
+            Some(""),
+            None,
+        ] {
+            let refused = helper_for(other).expect_err("refused");
+            assert!(
+                matches!(&refused, OwnerError::Unsupported(message) if message.contains("linux/arm64")),
+                "{refused:?}"
+            );
+        }
+    }
 }

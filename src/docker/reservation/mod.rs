@@ -35,7 +35,7 @@ use super::objects::{
     container_fingerprint, network_fingerprint, provable_container, remove_all, volume_fingerprint,
     with_identity,
 };
-use super::seed::{ensure_seed_image, HELPER_PATH};
+use super::seed::{ensure_seed_image, helper_for, GuestHelper, HELPER_PATH};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
     ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
@@ -140,6 +140,7 @@ impl DockerReservation {
             .info()
             .await
             .map_err(|e| engine_error("reading the engine identity", e))?;
+        let helper = helper_for(info.architecture.as_deref())?;
         let engine_id = info
             .id
             .filter(|id| !id.is_empty())
@@ -162,7 +163,7 @@ impl DockerReservation {
         let volume = self.create_volume(context).await?;
         context.cancel.check()?;
         let holder = self
-            .create_holder(context, &volume, network.as_deref())
+            .create_holder(context, &volume, network.as_deref(), helper)
             .await?;
         context.cancel.check()?;
 
@@ -388,6 +389,7 @@ impl DockerReservation {
         context: &StartContext,
         volume: &str,
         network: Option<&str>,
+        helper: &GuestHelper,
     ) -> Result<String, OwnerError> {
         let record = self
             .announce(&context.journal, Role::Export, Identity::Creating)
@@ -398,7 +400,8 @@ impl DockerReservation {
         let mut body = self.container_body(&record, Role::Export, volume, network);
         // Created from the seed image, whose workspace directory belongs to the sandbox user:
         // the engine copies that ownership onto the fresh volume's root.
-        body.image = Some(ensure_seed_image(&self.settings.docker, &self.settings.user).await?);
+        body.image =
+            Some(ensure_seed_image(&self.settings.docker, &self.settings.user, helper).await?);
         // Started only for transfers: the workspace helper reads its request on stdin, writes
         // an export archive on stdout or extracts the import archive that follows, then exits
         // (see `helper_run.rs`).
