@@ -8,6 +8,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
+import { request as httpRequest } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -417,6 +418,44 @@ test('idle pause: no traffic for the window pauses the sandbox, the next request
     await kept.stop();
   }
   assert.deepEqual(leftovers(namespace), NOTHING);
+});
+
+/** A raw POST of an MCP initialize with exactly `headers` (Host included), as a browser or a rebinding page could send. */
+function rawInitialize(url, headers) {
+  const target = new URL(url);
+  const body = JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '1' } } });
+  return new Promise((resolve, reject) => {
+    const req = httpRequest(
+      { host: target.hostname, port: target.port, path: target.pathname, method: 'POST', setHost: false, headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'content-length': Buffer.byteLength(body), ...headers } },
+      (res) => {
+        res.resume();
+        res.on('end', () => resolve(res.statusCode));
+      },
+    );
+    req.on('error', reject);
+    req.end(body);
+  });
+}
+
+test('a forged Host or a non-loopback Origin gets 403 before anything: a paused sandbox stays paused', async () => {
+  const idle = spec((s) => ({ ...s, lifecycle: { pause_after_idle: 'idle-1' } }));
+  const booted = await provider.boot(idle, { env: {} });
+  try {
+    const id = processContainer(booted.sandboxId);
+    const own = new URL(booted.mcpUrl).host;
+    await eventually(() => inspect('{{.State.Status}}', id) === 'paused', 'the idle pause');
+    assert.equal(await rawInitialize(booted.mcpUrl, { host: 'evil.example' }), 403, 'a forged Host');
+    assert.equal(await rawInitialize(booted.mcpUrl, { host: `evil.example:${new URL(booted.mcpUrl).port}` }), 403, 'a forged Host with the port');
+    assert.equal(await rawInitialize(booted.mcpUrl, { host: own, origin: 'http://evil.example' }), 403, 'a foreign Origin');
+    assert.equal(await rawInitialize(booted.mcpUrl, { host: own, origin: 'null' }), 403, 'an opaque Origin');
+    assert.equal(inspect('{{.State.Status}}', id), 'paused', 'nothing resumed the sandbox');
+    // A loopback web origin, and a client that sends none, are served.
+    assert.equal(await rawInitialize(booted.mcpUrl, { host: own, origin: 'http://localhost:5173' }), 200);
+    assert.equal(inspect('{{.State.Status}}', id), 'running');
+    assert.equal(await rawInitialize(booted.mcpUrl, { host: own }), 200);
+  } finally {
+    await booted.stop();
+  }
 });
 
 test('per-command caps are accepted with a warning', async () => {

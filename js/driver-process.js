@@ -178,12 +178,20 @@ function limitedStreams(raw, limits, stopSandbox) {
     let stopping = false;
     // Output discarded while stopping (the staging could not hold it).
     let lost = false;
+    // Destroyed by the caller (or after its end): the driver's output is read on and dropped,
+    // so the process never blocks on a stream nobody reads.
+    let gone = false;
     const stream = new Readable({
       highWaterMark: limits.highWaterMark,
       read() {
         if (deliverPendingFailure(this)) return;
         pulling = true;
         source.resume();
+      },
+      destroy(error, callback) {
+        gone = true;
+        source.resume();
+        callback(error);
       },
     });
     // A failure of this stream comes after the bytes it already buffered: at once for a pending
@@ -202,6 +210,7 @@ function limitedStreams(raw, limits, stopSandbox) {
         violate(new SandboxOperationError('output_limit', `the process wrote more than policy.streams.maxOutputBytes (${limits.maxOutputBytes}); the sandbox is being stopped`));
         return;
       }
+      if (gone) return;
       if (stopping && (lost || stream.readableLength + chunk.length > limits.maxBufferedOutputBytes)) {
         lost = true;
         return;
@@ -301,6 +310,12 @@ function limitedStreams(raw, limits, stopSandbox) {
     final(callback) {
       if (target.destroyed) return void failEnded(callback);
       waitFor(callback, (settle) => void target.end(settle));
+    },
+    // Destroyed (by the caller, a failure or a stop) before it finished: the driver's stdin ends
+    // (EOF) after what was already handed to it.
+    destroy(error, callback) {
+      if (!stdin.writableFinished && !target.destroyed && !target.writableEnded) target.end();
+      callback(error);
     },
   });
   const write = stdin.write.bind(stdin);

@@ -53,6 +53,13 @@ export function processStreams({ owner, context, limits, stopSandbox }) {
           (error) => failAfterBuffered(this, error),
         );
       },
+      // Destroyed by the caller (`pipeline()` after a sink's error, a `break` out of
+      // `for await`), or after its end: what the guest still writes there is discarded
+      // natively, so it never blocks on a stream nobody reads; the other stream and `exit` go on.
+      destroy(error, callback) {
+        owner.processDiscard(name).catch(() => {});
+        callback(error);
+      },
     });
   const stdin = new SandboxStdin({ owner, limits, toError, stopSandbox });
   const exit = owner.processExit().then((outcome) => Object.freeze(settle(outcome, context, errorFromDescriptor)));
@@ -106,6 +113,12 @@ class SandboxStdin extends Writable {
   /** Chunks queued while a write was in flight go to the guest as one native write. */
   _writev(chunks, callback) {
     this._write(chunks.length === 1 ? chunks[0].chunk : Buffer.concat(chunks.map(({ chunk }) => chunk)), undefined, callback);
+  }
+
+  /** Destroyed (by the caller, or after a failure): the guest's stdin ends (EOF) after what was already handed over. */
+  _destroy(error, callback) {
+    if (!this.writableFinished) this.#owner.processEnd().catch(() => {});
+    callback(error);
   }
 
   _final(callback) {

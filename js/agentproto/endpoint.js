@@ -30,6 +30,24 @@ async function readBody(req) {
   return { text: Buffer.concat(chunks).toString('utf8') };
 }
 
+/** Exactly one Host header, naming this endpoint's loopback address and port. */
+function hostAllowed(host, allowed) {
+  return host?.length === 1 && allowed.includes(host[0].toLowerCase());
+}
+
+/** No Origin (a client that is not a browser), or one web origin on a loopback address. */
+function originAllowed(origin) {
+  if (origin === undefined) return true;
+  if (origin.length !== 1) return false;
+  let url;
+  try {
+    url = new URL(origin[0]);
+  } catch {
+    return false;
+  }
+  return (url.protocol === 'http:' || url.protocol === 'https:') && ['127.0.0.1', 'localhost', '[::1]'].includes(url.hostname);
+}
+
 /**
  * Serves the endpoint. `sdk`: `{ StreamableHTTPServerTransport, isInitializeRequest }`.
  * `bridge`: the daemon's `StdioBridge`. `gate`: a token gate or `undefined` (public).
@@ -86,6 +104,11 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
   };
 
   async function handle(req, res) {
+    // Before anything else (a resume, an eviction, even the token check): a request named for
+    // another host (DNS rebinding) or sent from a non-loopback web origin changes nothing.
+    if (!hostAllowed(req.headersDistinct?.host, allowedHosts) || !originAllowed(req.headersDistinct?.origin)) {
+      return sendJson(res, 403, rpcError(-32000, 'Forbidden: the Host or Origin header names no loopback address of this endpoint'));
+    }
     const path = new URL(req.url ?? '/', 'http://127.0.0.1').pathname;
     if (path !== '/mcp') return sendJson(res, 404, { error: 'not found' });
     // Exactly one authorization header, exactly the token's (Node would keep the first of two).
@@ -154,10 +177,15 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
   const server = createServer((req, res) => {
     handle(req, res).catch((error) => sendJson(res, 500, rpcError(-32603, `internal error: ${error.message}`)));
   });
+  // A failure to accept one connection (EMFILE, ENFILE) must not become an uncaught 'error' event
+  // that ends the host: Node keeps the listener open, and the endpoint goes on serving the
+  // connections it can accept; the refused client sees its connection fail.
+  const acceptFailed = () => {};
   await new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(0, '127.0.0.1', () => {
       server.off('error', reject);
+      server.on('error', acceptFailed);
       resolve();
     });
   });

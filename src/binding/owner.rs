@@ -315,6 +315,13 @@ impl NativeOwner {
         process_streams::read(&self.io, &stream, max).await
     }
 
+    /// `stdout` or `stderr` was destroyed: what the guest writes there is discarded natively
+    /// from now on, so it never blocks on a stream nobody reads.
+    #[napi(js_name = "processDiscard")]
+    pub async fn process_discard(&self, stream: String) {
+        process_streams::discard(&self.io, &stream).await;
+    }
+
     #[napi(js_name = "processExit")]
     pub async fn process_exit(&self) -> JsData {
         process_streams::exit(&self.io).await

@@ -74,13 +74,17 @@ pub async fn end(slot: &IoSlot) -> JsData {
     JsData(outcome(result.map(|()| Value::Null)))
 }
 
-/// Up to `max` bytes of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
-pub async fn read(slot: &IoSlot, stream: &str, max: u32) -> Either3<Buffer, Null, JsData> {
-    let which = if stream == "stderr" {
+fn output_stream(stream: &str) -> OutputStream {
+    if stream == "stderr" {
         OutputStream::Stderr
     } else {
         OutputStream::Stdout
-    };
+    }
+}
+
+/// Up to `max` bytes of `stdout` or `stderr`: a Buffer, `null` at end, or an error descriptor.
+pub async fn read(slot: &IoSlot, stream: &str, max: u32) -> Either3<Buffer, Null, JsData> {
+    let which = output_stream(stream);
     let result = match io_of(slot) {
         Ok(io) => io.read(which, max.max(1) as usize).await,
         Err(error) => Err(error),
@@ -89,6 +93,14 @@ pub async fn read(slot: &IoSlot, stream: &str, max: u32) -> Either3<Buffer, Null
         Ok(Some(bytes)) => Either3::A(Buffer::from(bytes)),
         Ok(None) => Either3::B(Null),
         Err(error) => Either3::C(JsData(failed(&error))),
+    }
+}
+
+/// `stdout` or `stderr` was destroyed by the caller: its output is discarded from now on (a
+/// process whose streams are gone has nothing to discard).
+pub async fn discard(slot: &IoSlot, stream: &str) {
+    if let Ok(io) = io_of(slot) {
+        io.discard(output_stream(stream)).await;
     }
 }
 
@@ -162,6 +174,11 @@ impl NativeAttachedProcess {
     #[napi(js_name = "processRead")]
     pub async fn process_read(&self, stream: String, max: u32) -> Either3<Buffer, Null, JsData> {
         read(&self.io, &stream, max).await
+    }
+
+    #[napi(js_name = "processDiscard")]
+    pub async fn process_discard(&self, stream: String) {
+        discard(&self.io, &stream).await;
     }
 
     #[napi(js_name = "processExit")]

@@ -22,6 +22,46 @@ use crate::policy::request::StreamLimits;
 /// The task that writes queued stdin to the guest; joinable by `end()`.
 type StdinWriter = Shared<BoxFuture<'static, Result<(), OwnerError>>>;
 
+/// One output stream: its reader (behind a lock a read holds while it waits), and whether its
+/// reader is gone (the caller destroyed the stream), seen without the lock.
+struct Output {
+    reader: tokio::sync::Mutex<OutputReader>,
+    discarded: Discarded,
+}
+
+/// Set once, when a stream's reader is gone: its output is discarded from then on.
+#[derive(Default)]
+struct Discarded {
+    set: AtomicBool,
+    /// Wakes a read waiting for a piece once `set` is.
+    wake: tokio::sync::Notify,
+}
+
+impl Discarded {
+    fn is_set(&self) -> bool {
+        self.set.load(Ordering::SeqCst)
+    }
+
+    fn set(&self) {
+        self.set.store(true, Ordering::SeqCst);
+        self.wake.notify_waiters();
+    }
+
+    /// Resolves once `set`.
+    async fn wait(&self) {
+        loop {
+            // Registered before the flag is read, so a `set()` in between is not lost.
+            let woken = self.wake.notified();
+            tokio::pin!(woken);
+            woken.as_mut().enable();
+            if self.is_set() {
+                return;
+            }
+            woken.await;
+        }
+    }
+}
+
 /// One output stream's staged chunks, and a failure that arrived behind delivered bytes.
 struct OutputReader {
     staged: StagedReceiver,
@@ -39,12 +79,15 @@ const FLOWING_BATCH_BYTES: usize = 512 * 1_024;
 const FLOWING_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
 impl OutputReader {
-    fn new(staged: StagedReceiver) -> tokio::sync::Mutex<Self> {
-        tokio::sync::Mutex::new(Self {
-            staged,
-            failed: None,
-            flowing: false,
-        })
+    fn new(staged: StagedReceiver) -> Output {
+        Output {
+            reader: tokio::sync::Mutex::new(Self {
+                staged,
+                failed: None,
+                flowing: false,
+            }),
+            discarded: Discarded::default(),
+        }
     }
 }
 
@@ -88,8 +131,8 @@ pub struct ProcessIo {
     stdin_budget: Arc<Semaphore>,
     stdin_total: AtomicU64,
     stdin_writer: Mutex<Option<StdinWriter>>,
-    stdout: tokio::sync::Mutex<OutputReader>,
-    stderr: tokio::sync::Mutex<OutputReader>,
+    stdout: Output,
+    stderr: Output,
     output_budget: Arc<Semaphore>,
     pump: Arc<PumpControl>,
     /// Resolves when the output pump has ended.
@@ -329,14 +372,24 @@ impl ProcessIo {
         stream: OutputStream,
         max: usize,
     ) -> Result<Option<Vec<u8>>, OwnerError> {
-        let mut reader = match stream {
-            OutputStream::Stdout => self.stdout.lock().await,
-            OutputStream::Stderr => self.stderr.lock().await,
-        };
+        let output = self.output(stream);
+        if output.discarded.is_set() {
+            return Ok(None);
+        }
+        let mut reader = output.reader.lock().await;
+        if output.discarded.is_set() {
+            return Ok(None);
+        }
         if let Some(error) = reader.failed.take() {
             return Err(error);
         }
-        let first = match reader.staged.recv().await {
+        let received = tokio::select! {
+            biased;
+            // A read in flight when the stream is discarded ends as its end, at once.
+            () = output.discarded.wait() => return Ok(None),
+            received = reader.staged.recv() => received,
+        };
+        let first = match received {
             Some(Ok(bytes)) => bytes,
             Some(Err(error)) => return Err(error),
             None => return Ok(None),
@@ -376,6 +429,35 @@ impl ProcessIo {
         }
         self.output_budget.add_permits(released);
         Ok(Some(out))
+    }
+
+    fn output(&self, stream: OutputStream) -> &Output {
+        match stream {
+            OutputStream::Stdout => &self.stdout,
+            OutputStream::Stderr => &self.stderr,
+        }
+    }
+
+    /// The caller destroyed `stream`: what is staged on it goes, with its staging space, and
+    /// from now on the pump drops what the engine sends on it without staging it, so a guest
+    /// that keeps writing there never blocks on it, and the other stream and the exit go on.
+    /// A read in flight ends as at the stream's end; later reads too. Idempotent.
+    pub async fn discard(&self, stream: OutputStream) {
+        let output = self.output(stream);
+        output.discarded.set();
+        let mut reader = output.reader.lock().await;
+        // Closed first: a piece the pump sends from now on comes back to it (with its space);
+        // one sent before is drained here. Either way no staging space stays taken.
+        reader.staged.close();
+        let mut released = 0usize;
+        while let Ok(item) = reader.staged.try_recv() {
+            if let Ok(piece) = item {
+                released +=
+                    output_permits(piece.len(), self.limits.max_buffered_output_bytes) as usize;
+            }
+        }
+        reader.failed = None;
+        self.output_budget.add_permits(released);
     }
 
     pub async fn exit(&self) -> ProcessExit {
@@ -814,6 +896,48 @@ mod tests {
         // "abcd" is staged, the pump waits for room with "efgh", "ijkl" fills the slot.
         drop(io);
         settles("the pump lets go of the engine's stream", feed.closed()).await;
+    }
+
+    #[tokio::test]
+    async fn a_discarded_stream_frees_its_staging_and_never_holds_the_other_stream() {
+        let staging = 4 * (1_024 + crate::process::PIECE_BOOKKEEPING as u64);
+        let (io, feed) = fed_process(StreamLimits {
+            max_buffered_output_bytes: staging,
+            ..StreamLimits::DEFAULT
+        });
+        // A read waiting on stdout when it is discarded ends as at its end.
+        let waiting = tokio::spawn({
+            let io = Arc::clone(&io);
+            async move { io.read(OutputStream::Stdout, 1 << 20).await }
+        });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        // stdout fills the whole staging; nobody reads it.
+        for _ in 0..4 {
+            feed.send(stdout_piece(1_024)).expect("fed");
+        }
+        settles("the discard", io.discard(OutputStream::Stdout)).await;
+        assert_eq!(
+            settles("the read in flight", waiting).await.ok(),
+            Some(Ok(None))
+        );
+        // Far more than the staging, on stdout, then a line on stderr: the pump drops the one
+        // and stages the other, so stderr is read whole and the pump never waits for room.
+        for _ in 0..64 {
+            feed.send(stdout_piece(1_024)).expect("fed");
+        }
+        feed.send(Ok((OutputStream::Stderr, Bytes::from_static(b"done\n"))))
+            .expect("fed");
+        let err = settles("stderr", io.read(OutputStream::Stderr, 64)).await;
+        assert_eq!(err.expect("read").as_deref(), Some(&b"done\n"[..]));
+        assert_eq!(io.read(OutputStream::Stdout, 64).await, Ok(None));
+        drop(feed);
+        assert_eq!(
+            settles("stderr's end", io.read(OutputStream::Stderr, 64)).await,
+            Ok(None)
+        );
+        // Every staging permit came back.
+        assert_eq!(io.output_budget.available_permits() as u64, staging);
+        settles("a second discard", io.discard(OutputStream::Stdout)).await;
     }
 
     #[tokio::test(start_paused = true)]

@@ -141,6 +141,12 @@ impl StagedReceiver {
         Some(item)
     }
 
+    /// Takes nothing more: the sender's next `send` gives its item back. What is staged
+    /// already can still be taken (`try_recv`).
+    pub fn close(&mut self) {
+        self.rx.close();
+    }
+
     /// The next piece or failure staged now, without waiting.
     pub fn try_recv(&mut self) -> Result<Received, TryRecvError> {
         let item = self.rx.try_recv()?;
