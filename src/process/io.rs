@@ -78,10 +78,10 @@ const FLOWING_BATCH_BYTES: usize = 512 * 1_024;
 /// ...but waits at most this long for it: a stream that slows down is delivered at once again.
 const FLOWING_BATCH_WAIT: std::time::Duration = std::time::Duration::from_millis(2);
 
-impl OutputReader {
-    fn new(staged: StagedReceiver) -> Output {
-        Output {
-            reader: tokio::sync::Mutex::new(Self {
+impl Output {
+    fn new(staged: StagedReceiver) -> Self {
+        Self {
+            reader: tokio::sync::Mutex::new(OutputReader {
                 staged,
                 failed: None,
                 flowing: false,
@@ -220,8 +220,8 @@ impl ProcessIo {
             stdin_budget,
             stdin_total: AtomicU64::new(0),
             stdin_writer: Mutex::new(Some(writer)),
-            stdout: OutputReader::new(stdout_rx),
-            stderr: OutputReader::new(stderr_rx),
+            stdout: Output::new(stdout_rx),
+            stderr: Output::new(stderr_rx),
             output_budget,
             pump,
             pump_ended,
