@@ -1,11 +1,13 @@
-// native-sandbox/node: host directories in and out of a sandbox. File bytes are read and written
-// in Rust, one descriptor per file; this layer walks directories and owns the destination.
+// native-sandbox/node: host directories in and out of a sandbox. Imports walk and read in Rust
+// (by descriptors, for every backend); exports write files in Rust, one descriptor per file, and
+// this layer owns the destination.
 import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
-import { lstat, mkdir, open, opendir, realpath, rename, rm, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, rename, rm, unlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
+import { native } from './native.js';
 import { nativeTransfersOf } from './owner.js';
 import { shared } from './shared.js';
 import { parseTransferOptions } from './parsers.js';
@@ -53,25 +55,6 @@ function checkEntry(parsed) {
   if (early) throw early;
 }
 
-/** Incremental depth-first walk: one open directory handle per level, no whole listing. */
-async function* walk(root, relative = '') {
-  const directory = await opendir(root);
-  for await (const dirent of directory) {
-    const host = join(root, dirent.name);
-    const path = relative === '' ? dirent.name : `${relative}/${dirent.name}`;
-    const stat = await lstat(host, { bigint: true });
-    if (stat.isSymbolicLink()) throw new SandboxOperationError('stream_failure', `${host}: symbolic links are not imported`);
-    if (stat.isDirectory()) {
-      yield { kind: 'directory', path, host };
-      yield* walk(host, path);
-    } else if (stat.isFile()) {
-      yield { kind: 'file', path, host, stat };
-    } else {
-      throw new SandboxOperationError('stream_failure', `${host}: special files are not imported`);
-    }
-  }
-}
-
 /** Imports the regular files and directories under `directory` (absolute, quiescent). */
 export async function importSandboxDirectory(sandbox, directory, options) {
   sandboxOf(sandbox, 'importSandboxDirectory');
@@ -106,50 +89,48 @@ export async function importSandboxDirectory(sandbox, directory, options) {
 }
 
 /**
- * The walk as tree entries for any sandbox's `importTree`: each file is read through its own
- * descriptor, opened without following links (and without waiting on a FIFO swapped in), and
- * checked against what the walk saw (device, inode, size), so replacement, truncation and
- * growth fail the import instead of sending other bytes.
+ * The walk as tree entries for any sandbox's `importTree`: the native import's own walk (by
+ * descriptors from the root down, never following a link, so a directory swapped for a link
+ * mid-walk cannot lead it outside the tree), each file opened relative to its directory when its
+ * bytes are asked for and checked against what the walk saw (device, inode, size), so
+ * replacement, truncation and growth fail the import instead of sending other bytes.
  */
 async function* hostEntries(directory, chunkBytes) {
-  for await (const entry of walk(directory)) {
-    if (entry.kind === 'directory') {
-      yield Object.freeze({ kind: 'directory', path: entry.path });
-    } else {
-      yield Object.freeze({
-        kind: 'file',
-        path: entry.path,
-        byteLength: entry.stat.size,
-        executable: (Number(entry.stat.mode) & 0o100) !== 0,
-        open: () => hostFileBytes(entry.host, entry.stat, chunkBytes),
-      });
+  const walk = new native.NativeHostWalk();
+  const context = {};
+  try {
+    settle(await walk.open(directory), context, errorFromDescriptor);
+    for (;;) {
+      const entry = settle(await walk.nextEntry(), context, errorFromDescriptor);
+      if (entry === null) return;
+      if (entry.kind === 'directory') {
+        yield Object.freeze({ kind: 'directory', path: entry.path });
+      } else {
+        yield Object.freeze({
+          kind: 'file',
+          path: entry.path,
+          byteLength: entry.size,
+          executable: entry.executable,
+          open: () => hostFileBytes(walk, entry.id, chunkBytes),
+        });
+      }
     }
+  } finally {
+    walk.close();
   }
 }
 
-async function* hostFileBytes(host, seen, chunkBytes) {
-  const failed = (what) => new SandboxOperationError('stream_failure', `${host}: ${what}`);
-  const file = await open(host, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK).catch((cause) => {
-    throw failed(`cannot be opened without following links: ${cause.message}`);
-  });
+/** File `id` of `walk`, in chunks of at most `chunkBytes`, exactly the size the walk saw. */
+async function* hostFileBytes(walk, id, chunkBytes) {
   try {
-    const opened = await file.stat({ bigint: true });
-    if (!opened.isFile()) throw failed('is not a regular file');
-    if (opened.dev !== seen.dev || opened.ino !== seen.ino) throw failed('was replaced while the directory was being read');
-    if (opened.size !== seen.size) throw failed('changed size while the directory was being read');
-    let remaining = seen.size;
-    while (remaining > 0n) {
-      const want = Number(remaining < BigInt(chunkBytes) ? remaining : BigInt(chunkBytes));
-      const chunk = Buffer.allocUnsafe(want);
-      const { bytesRead } = await file.read(chunk, 0, want, null);
-      if (bytesRead === 0) throw failed('was truncated while it was being read');
-      remaining -= BigInt(bytesRead);
-      yield chunk.subarray(0, bytesRead);
+    for (;;) {
+      const chunk = await walk.readFile(id, chunkBytes);
+      if (chunk === null) return;
+      if (!Buffer.isBuffer(chunk)) throw errorFromDescriptor(chunk.error, {});
+      yield chunk;
     }
-    const { bytesRead } = await file.read(Buffer.alloc(1), 0, 1, null);
-    if (bytesRead !== 0) throw failed('grew while it was being read');
   } finally {
-    await file.close();
+    walk.closeFile(id);
   }
 }
 

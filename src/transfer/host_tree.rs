@@ -1,16 +1,15 @@
 //! Whole host directories through one transfer, for the `/node` directory helpers: one native
 //! call per transfer, no per-file crossing into JavaScript. The import walks, checks and reads
-//! files on one blocking thread that feeds the archive; the export writes every entry on one
-//! blocking thread fed by the archive. Every file is checked (descriptor identity against the
-//! walk, `O_NOFOLLOW`, exclusive creation, the umask). Between the two sides wait at most
+//! files on one blocking thread that feeds the archive (by descriptors: `host_walk.rs`); the
+//! export writes every entry on one blocking thread fed by the archive. Every file is checked
+//! (descriptor identity against the walk, `O_NOFOLLOW`, exclusive creation, the umask). Between the two sides wait at most
 //! `queue_depth` batches, besides the one being gathered and the one being handled: an import's
 //! batch holds at most one chunk's bytes of bodies, an export's at most `export_batch_bytes`
 //! (written with one vectored write per file), so about `IN_FLIGHT_BYTES` plus two batches.
 
-use std::ffi::OsString;
-use std::fs::{self, File, OpenOptions, ReadDir};
-use std::io::{Read, Write};
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -18,11 +17,12 @@ use tokio::sync::mpsc;
 
 use super::batch::Batch;
 use super::export::ExportSession;
+use super::host_walk::{host_error, HostEntry, HostWalk};
 use super::import::ImportSession;
-use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::lifecycle::error::OwnerError;
 
-/// Opening a symlink fails instead of following it; a FIFO or device swapped in after the walk
-/// returns at once instead of waiting for a peer (and is refused as not a regular file).
+/// Creating over a symlink fails instead of following it; a FIFO or device in the way returns
+/// at once instead of waiting for a peer.
 const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 /// Bytes allowed in flight between the two sides (rounded up to two chunks at least): batches
 /// of small files fill it as well as large files' chunks do.
@@ -42,13 +42,6 @@ pub fn queue_depth(chunk_bytes: u64) -> usize {
     usize::try_from(chunks)
         .unwrap_or(QUEUE_MAX)
         .clamp(2, QUEUE_MAX)
-}
-
-fn host_error(path: &Path, what: &str) -> OwnerError {
-    OwnerError::operation(
-        OperationCode::StreamFailure,
-        format!("{}: {what}", path.display()),
-    )
 }
 
 /// What the walking thread hands to the archive side, in tree order.
@@ -151,125 +144,35 @@ impl From<Gone> for OwnerError {
     }
 }
 
-fn utf8_name(directory: &Path, name: OsString) -> Result<String, OwnerError> {
-    name.into_string().map_err(|name| {
-        host_error(
-            &directory.join(name),
-            "the name is not valid UTF-8 and cannot be a workspace path",
-        )
-    })
-}
-
-/// The depth-first walk: one open directory per level, never a whole listing.
+/// The depth-first walk (`HostWalk`: by descriptors, never following a link), each file read
+/// to exactly the size the walk saw, in chunks.
 fn walk_tree(root: &Path, chunk: usize, queue: &mut WalkQueue) -> Result<(), OwnerError> {
-    let open = |host: &Path| {
-        fs::read_dir(host).map_err(|e| host_error(host, &format!("cannot be listed: {e}")))
-    };
-    let mut levels: Vec<(PathBuf, String, ReadDir)> =
-        vec![(root.to_path_buf(), String::new(), open(root)?)];
-    while let Some((host_dir, relative_dir, entries)) = levels.last_mut() {
-        let Some(entry) = entries.next() else {
-            levels.pop();
-            continue;
-        };
-        let entry = entry.map_err(|e| host_error(host_dir, &format!("cannot be listed: {e}")))?;
-        let name = utf8_name(host_dir, entry.file_name())?;
-        let host = host_dir.join(&name);
-        let path = if relative_dir.is_empty() {
-            name
-        } else {
-            format!("{relative_dir}/{name}")
-        };
-        let seen = fs::symlink_metadata(&host).map_err(|e| host_error(&host, &e.to_string()))?;
-        let kind = seen.file_type();
-        if kind.is_symlink() {
-            return Err(host_error(&host, "symbolic links are not imported"));
-        } else if kind.is_dir() {
-            queue.send(Walked::Directory(path.clone()), 0)?;
-            let listing = open(&host)?;
-            levels.push((host, path, listing));
-        } else if kind.is_file() {
-            read_file(&host, path, &seen, chunk, queue)?;
-        } else {
-            return Err(host_error(&host, "special files are not imported"));
-        }
-    }
-    Ok(())
-}
-
-/// Sends one file the walk saw as `seen`: opened without following links, checked to be the
-/// very file (device, inode) with the size the walk saw, read to exactly that size.
-fn read_file(
-    host: &Path,
-    path: String,
-    seen: &fs::Metadata,
-    chunk: usize,
-    queue: &mut WalkQueue,
-) -> Result<(), OwnerError> {
-    let mut file = OpenOptions::new()
-        .read(true)
-        .custom_flags(OPEN_FLAGS)
-        .open(host)
-        .map_err(|e| {
-            host_error(
-                host,
-                &format!("cannot be opened without following links: {e}"),
-            )
-        })?;
-    let opened = file
-        .metadata()
-        .map_err(|e| host_error(host, &e.to_string()))?;
-    if !opened.is_file() {
-        return Err(host_error(host, "is not a regular file"));
-    }
-    if opened.dev() != seen.dev() || opened.ino() != seen.ino() {
-        return Err(host_error(
-            host,
-            "was replaced while the directory was being read",
-        ));
-    }
-    let size = seen.len();
-    if opened.len() != size {
-        return Err(host_error(
-            host,
-            "changed size while the directory was being read",
-        ));
-    }
-    queue.send(
-        Walked::File {
-            path,
-            size,
-            executable: opened.mode() & 0o100 != 0,
-        },
-        0,
-    )?;
-    let mut remaining = size;
-    while remaining > 0 {
-        // Exactly what is left, up to one chunk: small files cost their own size.
-        let want = usize::try_from(remaining).map_or(chunk, |left| left.min(chunk));
-        let mut buffer = vec![0u8; want];
-        let mut filled = 0;
-        while filled < want {
-            let n = file
-                .read(&mut buffer[filled..])
-                .map_err(|e| host_error(host, &format!("reading failed: {e}")))?;
-            if n == 0 {
-                return Err(host_error(host, "was truncated while it was being read"));
+    let mut walk = HostWalk::open(root)?;
+    while let Some(entry) = walk.next_entry()? {
+        match entry {
+            HostEntry::Directory { path } => queue.send(Walked::Directory(path), 0)?,
+            HostEntry::File {
+                path,
+                executable,
+                file,
+            } => {
+                let mut file = file.open()?;
+                queue.send(
+                    Walked::File {
+                        path,
+                        size: file.size(),
+                        executable,
+                    },
+                    0,
+                )?;
+                while let Some(bytes) = file.read_chunk(chunk)? {
+                    let len = bytes.len() as u64;
+                    queue.send(Walked::Chunk(Bytes::from(bytes)), len)?;
+                }
+                queue.send(Walked::FileEnd, 0)?;
             }
-            filled += n;
         }
-        remaining -= want as u64;
-        queue.send(Walked::Chunk(Bytes::from(buffer)), want as u64)?;
     }
-    let mut probe = [0u8; 1];
-    if file
-        .read(&mut probe)
-        .map_err(|e| host_error(host, &e.to_string()))?
-        != 0
-    {
-        return Err(host_error(host, "grew while it was being read"));
-    }
-    queue.send(Walked::FileEnd, 0)?;
     Ok(())
 }
 
@@ -614,68 +517,13 @@ mod tests {
     }
 
     #[test]
-    fn links_and_special_files_fail_the_walk() {
+    fn a_link_fails_the_walk() {
         let dir = scratch("links");
         std::os::unix::fs::symlink("/etc/passwd", dir.join("link")).expect("link");
         let (_, error) = walked(&dir);
         assert!(error
             .expect("refused")
             .contains("symbolic links are not imported"));
-        fs::remove_file(dir.join("link")).expect("unlink");
-        let made = std::process::Command::new("mkfifo")
-            .arg(dir.join("fifo"))
-            .status()
-            .expect("mkfifo");
-        assert!(made.success());
-        let (_, error) = walked(&dir);
-        assert!(error
-            .expect("refused")
-            .contains("special files are not imported"));
-        fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn a_fifo_swapped_in_after_the_walk_is_refused_at_once() {
-        let dir = scratch("fifo");
-        let host = dir.join("f");
-        fs::write(&host, b"abc").expect("file");
-        let seen = fs::symlink_metadata(&host).expect("stat");
-        fs::remove_file(&host).expect("unlink");
-        let made = std::process::Command::new("mkfifo")
-            .arg(&host)
-            .status()
-            .expect("mkfifo");
-        assert!(made.success());
-        let (sender, _receiver) = mpsc::channel(QUEUE_MAX);
-        let mut queue = WalkQueue {
-            sender: &sender,
-            batch: Batch::new(64),
-        };
-        // Opening a FIFO without a writer would block without O_NONBLOCK: this returns at once.
-        let error = read_file(&host, "f".into(), &seen, 64, &mut queue).expect_err("refused");
-        assert!(error.to_string().contains("not a regular file"), "{error}");
-        fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn a_file_replaced_or_resized_after_the_walk_is_refused() {
-        let dir = scratch("replaced");
-        let host = dir.join("f");
-        fs::write(&host, b"abc").expect("file");
-        let seen = fs::symlink_metadata(&host).expect("stat");
-        let (sender, _receiver) = mpsc::channel(QUEUE_MAX);
-        let mut queue = WalkQueue {
-            sender: &sender,
-            batch: Batch::new(64),
-        };
-        fs::write(&host, b"abcd").expect("grown");
-        let error = read_file(&host, "f".into(), &seen, 64, &mut queue).expect_err("resized");
-        assert!(error.to_string().contains("changed size"), "{error}");
-        // Made while the original still holds its inode, so the inode cannot be reused.
-        fs::write(dir.join("other"), b"abc").expect("other");
-        fs::rename(dir.join("other"), &host).expect("replaced");
-        let error = read_file(&host, "f".into(), &seen, 64, &mut queue).expect_err("replaced");
-        assert!(error.to_string().contains("was replaced"), "{error}");
         fs::remove_dir_all(&dir).ok();
     }
 

@@ -5,6 +5,7 @@ pub mod batch;
 pub mod export;
 pub mod export_batch;
 pub mod host_tree;
+pub mod host_walk;
 pub mod import;
 pub mod ledger;
 pub mod options;
