@@ -102,3 +102,41 @@ test('an engine name no client can reach is refused at the backend, naming where
     else process.env.DOCKER_HOST = saved;
   }
 });
+
+test('an attach connection that ends while the process still runs fails its streams, never a clean end with output missing', async () => {
+  await withSandbox('cut-attach', { socketPath: aliased }, async (sandbox) => {
+    const process = sandbox.reserveProcess({
+      executable: '/bin/sh',
+      args: ['-c', 'i=0; while [ $i -lt 30 ]; do echo "line $i"; i=$((i+1)); sleep 0.1; done'],
+      env: {},
+      cwd: sandbox.workspace,
+    });
+    const { stdin, stdout, stderr, exit } = await process.start();
+    stdin.end();
+    const failures = [stdout, stderr].map((stream) => {
+      stream.resume();
+      return new Promise((resolve) => {
+        stream.on('error', resolve);
+        stream.on('end', () => resolve(null));
+      });
+    });
+    let seen = '';
+    await new Promise((resolve) => {
+      stdout.on('data', function lines(chunk) {
+        seen += chunk;
+        if (seen.split('\n').length > 5) {
+          stdout.off('data', lines);
+          resolve();
+        }
+      });
+    });
+    front.cutAttaches();
+    for (const failure of await Promise.all(failures)) {
+      assert.ok(failure, 'the stream failed instead of ending');
+      assert.equal(failure.code, 'stream_failure');
+      assert.match(failure.message, /attach connection ended while the process was still running/);
+    }
+    // The guest went on: its own fate still arrives.
+    assert.deepEqual(await exit, { kind: 'exited', code: 0 });
+  });
+});

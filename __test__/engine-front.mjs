@@ -1,5 +1,7 @@
 // A unix socket in front of the engine's own, counting the requests and the attach requests that
-// come through it: a backend that reached the engine another way leaves the counts unchanged.
+// come through it: a backend that reached the engine another way leaves the counts unchanged. It
+// can also end the attach connections it relays, cleanly, as a restarted engine or a proxy's idle
+// cut does, while the engine and its containers go on.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -12,6 +14,8 @@ export async function startEngineFront() {
   const path = join(directory, 'engine.sock');
   const counts = { requests: 0, attaches: 0 };
   const open = new Set();
+  /** The relayed attach connections: [client, engine] socket pairs. */
+  const attaches = new Set();
   const server = createServer({ allowHalfOpen: true }, (client) => {
     const engine = connect({ path: engineSocket, allowHalfOpen: true });
     for (const socket of [client, engine]) {
@@ -28,7 +32,12 @@ export async function startEngineFront() {
     client.on('data', (chunk) => {
       const text = chunk.toString('latin1');
       counts.requests += (text.match(/(?:^|\r\n)(?:GET|POST|PUT|DELETE|HEAD) \/\S* HTTP\/1\.1\r\n/g) ?? []).length;
-      if (/^POST \/(?:v[\d.]+\/)?containers\/[^/]+\/attach\?/.test(text)) counts.attaches += 1;
+      if (/^POST \/(?:v[\d.]+\/)?containers\/[^/]+\/attach\?/.test(text)) {
+        counts.attaches += 1;
+        const pair = [client, engine];
+        attaches.add(pair);
+        client.on('close', () => attaches.delete(pair));
+      }
     });
     client.pipe(engine);
     engine.pipe(client);
@@ -37,6 +46,15 @@ export async function startEngineFront() {
   return {
     path,
     counts,
+    /** Ends every attach connection now: the client reads a clean end, the engine a reset. */
+    cutAttaches() {
+      for (const [client, engine] of attaches) {
+        engine.unpipe(client);
+        engine.destroy();
+        client.end();
+      }
+      attaches.clear();
+    },
     close() {
       server.close();
       // Idle pooled connections of the backends' clients would otherwise hold the test open.

@@ -17,6 +17,7 @@ use super::engine::{engine_error, is_not_found, with_causes, REQUEST_TIMEOUT};
 use super::exit_status::leader_fate;
 use super::objects::provable_container;
 use super::oom_events::oom_event_published;
+use super::output_end::ended_with_the_process;
 use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::{Role, SandboxRecoveryRecord};
@@ -129,6 +130,7 @@ pub async fn attach_again(
     let attached = attach_streams(dialer, &id)
         .await
         .map_err(|e| attach_error("the process", &e))?;
+    let output = ended_with_the_process(attached.output, docker.clone(), id.clone());
     let exit = async move {
         let code = wait_exit_code(&docker, &id, || {
             let stopped = Arc::clone(&stopped);
@@ -143,7 +145,7 @@ pub async fn attach_again(
     .boxed();
     Ok(ProcessChannels {
         input: attached.input,
-        output: attached.output,
+        output,
         exit,
     })
 }

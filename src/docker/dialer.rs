@@ -189,6 +189,8 @@ async fn tcp(authority: &str) -> Result<TcpStream, AttachError> {
         .map_err(AttachError::Connect)?;
     // Small writes (a prompt, a keystroke) leave at once, as the engine's other clients do.
     stream.set_nodelay(true).map_err(AttachError::Connect)?;
+    // A peer gone without a word fails the connection within `keepalive::DEAD_AFTER`.
+    super::keepalive::enable(&stream).map_err(AttachError::Connect)?;
     Ok(stream)
 }
 

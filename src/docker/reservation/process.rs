@@ -9,6 +9,7 @@ use crate::docker::attach::{attach_error, attach_streams, fate_of, wait_exit_cod
 use crate::docker::engine::engine_error;
 use crate::docker::hardening::applied;
 use crate::docker::layout::fixed_environment;
+use crate::docker::output_end::ended_with_the_process;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
@@ -104,10 +105,11 @@ impl DockerReservation {
                 .map_err(|e| engine_error("starting the process", e))?;
         }
 
+        let output = ended_with_the_process(attached.output, docker.clone(), id.clone());
         let exit = Arc::clone(&self).exit_of(id);
         Ok(ProcessChannels {
             input: attached.input,
-            output: attached.output,
+            output,
             exit,
         })
     }
