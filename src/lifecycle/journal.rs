@@ -7,7 +7,7 @@ use super::cancel::Cancel;
 use super::driver::Persist;
 use super::error::{OperationCode, OwnerError};
 use crate::recovery::continuation::{check_continuation, Continuation};
-use crate::recovery::record::{Phase, SandboxRecoveryRecord};
+use crate::recovery::record::SandboxRecoveryRecord;
 
 pub struct Journal {
     current: Mutex<SandboxRecoveryRecord>,
@@ -97,31 +97,6 @@ impl Journal {
             return Err(error);
         }
         self.write(next).await
-    }
-
-    /// Records a cleanup phase (`stopping`, `stopped`, `destroying`, `destroyed`) so a
-    /// controller that dies during cleanup reconciles from the truth. Best effort: cleanup never
-    /// depends on persistence, so a fenced journal (or one never initialized) is skipped, a
-    /// failure fences nothing, and the caller bounds how long it waits (a checkpoint in flight
-    /// holds the order first).
-    pub async fn cleanup_checkpoint(&self, phase: Phase) {
-        let _order = self.order.lock().await;
-        // A record never persisted (the sandbox never started) has no stored copy to update;
-        // it may also still be incomplete (an image reference not yet resolved).
-        if self.fenced().is_some() || !self.initialized.load(std::sync::atomic::Ordering::SeqCst) {
-            return;
-        }
-        let mut next = self.current();
-        if next.phase == phase {
-            return;
-        }
-        next.phase = phase;
-        if let Some(persist) = &self.persist {
-            if persist.persist(next.clone()).await.is_err() {
-                return;
-            }
-        }
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = next;
     }
 
     fn guard(&self) -> Result<(), OwnerError> {

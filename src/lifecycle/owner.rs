@@ -16,7 +16,7 @@ use super::state::{Operation, State};
 use crate::policy::request::{Execution, SandboxRequest};
 use crate::process::io::ProcessIo;
 use crate::process::spec::SandboxProcessSpec;
-use crate::recovery::record::{Phase, SandboxRecoveryRecord};
+use crate::recovery::record::SandboxRecoveryRecord;
 
 /// The identity of one admitted transfer: only it can release the transfer slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -334,9 +334,8 @@ impl SandboxOwner {
             let result = async {
                 stopped.await?;
                 owner.await_transfer_release(transfer, limit).await?;
-                owner.cleanup_checkpoint(Phase::Destroying).await;
+                // As the original: cleanup never checkpoints; the record stays as the start left it.
                 Arc::clone(&owner.inner.driver).destroy().await?;
-                owner.cleanup_checkpoint(Phase::Destroyed).await;
                 Ok(())
             }
             .await;
@@ -358,16 +357,6 @@ impl SandboxOwner {
         Some(actual)
     }
 
-    /// Records a cleanup phase, best effort and within a quarter of `deadlines.cleanupMs`:
-    /// cleanup never waits on persistence for long (a startup checkpoint may hold the order).
-    async fn cleanup_checkpoint(&self, phase: Phase) {
-        let _ = tokio::time::timeout(
-            self.cleanup_limit() / 4,
-            self.inner.journal.cleanup_checkpoint(phase),
-        )
-        .await;
-    }
-
     /// Observes an entered stop or destroy within `deadlines.cleanupMs`. An observer that gives
     /// up leaves the work running (it may still settle the state), but the attempt is no longer
     /// joined: a retry enters fresh work instead of waiting on one that may never end.
@@ -380,36 +369,27 @@ impl SandboxOwner {
             CleanupOperation::Stop => "sandbox stop",
             CleanupOperation::Destroy => "sandbox destruction",
         };
-        let cause = match observe(actual.clone(), Some(self.cleanup_limit()), &[], what).await {
+        // An observation that expires leaves the work entered, and joined: as the original's
+        // owner, a retry waits on the same stop or destroy until it settles (a failed one is
+        // entered afresh), so a driver never sees two stops at once.
+        let cause = match observe(actual, Some(self.cleanup_limit()), &[], what).await {
             Observed::Settled(Ok(())) => return Ok(()),
-            Observed::Settled(Err(cause)) => cause,
-            Observed::Interrupted(cause) => {
-                self.abandon(&actual);
-                cause
-            }
+            Observed::Settled(Err(cause)) | Observed::Interrupted(cause) => cause,
         };
         self.fence(match operation {
             CleanupOperation::Stop => Operation::Stop,
             CleanupOperation::Destroy => Operation::Destroy,
         });
+        // The original's texts; the details are in the cause.
+        let message = match operation {
+            CleanupOperation::Stop => "Sandbox compute cleanup did not settle successfully.",
+            CleanupOperation::Destroy => "Sandbox destruction did not settle successfully.",
+        };
         Err(OwnerError::Cleanup {
             operation,
-            message: format!("{what} did not settle successfully; the same owner can retry it"),
+            message: message.into(),
             cause: Arc::new(cause),
         })
-    }
-
-    /// Stops joining `actual` (a stop, or a destroy with the stop it joined), so the next call
-    /// enters fresh work.
-    fn abandon(&self, actual: &Actual<()>) {
-        let mut core = self.core();
-        if core.destroy.as_ref().is_some_and(|d| d.ptr_eq(actual)) {
-            core.destroy = None;
-            core.stop = None;
-        }
-        if core.stop.as_ref().is_some_and(|s| s.ptr_eq(actual)) {
-            core.stop = None;
-        }
     }
 
     fn stop_in_background(&self) {
@@ -465,7 +445,6 @@ impl SandboxOwner {
                     }
                 }
                 owner.await_transfer_release(import, limit).await?;
-                owner.cleanup_checkpoint(Phase::Stopping).await;
                 if let Some(io) = &io {
                     // An engine holds a killed container while its attached output is unread.
                     io.stopping();
@@ -484,7 +463,6 @@ impl SandboxOwner {
                         .await?
                         .ok();
                 }
-                owner.cleanup_checkpoint(Phase::Stopped).await;
                 Ok(())
             }
             .await;

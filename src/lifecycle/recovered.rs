@@ -211,11 +211,14 @@ impl RecoveredOwner {
         {
             Observed::Settled(Ok(())) => Ok(()),
             Observed::Settled(Err(cause)) | Observed::Interrupted(cause) => {
+                // The original's texts; the details are in the cause.
+                let message = match operation {
+                    CleanupOperation::Stop => "Recovered sandbox compute cleanup failed.",
+                    CleanupOperation::Destroy => "Recovered sandbox destruction failed.",
+                };
                 Err(OwnerError::Cleanup {
                     operation,
-                    message: format!(
-                        "{what} did not settle successfully; the same owner can retry it"
-                    ),
+                    message: message.into(),
                     cause: Arc::new(cause),
                 })
             }
