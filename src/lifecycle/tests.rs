@@ -327,8 +327,15 @@ async fn a_stop_past_its_bound_is_joined_by_a_retry_never_entered_twice() {
     for attempt in ["the first stop", "its retry"] {
         match owner.stop().await {
             Err(OwnerError::Cleanup { cause, message, .. }) => {
-                assert_eq!(cause.code(), Some(OperationCode::DeadlineExceeded), "{attempt}");
-                assert_eq!(message, "Sandbox compute cleanup did not settle successfully.");
+                assert_eq!(
+                    cause.code(),
+                    Some(OperationCode::DeadlineExceeded),
+                    "{attempt}"
+                );
+                assert_eq!(
+                    message,
+                    "Sandbox compute cleanup did not settle successfully."
+                );
             }
             other => panic!("{attempt}: expected an expired stop, got {other:?}"),
         }
@@ -451,7 +458,11 @@ async fn cleanup_never_checkpoints_as_the_original() {
     owner.destroy().await.expect("destroyed");
     // The initial record only (this driver checkpoints nothing): stop and destroy persist nothing.
     assert_eq!(*persist.0.lock().expect("records"), vec![Phase::Reserved]);
-    assert_eq!(owner.recovery_record(), started, "the record does not change after start");
+    assert_eq!(
+        owner.recovery_record(),
+        started,
+        "the record does not change after start"
+    );
 }
 
 #[tokio::test(start_paused = true)]
