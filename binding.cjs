@@ -7,20 +7,26 @@ const { join } = require('node:path');
 
 const SUPPORTED = ['linux-x64-gnu', 'linux-arm64-gnu', 'linux-x64-musl', 'linux-arm64-musl', 'darwin-x64', 'darwin-arm64'];
 
-/** True when this Node.js runs on musl: it reports no glibc, or its loader is musl's. */
+/**
+ * True when this Node.js runs on musl. `ldd` first (a file read): glibc's is a script naming
+ * the GNU C Library, musl's is musl's own loader. Else the process report (slower): a glibc
+ * runtime version, or musl's loader among the loaded objects.
+ */
 function isMusl() {
+  try {
+    const ldd = readFileSync('/usr/bin/ldd', 'latin1');
+    if (ldd.includes('musl')) return true;
+    if (ldd.includes('GNU C Library')) return false;
+  } catch {
+    // No ldd (a minimal image): ask the process report.
+  }
   const report = typeof process.report?.getReport === 'function' ? process.report.getReport() : null;
   const header = report && report.header;
   if (header && header.glibcVersionRuntime) return false;
   if (report && Array.isArray(report.sharedObjects)) {
-    if (report.sharedObjects.some((object) => /(?:^|\/)(?:ld-musl-|libc\.musl-)/.test(object))) return true;
-    if (report.sharedObjects.some((object) => /(?:^|\/)libc\.so\.6$/.test(object))) return false;
+    return report.sharedObjects.some((object) => /(?:^|\/)(?:ld-musl-|libc\.musl-)/.test(object));
   }
-  try {
-    return readFileSync('/usr/bin/ldd', 'utf8').includes('musl');
-  } catch {
-    return !header || !header.glibcVersionRuntime;
-  }
+  return false;
 }
 
 /** This process's platform in the packages' naming, e.g. `linux-arm64-gnu` or `darwin-x64`. */

@@ -116,7 +116,8 @@ async function* hostEntries(directory, chunkBytes) {
       }
     }
   } finally {
-    walk.close();
+    // The directories go; files handed out stay readable until read or dropped.
+    walk.closeWalk();
   }
 }
 

@@ -25,7 +25,6 @@ struct WalkState {
     seen: HashMap<u32, SeenFile>,
     reading: HashMap<u32, HostFile>,
     next_id: u32,
-    closed: bool,
 }
 
 #[napi]
@@ -41,9 +40,6 @@ async fn blocking<T: Send + 'static>(
     let state = Arc::clone(state);
     tokio::task::spawn_blocking(move || {
         let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
-        if state.closed {
-            return Err(OwnerError::state("the directory walk is closed"));
-        }
         work(&mut state)
     })
     .await
@@ -157,17 +153,20 @@ impl NativeHostWalk {
         })
     }
 
-    /// Lets go of everything: the walk's directories and every file; later calls fail. Never
-    /// waits, as `closeFile`.
-    #[napi]
-    pub fn close(&self) -> Result<()> {
+    /// Lets go of the walk itself (its directories): the files it handed out stay readable
+    /// until `closeFile` (a driver may read them after the walk ended; one it never reads is let
+    /// go with this object). Never waits, as `closeFile`.
+    #[napi(js_name = "closeWalk")]
+    pub fn close_walk(&self) -> Result<()> {
         let state = Arc::clone(&self.state);
         within(|| {
             tokio::task::spawn_blocking(move || {
-                let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
-                let dropped = std::mem::take(&mut *state);
-                state.closed = true;
-                drop(dropped);
+                let walk = state
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .walk
+                    .take();
+                drop(walk);
             });
         })
     }

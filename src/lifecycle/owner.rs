@@ -358,8 +358,9 @@ impl SandboxOwner {
     }
 
     /// Observes an entered stop or destroy within `deadlines.cleanupMs`. An observer that gives
-    /// up leaves the work running (it may still settle the state), but the attempt is no longer
-    /// joined: a retry enters fresh work instead of waiting on one that may never end.
+    /// up leaves the work running (it still settles the state when it ends) and joined: a retry
+    /// observes the same work again; only work that failed is entered afresh (`stop_attempt` and
+    /// `destroy_attempt` tell a failed attempt's late settling from the new one's).
     pub async fn observe_cleanup(
         &self,
         actual: Actual<()>,
@@ -450,7 +451,7 @@ impl SandboxOwner {
                     io.stopping();
                 }
                 // The driver's own stop is its work: it is awaited, not abandoned (an observer
-                // gives up on it, and a retry enters a new one).
+                // may give up on it; a retry joins it).
                 Arc::clone(&owner.inner.driver).stop().await?;
                 if let Some(io) = io {
                     // Compute is gone: what the engine still sends is delivered (within a bound),

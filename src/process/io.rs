@@ -447,10 +447,12 @@ impl ProcessIo {
         output.discarded.set();
         let mut reader = output.reader.lock().await;
         // Closed first: a piece the pump sends from now on comes back to it (with its space);
-        // one sent before is drained here. Either way no staging space stays taken.
+        // one sent before, even one still landing in the channel, is drained here (a closed
+        // channel's `recv` ends only once every send admitted before the close has landed, and a
+        // send never waits). Either way no staging space stays taken.
         reader.staged.close();
         let mut released = 0usize;
-        while let Ok(item) = reader.staged.try_recv() {
+        while let Some(item) = reader.staged.recv().await {
             if let Ok(piece) = item {
                 released +=
                     output_permits(piece.len(), self.limits.max_buffered_output_bytes) as usize;
@@ -938,6 +940,27 @@ mod tests {
         // Every staging permit came back.
         assert_eq!(io.output_budget.available_permits() as u64, staging);
         settles("a second discard", io.discard(OutputStream::Stdout)).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_discard_racing_the_pump_leaves_no_staging_space_taken() {
+        for _ in 0..200 {
+            let staging = 8 * (64 + crate::process::PIECE_BOOKKEEPING as u64);
+            let (io, feed) = fed_process(StreamLimits {
+                max_buffered_output_bytes: staging,
+                ..StreamLimits::DEFAULT
+            });
+            // The pump stages on another worker while the discard closes and drains.
+            for _ in 0..32 {
+                feed.send(stdout_piece(64)).expect("fed");
+            }
+            settles("the discard", io.discard(OutputStream::Stdout)).await;
+            drop(feed);
+            settles("stderr's end", io.read(OutputStream::Stderr, 64))
+                .await
+                .expect("the pump ended");
+            assert_eq!(io.output_budget.available_permits() as u64, staging);
+        }
     }
 
     #[tokio::test(start_paused = true)]

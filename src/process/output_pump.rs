@@ -273,6 +273,11 @@ impl OutputPump {
     /// Stages `bytes` on `which` piece by piece; `false` once the budget is closed.
     async fn stage(&mut self, which: OutputStream, mut bytes: Bytes) -> bool {
         while !bytes.is_empty() && !self.lane(which).ended {
+            if self.lane(which).staged.is_closed() {
+                // Its reader discarded it: dropped at once, without waiting for space.
+                self.lane(which).ended = true;
+                break;
+            }
             let part = bytes.split_to(bytes.len().min(self.piece));
             let n = output_permits(part.len(), self.staging);
             match room(&self.budget, &self.control, n).await {

@@ -86,6 +86,12 @@ pub fn lane() -> (StagedSender, StagedReceiver) {
 }
 
 impl StagedSender {
+    /// The receiver takes nothing more (it closed, or is gone): a piece for it need not wait
+    /// for staging space.
+    pub fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
+
     /// Stages `item`; gives it back when the receiver is gone or a failure was staged (a
     /// failure is the last thing a lane takes, so `ended` stays true only with nothing after).
     pub fn send(&self, item: Received) -> Result<(), Received> {

@@ -63,11 +63,6 @@ pub struct SeenFile {
     host: PathBuf,
 }
 
-// SAFETY: `libc::stat` is plain data; the descriptor is shared read-only (`openat` on it).
-unsafe impl Send for SeenFile {}
-// SAFETY: as above: nothing in it is mutated through a shared reference.
-unsafe impl Sync for SeenFile {}
-
 impl SeenFile {
     /// Where it is, for messages.
     pub fn host(&self) -> &Path {
@@ -251,9 +246,8 @@ struct Directory {
     stream: NonNull<libc::DIR>,
 }
 
-// SAFETY: a directory stream is only used through `&mut self` or `&self` calls that do not
-// touch the stream's position concurrently (`dirfd` reads a field); the walk that owns it may
-// move between threads as a whole, never share it.
+// SAFETY: a directory stream is only read through `&mut self` (`readdir`) and closed in `Drop`;
+// the walk that owns it may move between threads as a whole, never share it.
 unsafe impl Send for Directory {}
 
 impl Drop for Directory {
