@@ -352,22 +352,8 @@ async fn a_stop_past_its_bound_is_joined_by_a_retry_never_entered_twice() {
     );
 }
 
-#[tokio::test(start_paused = true)]
-async fn a_retry_after_an_expired_stop_settles_with_the_stop_it_joined() {
-    let driver = TestDriver::new(|s| s.stop.push_back(Step::Delay(800)));
-    let owner = owner(&driver);
-    owner.start(None).await.expect("started");
-    assert!(matches!(
-        owner.stop().await,
-        Err(OwnerError::Cleanup { .. })
-    ));
-    owner.stop().await.expect("the joined stop settled");
-    assert_eq!(owner.state(), State::Stopped);
-    assert_eq!(driver.calls(), vec!["start", "stop"]);
-}
-
-#[tokio::test(start_paused = true)]
-async fn a_slow_stop_whose_observer_gave_up_still_settles_the_state() {
+/// A started owner whose stop takes 800 ms, past its 500 ms observation, which has expired.
+async fn an_expired_slow_stop() -> (Arc<TestDriver>, SandboxOwner) {
     let driver = TestDriver::new(|s| s.stop.push_back(Step::Delay(800)));
     let owner = owner(&driver);
     owner.start(None).await.expect("started");
@@ -376,6 +362,20 @@ async fn a_slow_stop_whose_observer_gave_up_still_settles_the_state() {
         Err(OwnerError::Cleanup { .. })
     ));
     assert_eq!(owner.state(), State::Stopping);
+    (driver, owner)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_after_an_expired_stop_settles_with_the_stop_it_joined() {
+    let (driver, owner) = an_expired_slow_stop().await;
+    owner.stop().await.expect("the joined stop settled");
+    assert_eq!(owner.state(), State::Stopped);
+    assert_eq!(driver.calls(), vec!["start", "stop"]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_slow_stop_whose_observer_gave_up_still_settles_the_state() {
+    let (driver, owner) = an_expired_slow_stop().await;
     tokio::time::sleep(Duration::from_millis(400)).await;
     assert_eq!(owner.state(), State::Stopped, "the entered stop settled");
     owner.stop().await.expect("already stopped");

@@ -517,17 +517,6 @@ mod tests {
     }
 
     #[test]
-    fn a_link_fails_the_walk() {
-        let dir = scratch("links");
-        std::os::unix::fs::symlink("/etc/passwd", dir.join("link")).expect("link");
-        let (_, error) = walked(&dir);
-        assert!(error
-            .expect("refused")
-            .contains("symbolic links are not imported"));
-        fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
     fn files_are_created_exclusively_without_following_links() {
         let dir = scratch("create");
         let target = dir.join("target");
