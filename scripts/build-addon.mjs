@@ -3,9 +3,8 @@
 // With cargo-zigbuild on PATH (scripts/ensure-cross.sh installs it) the addon links against
 // glibc 2.28 like every shipped build; without it, plain cargo links against this machine's glibc.
 import { spawnSync } from 'node:child_process';
-import { copyFileSync, existsSync, renameSync } from 'node:fs';
 import { join } from 'node:path';
-import { addonFile, buildPlatform, HELPER_TARGETS, packageDirectory, PLATFORMS, root, runs, targetDirectory } from './platforms.mjs';
+import { addonFile, buildPlatform, HELPER_TARGETS, packageDirectory, placeAddon, PLATFORMS, root, runs, targetDirectory } from './platforms.mjs';
 
 const platform = PLATFORMS.find((p) => p.name === 'linux-x64-gnu');
 if (process.platform !== 'linux' || process.arch !== 'x64') {
@@ -36,14 +35,10 @@ if (runs('cargo-zigbuild')) {
     console.error('native-sandbox: cargo build --release failed (see the output above)');
     process.exit(build.status ?? 1);
   }
-  const built = join(targetDirectory(), 'release', platform.library);
-  if (!existsSync(built)) {
-    console.error(`native-sandbox: cargo reported success but ${built} is missing`);
+  try {
+    placeAddon(join(targetDirectory(), 'release', platform.library), destinations);
+  } catch (error) {
+    console.error(`native-sandbox: ${error.message}`);
     process.exit(1);
-  }
-  for (const destination of destinations) {
-    const staged = `${destination}.${process.pid}.tmp`;
-    copyFileSync(built, staged);
-    renameSync(staged, destination);
   }
 }

@@ -22,7 +22,7 @@ export const PLATFORMS = [
   { name: 'darwin-arm64', rust: 'aarch64-apple-darwin', os: 'darwin', cpu: 'arm64', library: 'libnative_sandbox.dylib' },
 ];
 
-/** The Rust targets every build needs: each platform's, and the guest helper's two (build.rs). */
+/** The Rust targets of the guest helper, which build.rs builds into every addon. */
 export const HELPER_TARGETS = ['x86_64-unknown-linux-gnu', 'aarch64-unknown-linux-musl'];
 
 export const addonFile = (platform) => `native-sandbox.${platform.name}.node`;
@@ -60,12 +60,17 @@ export function buildPlatform(platform, destinations) {
   const build = spawnSync('cargo', ['zigbuild', '--release', '--locked', '--lib', '--target', zigTarget(platform)], { cwd: root, env, stdio: 'inherit' });
   if (build.status !== 0) throw new Error(`cargo zigbuild for ${platform.name} (${zigTarget(platform)}) failed (see the output above)`);
   const built = join(targetDirectory(), platform.rust, 'release', platform.library);
-  if (!existsSync(built)) throw new Error(`cargo zigbuild reported success but ${built} is missing`);
+  placeAddon(built, destinations);
+  return { built, seconds: (Date.now() - started) / 1000 };
+}
+
+/** Copies the addon cargo `built` to each of `destinations`; throws when it is missing. */
+export function placeAddon(built, destinations) {
+  if (!existsSync(built)) throw new Error(`cargo reported success but ${built} is missing`);
   for (const destination of destinations) {
     // Copy then rename: a process that has the old addon loaded keeps its mapping intact.
     const staged = `${destination}.${process.pid}.tmp`;
     copyFileSync(built, staged);
     renameSync(staged, destination);
   }
-  return { built, seconds: (Date.now() - started) / 1000 };
 }

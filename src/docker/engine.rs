@@ -203,12 +203,16 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
 mod tests {
     use super::*;
 
-    fn resolved(engine: Engine) -> Result<String, String> {
-        endpoint(&engine).map(|(endpoint, _)| match endpoint {
+    fn shown(endpoint: Endpoint) -> String {
+        match endpoint {
             Endpoint::Unix(path) => format!("unix {path}"),
             Endpoint::Plain(url) => format!("plain {url}"),
             Endpoint::Tls(url, _) => format!("tls {url}"),
-        })
+        }
+    }
+
+    fn resolved(engine: Engine) -> Result<String, String> {
+        endpoint(&engine).map(|(endpoint, _)| shown(endpoint))
     }
 
     #[test]
@@ -249,11 +253,7 @@ mod tests {
             host: host.into(),
             tls,
         };
-        context_endpoint(context).map(|endpoint| match endpoint {
-            Endpoint::Unix(path) => format!("unix {path}"),
-            Endpoint::Plain(url) => format!("plain {url}"),
-            Endpoint::Tls(url, _) => format!("tls {url}"),
-        })
+        context_endpoint(context).map(shown)
     }
 
     #[test]

@@ -414,11 +414,7 @@ mod tests {
     }
 
     fn scratch(name: &str) -> PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("native-sandbox-tree-{name}-{}", std::process::id()));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("scratch directory");
-        dir
+        crate::test_support::scratch(&format!("tree-{name}"))
     }
 
     #[test]

@@ -404,13 +404,16 @@ mod tests {
     use std::fs;
 
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!(
-            "native-sandbox-host-walk-{name}-{}",
-            std::process::id()
-        ));
-        let _ = fs::remove_dir_all(&dir);
-        fs::create_dir_all(&dir).expect("scratch");
-        dir
+        crate::test_support::scratch(&format!("host-walk-{name}"))
+    }
+
+    /// Makes a FIFO at `path`.
+    fn mkfifo(path: &Path) {
+        let made = std::process::Command::new("mkfifo")
+            .arg(path)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
     }
 
     /// The whole walk as lines: `d path`, `f path size` with the file's bytes read in chunks of 3.
@@ -474,11 +477,7 @@ mod tests {
             .expect("refused")
             .contains("symbolic links are not imported"));
         fs::remove_file(dir.join("link")).expect("unlink");
-        let made = std::process::Command::new("mkfifo")
-            .arg(dir.join("fifo"))
-            .status()
-            .expect("mkfifo");
-        assert!(made.success());
+        mkfifo(&dir.join("fifo"));
         let (_, error) = walked(&dir);
         assert!(error
             .expect("refused")
@@ -534,11 +533,7 @@ mod tests {
         fs::write(dir.join("f"), b"abc").expect("file");
         let (walk, name, seen) = seen_in(&dir, "f");
         fs::remove_file(dir.join("f")).expect("unlink");
-        let made = std::process::Command::new("mkfifo")
-            .arg(dir.join("f"))
-            .status()
-            .expect("mkfifo");
-        assert!(made.success());
+        mkfifo(&dir.join("f"));
         // Opening a FIFO without a writer would block without O_NONBLOCK: this returns at once.
         let Err(error) = seen_file(&walk, &name, seen, &dir.join("f")).open() else {
             panic!("a FIFO was opened as a file");
