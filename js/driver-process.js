@@ -10,6 +10,7 @@ import { settle } from './driver-port.js';
 import { parseOperationOptions } from './options.js';
 import { parseSandboxProcessId } from './parsers.js';
 import { deliverPendingFailure, failAfterBuffered, holdFailure } from './readable-failure.js';
+import { closeInput, guardInput } from './stdin-guard.js';
 
 /**
  * `sandbox.reserveProcess(spec)` for a JavaScript driver with a `reserveProcess` port. As the
@@ -17,9 +18,11 @@ import { deliverPendingFailure, failAfterBuffered, holdFailure } from './readabl
  * execution deadline, which stops the sandbox), its startup is observed within
  * `deadlines.startupMs` and the caller's signal (a start that fails or is interrupted fences the
  * sandbox and stops it), readiness is checked again once it started, and a stop closes the
- * driver's streams and waits for them (`processSlot.process`, which the owner's stop calls).
+ * driver's streams when it begins and waits for them (`processSlot.process`, which the owner's
+ * stop calls); `exit` reports a receipt the driver lost as `unavailable` once the stop settled
+ * (`RECEIPT_AFTER_STOP_MS` later), or at most that long past `cleanupMs` after it began.
  */
-export function reserveDriverProcess({ owner, context, readyPort, limits, stopSandbox, startupMs, processSlot }, input) {
+export function reserveDriverProcess({ owner, context, readyPort, limits, stopSandbox, startupMs, cleanupMs, processSlot }, input) {
   if (typeof readyPort?.reserveProcess !== 'function') {
     throw new SandboxUnsupportedError('reserveProcess: the driver has no process port (reserveProcess)');
   }
@@ -43,7 +46,7 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       throw new SandboxOperationError('cancelled', 'process startup was cancelled before entry');
     }
     const controller = new AbortController();
-    const slot = { controller, stopping: () => {}, close: async () => {} };
+    const slot = { controller, stopping: () => {}, stopped: () => {}, close: async () => {} };
     processSlot.process = slot;
     const actual = Promise.resolve().then(() => reserved.start({ signal: controller.signal }));
     let raw;
@@ -62,7 +65,12 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
     try {
       const limited = limitedStreams(raw, limits, stopSandbox);
       streams = limited.streams;
-      slot.stopping = limited.stopping;
+      slot.stopping = () => {
+        limited.stopping();
+        // A driver stop that never settles still ends a lost receipt's wait, at the cleanup bound.
+        limited.stoppedBy(cleanupMs);
+      };
+      slot.stopped = limited.stopped;
       // Past the close wait, what the driver never closed is left: its streams fail instead.
       slot.close = async () => {
         try {
@@ -151,6 +159,21 @@ async function within(ms, promise) {
   });
   await Promise.race([promise, waited]);
   clearTimeout(timer);
+}
+
+/** How long after its stop settled a driver may still report its process's fate. */
+const RECEIPT_AFTER_STOP_MS = 1_000;
+const UNAVAILABLE = Object.freeze({ kind: 'unavailable', reason: 'sandbox_stopped' });
+
+/** A driver's reported exit as the contract's `SandboxProcessExit` (a frozen copy), or `undefined` if it is none. */
+function exitFate(value) {
+  if (value === null || typeof value !== 'object') return undefined;
+  if (value.kind === 'exited' && Number.isSafeInteger(value.code)) return Object.freeze({ kind: 'exited', code: value.code });
+  if (value.kind === 'signaled' && typeof value.signal === 'string' && value.signal !== '') {
+    return Object.freeze(value.reason === 'out_of_memory' ? { kind: 'signaled', signal: value.signal, reason: 'out_of_memory' } : { kind: 'signaled', signal: value.signal });
+  }
+  if (value.kind === 'unavailable' && value.reason === 'sandbox_stopped') return UNAVAILABLE;
+  return undefined;
 }
 
 function limitedStreams(raw, limits, stopSandbox) {
@@ -262,8 +285,7 @@ function limitedStreams(raw, limits, stopSandbox) {
   // 'error' event a caller that only wrote may not listen to; the driver's 'error' never reaches
   // the host unhandled.
   const abandonInput = (failure) => {
-    stdin.destroy();
-    const why = stopped ? stoppedInput() : failure;
+    const why = closeInput(stdin, stopped ? stoppedInput() : failure);
     for (const wait of [...waits]) wait.settle(why);
   };
   target.on('error', (error) => abandonInput(failedInput(error)));
@@ -318,29 +340,40 @@ function limitedStreams(raw, limits, stopSandbox) {
       callback(error);
     },
   });
-  const write = stdin.write.bind(stdin);
-  stdin.write = (chunk, encoding, callback) => {
-    const length = typeof chunk === 'string' ? Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8') : chunk?.byteLength ?? 0;
-    if (!stdin.destroyed && stdin.writableLength + length > limits.maxBufferedInputBytes) {
-      const error = new SandboxOperationError('input_limit', `stdin would queue past policy.streams.maxBufferedInputBytes (${limits.maxBufferedInputBytes}); the sandbox is being stopped`);
-      stdin.destroy(error);
-      stopSandbox().catch(() => {});
-      const done = typeof encoding === 'function' ? encoding : callback;
-      if (typeof done === 'function') process.nextTick(done, error);
-      return false;
-    }
-    return write(chunk, encoding, callback);
+  guardInput(stdin, { limits, stopSandbox });
+  // The leader's fate as the driver reports it; a receipt the driver lost (its exit rejected,
+  // was never given, or is no fate) is `unavailable` once the sandbox stopped, as the Docker
+  // backend reports a lost wait: `exit` never fabricates a fate, and never stays pending past
+  // a stop.
+  let receiptLost;
+  const lost = new Promise((resolve) => {
+    receiptLost = () => resolve(UNAVAILABLE);
+  });
+  const reported = Promise.resolve(raw.exit).then(exitFate, () => undefined);
+  const exit = Promise.race([reported.then((fate) => fate ?? lost), lost]);
+  // Timers that end a lost receipt's wait: they hold the event loop (a caller awaiting `exit`
+  // must get it) and are cleared once `exit` settled.
+  const receiptTimers = new Set();
+  let fated = false;
+  const stoppedBy = (ms) => {
+    if (!fated) receiptTimers.add(setTimeout(receiptLost, ms));
   };
-  const exit = Promise.resolve(raw.exit).then((value) => Object.freeze({ ...value }));
+  exit.then(() => {
+    fated = true;
+    for (const timer of receiptTimers) clearTimeout(timer);
+  });
   const streams = Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
   // After a stop's close: outputs the driver never closed fail, and stdin takes nothing more.
   const leave = () => {
     for (const output of outputs) output.leave();
     abandonInput(stoppedInput());
   };
+  // As the original's stop: the process's streams close when the stop begins; stdin at once.
   const stopping = () => {
     stopped = true;
     for (const { readOn } of outputs) readOn();
+    abandonInput(stoppedInput());
   };
-  return { streams, stopping, leave };
+  // The driver may report the fate its stop caused a moment after the stop settled.
+  return { streams, stopping, leave, stoppedBy, stopped: () => stoppedBy(RECEIPT_AFTER_STOP_MS) };
 }

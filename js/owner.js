@@ -45,16 +45,19 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       startController.abort(errorFromDescriptor(reason, portContext));
     },
     async stop() {
-      // As the original's beginStop: the process start's signal aborts first, the driver stops
-      // the workload, then the process streams are closed and awaited, also when the driver's
-      // stop failed (the original closes them whatever its stop does).
-      ports.process?.controller.abort(new SandboxOperationError('cancelled', 'sandbox compute is stopping'));
+      // As the original's beginStop: the process start's signal aborts first, the process
+      // streams are closed as the driver's stop begins (a stop that never settles holds no
+      // reader), and both are awaited, also when the driver's stop failed.
+      const running = ports.process;
+      running?.controller.abort(new SandboxOperationError('cancelled', 'sandbox compute is stopping'));
       // The driver's output is read on from here, so its stop is never held by an unread stream.
-      ports.process?.stopping();
+      running?.stopping();
+      const closed = running?.close();
       try {
         await reserved.stop();
       } finally {
-        await ports.process?.close();
+        await closed;
+        running?.stopped();
       }
     },
     destroy: () => reserved.destroy(),
@@ -163,7 +166,7 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
     reserveProcess(spec) {
       if (!processPort) {
         return reserveDriverProcess(
-          { ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, startupMs: request.policy.deadlines.startupMs, processSlot: ports },
+          { ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, startupMs: request.policy.deadlines.startupMs, cleanupMs: request.policy.deadlines.cleanupMs, processSlot: ports },
           spec,
         );
       }

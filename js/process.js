@@ -5,6 +5,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from '.
 import { settle } from './driver-port.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { deliverPendingFailure, failAfterBuffered } from './readable-failure.js';
+import { closeInput, guardInput } from './stdin-guard.js';
 
 /**
  * `sandbox.reserveProcess(spec)` over a native owner that has a process port. `reattachable`
@@ -61,40 +62,33 @@ export function processStreams({ owner, context, limits, stopSandbox }) {
         callback(error);
       },
     });
-  const stdin = new SandboxStdin({ owner, limits, toError, stopSandbox });
+  const stdin = guardInput(new SandboxStdin({ owner, toError, highWaterMark: limits.highWaterMark }), { limits, stopSandbox });
   const exit = owner.processExit().then((outcome) => Object.freeze(settle(outcome, context, errorFromDescriptor)));
+  // The leader exited: its container, and so the guest's stdin, is gone. A caller that already
+  // ended stdin keeps its own end's outcome.
+  exit.then(
+    (fate) => {
+      if (stdin.writableEnded) return;
+      const why = fate.kind === 'unavailable' ? 'the sandbox stopped' : 'the process exited';
+      closeInput(stdin, new SandboxOperationError('cancelled', `${why}: its stdin takes nothing more, what was written was not delivered`));
+    },
+    () => {},
+  );
   return Object.freeze({ stdin, stdout: output('stdout'), stderr: output('stderr'), exit });
 }
 
-/** stdin: `end()` delivers EOF; queued bytes never exceed `maxBufferedInputBytes`. */
+/**
+ * stdin: `end()` delivers EOF. The queue bound and the quiet close are `guardInput`'s; a write
+ * or end the native side refuses closes the stream quietly and fails through its callback.
+ */
 class SandboxStdin extends Writable {
   #owner;
-  #limits;
   #toError;
-  #stopSandbox;
 
-  constructor({ owner, limits, toError, stopSandbox }) {
-    super({ highWaterMark: limits.highWaterMark });
+  constructor({ owner, toError, highWaterMark }) {
+    super({ highWaterMark });
     this.#owner = owner;
-    this.#limits = limits;
     this.#toError = toError;
-    this.#stopSandbox = stopSandbox;
-  }
-
-  write(chunk, encoding, callback) {
-    const length = typeof chunk === 'string' ? Buffer.byteLength(chunk, typeof encoding === 'string' ? encoding : 'utf8') : chunk?.byteLength ?? 0;
-    if (!this.destroyed && this.writableLength + length > this.#limits.maxBufferedInputBytes) {
-      const error = new SandboxOperationError(
-        'input_limit',
-        `stdin would queue ${this.writableLength + length} bytes, past policy.streams.maxBufferedInputBytes (${this.#limits.maxBufferedInputBytes}); the sandbox is being stopped`,
-      );
-      this.destroy(error);
-      this.#stopSandbox().catch(() => {});
-      const done = typeof encoding === 'function' ? encoding : callback;
-      if (typeof done === 'function') process.nextTick(done, error);
-      return false;
-    }
-    return super.write(chunk, encoding, callback);
   }
 
   _write(chunk, _encoding, callback) {
@@ -102,11 +96,11 @@ class SandboxStdin extends Writable {
     // tick, so writes made in the same tick queue (and count toward maxBufferedInputBytes) as
     // they would behind a write in flight.
     const tried = this.#owner.processTryWrite(chunk);
-    if (!tried.ok) return void process.nextTick(callback, this.#toError(tried.error));
+    if (!tried.ok) return void process.nextTick(() => this.#refused(tried.error, callback));
     if (tried.value === true) return void process.nextTick(callback);
     this.#owner.processWrite(chunk).then(
-      (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
-      callback,
+      (outcome) => (outcome.ok ? callback() : this.#refused(outcome.error, callback)),
+      (error) => this.#refused(undefined, callback, error),
     );
   }
 
@@ -123,8 +117,23 @@ class SandboxStdin extends Writable {
 
   _final(callback) {
     this.#owner.processEnd().then(
-      (outcome) => (outcome.ok ? callback() : callback(this.#toError(outcome.error))),
-      callback,
+      (outcome) => (outcome.ok ? callback() : this.#refused(outcome.error, callback)),
+      (error) => this.#refused(undefined, callback, error),
     );
+  }
+
+  /**
+   * The native side took nothing more: stdin was ended by the owner (the process exited, the
+   * sandbox is stopping) or its connection failed. The stream closes quietly with that reason.
+   */
+  #refused(descriptor, callback, thrown) {
+    const error = thrown ?? this.#toError(descriptor);
+    // A limit the caller's own writes crossed is its stream's error, as a queue past the staging is.
+    if (error instanceof SandboxOperationError && error.code === 'input_limit') return void callback(error);
+    const reason =
+      error instanceof SandboxStateError
+        ? new SandboxOperationError('cancelled', `the process's stdin takes nothing more (${error.message}; the process exited or the sandbox is stopping): what was written was not delivered`, { cause: error })
+        : error;
+    callback(closeInput(this, reason));
   }
 }
