@@ -5,7 +5,7 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { fileFromBytes, SandboxOperationError, SandboxStartError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
+import { fileFromBytes, SandboxCleanupError, SandboxOperationError, SandboxStartError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { exportSandboxDirectory } from 'native-sandbox/node';
 import { mkdtempSync } from 'node:fs';
@@ -256,10 +256,23 @@ describe('stdout and stderr share one staging budget', () => {
   });
 });
 
-describe('transfers end at their deadline, their signal, a stop or a destroy, whatever they wait on', () => {
-  /** A body that yields nothing and never ends (a stalled caller source). */
-  const stalled = () => ({ [Symbol.asyncIterator]: () => ({ next: () => new Promise(() => {}) }) });
-  const stalledFile = { kind: 'file', path: 'x.bin', byteLength: 1024, executable: false, open: stalled };
+describe('transfers end at their deadline, their signal, a stop or a destroy; what they entered stays owned until it settles', () => {
+  /** A body that yields nothing until its signal aborts (a stalled, cooperative caller source). */
+  const stalledUntilAborted = ({ signal }) => ({
+    [Symbol.asyncIterator]: () => ({
+      next: () => new Promise((_, reject) => signal.addEventListener('abort', () => reject(signal.reason), { once: true })),
+    }),
+  });
+  const stalledFile = { kind: 'file', path: 'x.bin', byteLength: 1024, executable: false, open: stalledUntilAborted };
+  /** A caller's promise that ignores every signal and settles only when the test says so. */
+  const heldUntilReleased = () => {
+    let release;
+    const held = new Promise((resolve) => {
+      release = resolve;
+    });
+    return { held, release };
+  };
+  const shortCleanup = (p) => (p.deadlines = { startupMs: 30_000, cleanupMs: 1_500 });
 
   test('an import from a stalled source rejects at its deadline; the sandbox is fenced and stopped', async () => {
     const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
@@ -273,16 +286,25 @@ describe('transfers end at their deadline, their signal, a stop or a destroy, wh
     }
   });
 
-  test('an import whose signal aborts while the entries iterable stalls rejects at once', async () => {
-    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  test('an import whose entries ignore its signal rejects at once, and owns them until they settle: the slot is held and the stop waits within cleanupMs', async () => {
+    const sandbox = await backend.reserve(request(shortCleanup), { kind: 'in_process' }).start();
+    const { held, release } = heldUntilReleased();
+    const entries = { [Symbol.asyncIterator]: () => ({ next: () => held.then(() => ({ done: true, value: undefined })) }) };
     try {
       const controller = new AbortController();
-      const pending = sandbox.importTree(stalled(), { signal: controller.signal });
+      const pending = sandbox.importTree(entries, { signal: controller.signal });
       await sleep(200);
       controller.abort();
       const error = await pending.catch((e) => e);
       assert.equal(error?.code, 'cancelled', String(error));
+      // The interrupted import stops the sandbox, and the stop waits for the source it still owns.
+      const stop = await sandbox.stop().catch((e) => e);
+      assert.ok(stop instanceof SandboxCleanupError, `a noncooperative source keeps cleanup pending: ${stop}`);
+      release();
+      await sandbox.stop();
+      assert.equal(sandbox.state.kind, 'stopped');
     } finally {
+      release();
       await sandbox.destroy();
     }
   });
@@ -302,30 +324,40 @@ describe('transfers end at their deadline, their signal, a stop or a destroy, wh
     }
   });
 
-  test('an export whose consumer never returns rejects when its signal aborts; destroy() ends another', async () => {
-    const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  test('an export whose consumer never returns rejects when its signal aborts, and holds the slot until the consumer settles; destroy() waits for it', async () => {
+    const sandbox = await backend.reserve(request(shortCleanup), { kind: 'in_process' }).start();
+    const first = heldUntilReleased();
+    const second = heldUntilReleased();
     try {
       await sandbox.importTree([fileFromBytes('a.txt', Buffer.from('a'))]);
       await sandbox.stop();
       const controller = new AbortController();
-      const pending = sandbox.exportTree({ kind: 'workspace' }, () => new Promise(() => {}), { signal: controller.signal });
+      const pending = sandbox.exportTree({ kind: 'workspace' }, () => first.held, { signal: controller.signal });
       await sleep(300);
       controller.abort();
       const error = await pending.catch((e) => e);
       assert.equal(error?.code, 'cancelled', String(error));
-      // Nothing is held: the next export is admitted and completes.
+      // The consumer is still running: the export still owns it, and no other transfer enters.
+      assert.throws(() => sandbox.exportTree({ kind: 'workspace' }, async () => {}), SandboxStateError);
+      first.release();
+      await sleep(100);
       const files = [];
       await sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
         if (entry.kind === 'file') for await (const chunk of entry.bytes) files.push(String(chunk));
       });
       assert.deepEqual(files, ['a']);
-      const held = sandbox.exportTree({ kind: 'workspace' }, () => new Promise(() => {})).catch((e) => e);
+      const held = sandbox.exportTree({ kind: 'workspace' }, () => second.held).catch((e) => e);
       await sleep(300);
-      await sandbox.destroy();
+      const destroying = sandbox.destroy();
+      await sleep(300);
+      assert.equal(sandbox.state.kind, 'destroying', 'the destroy waits for the consumer it cancelled');
+      assert.equal((await held)?.code, 'cancelled', 'the export itself was answered at once');
+      second.release();
+      await destroying;
       assert.equal(sandbox.state.kind, 'destroyed');
-      const destroyed = await held;
-      assert.equal(destroyed?.code, 'cancelled', String(destroyed));
     } finally {
+      first.release();
+      second.release();
       await sandbox.destroy();
     }
   });

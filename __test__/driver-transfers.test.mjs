@@ -224,6 +224,90 @@ describe('transfers through a JavaScript driver', () => {
   });
 });
 
+describe("an interrupted transfer owns the driver's work until it settles", () => {
+  /** A memory driver whose importTree and exportTree ignore their signal until released. */
+  function heldDriver() {
+    const setup = memoryDriver();
+    const reserve = setup.driver.reserve;
+    setup.active = 0;
+    setup.most = 0;
+    setup.holds = [];
+    const hold = (work) => async (...args) => {
+      setup.active += 1;
+      setup.most = Math.max(setup.most, setup.active);
+      try {
+        const summary = await work(...args);
+        await new Promise((resolve) => setup.holds.push(resolve));
+        return summary;
+      } finally {
+        setup.active -= 1;
+      }
+    };
+    setup.driver.reserve = (request) => {
+      const reserved = reserve(request);
+      const start = reserved.start;
+      reserved.start = async (...args) => {
+        const ready = await start(...args);
+        return { ...ready, importTree: hold(ready.importTree), exportTree: hold(ready.exportTree) };
+      };
+      return reserved;
+    };
+    setup.releaseAll = () => {
+      for (const release of setup.holds.splice(0)) release();
+    };
+    return setup;
+  }
+  const until = async (check) => {
+    for (let i = 0; i < 200 && !check(); i++) await new Promise((resolve) => setTimeout(resolve, 10));
+  };
+
+  test('an aborted export rejects at once; no second export enters while the driver still runs', async () => {
+    const setup = heldDriver();
+    const sandbox = await ready(setup);
+    const imported = sandbox.importTree([fileFromBytes('a.txt', Buffer.from('a'), { chunkBytes: 1024 })]);
+    await until(() => setup.holds.length === 1);
+    setup.releaseAll();
+    await imported;
+    await sandbox.stop();
+    const controller = new AbortController();
+    const pending = sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+    }, { signal: controller.signal });
+    await until(() => setup.holds.length === 1);
+    controller.abort();
+    assert.equal((await pending.catch((e) => e))?.code, 'cancelled');
+    assert.throws(() => sandbox.exportTree({ kind: 'workspace' }, () => {}), SandboxStateError, 'the slot is held while the driver runs');
+    setup.releaseAll();
+    await until(() => setup.active === 0);
+    await new Promise((resolve) => setImmediate(resolve));
+    const next = sandbox.exportTree({ kind: 'workspace' }, async (entry) => {
+      if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+    });
+    await until(() => setup.holds.length === 1);
+    setup.releaseAll();
+    assert.equal((await next).files, 1n);
+    assert.equal(setup.most, 1, 'the driver never had two transfers at once');
+    await sandbox.destroy();
+  });
+
+  test("a stop during an import waits for the driver's importTree: the state never reads stopped while it still writes", async () => {
+    const setup = heldDriver();
+    const sandbox = await ready(setup);
+    const pending = sandbox.importTree([fileFromBytes('a.txt', Buffer.from('a'), { chunkBytes: 1024 })]).catch((e) => e);
+    await until(() => setup.holds.length === 1);
+    const stopped = sandbox.stop();
+    assert.equal((await pending)?.code, 'cancelled', 'the import is answered when the stop begins');
+    await new Promise((resolve) => setTimeout(resolve, 100));
+    assert.equal(sandbox.state.kind, 'stopping', "the stop waits for the driver's import");
+    assert.equal(setup.active, 1);
+    setup.releaseAll();
+    await stopped;
+    assert.equal(sandbox.state.kind, 'stopped');
+    assert.equal(setup.active, 0);
+    await sandbox.destroy();
+  });
+});
+
 describe('the spill ledger of JavaScript drivers', () => {
   test('merging is tiered: each path is rewritten once per level, not once per spill', async () => {
     const directory = mkdtempSync(join(tmpdir(), 'native-sandbox-ledger-'));

@@ -5,7 +5,7 @@ import { SandboxOperationError, SandboxStateError, SandboxValidationError } from
 import { parseSandboxRelativePath, parseTransferOptions } from './parsers.js';
 import { exactBody } from './exact-body.js';
 import { SpillLedger } from './spill-ledger.js';
-import { checkedEntry, enterTransfer, watchAdmitted } from './transfer.js';
+import { checkedEntry, enterTransfer, observeTransfer, watchAdmitted } from './transfer.js';
 
 function quotaError(name, limit, what) {
   return new SandboxValidationError([{ code: 'too_large', path: ['quotas', name], message: `${what} exceeds quotas.${name} (${limit})` }]);
@@ -104,8 +104,19 @@ export function importViaDriver(port, entries, options) {
   return enterTransfer(port, () => port.owner.admitTransfer('import'), parsed, (ticket) => runImport(port, entries, parsed, ticket));
 }
 
-async function runImport({ owner, context, readyPort, request, stop }, entries, parsed, ticket) {
-  const { watch } = watchAdmitted({ owner, context }, parsed, ticket);
+function runImport(port, entries, parsed, ticket) {
+  const { watch } = watchAdmitted(port, parsed, ticket);
+  // Interrupted by its caller: the sandbox is stopped, as the original does.
+  return observeTransfer(watch, importWork(port, entries, parsed, ticket, watch), () => {
+    if (watch.byCaller) port.stop?.().catch(() => {});
+  });
+}
+
+/**
+ * The import's own work: the driver's `importTree` (and through it the caller's source) is
+ * awaited until it settles, also after an interruption, and the slot is released only then.
+ */
+async function importWork({ owner, readyPort, request }, entries, parsed, ticket, watch) {
   let failed = true;
   try {
     const buffers = request.policy.transfers;
@@ -136,8 +147,10 @@ async function runImport({ owner, context, readyPort, request, stop }, entries, 
           index += 1;
         }
       }
-      // Raced: the caller's deadline or signal rejects at once, whatever the driver waits on.
-      const summary = await watch.race(readyPort.importTree(validated(), { signal: watch.signal, quotas: parsed.quotas, buffers }));
+      // The caller is answered at once when interrupted (observeTransfer); the driver's
+      // import stays owned until it settles, with the transfer's signal aborted.
+      const summary = await readyPort.importTree(validated(), { signal: watch.signal, quotas: parsed.quotas, buffers });
+      watch.check();
       await ledger.check();
       return counters.settle(summary);
     });
@@ -148,8 +161,6 @@ async function runImport({ owner, context, readyPort, request, stop }, entries, 
     // Only this call's own admission is released, and only once; once admitted, any failure
     // fences the sandbox (the original's rule: an import is never replayed).
     owner.endTransfer(ticket, failed);
-    // Interrupted by its caller: the sandbox is stopped, as the original does.
-    if (failed && watch.byCaller) stop?.().catch(() => {});
   }
 }
 
@@ -190,8 +201,16 @@ export function exportViaDriver(port, selection, consume, options) {
   return enterTransfer(port, () => port.owner.admitTransfer('export'), parsed, (ticket) => runExport(port, { kind, roots }, consume, parsed, ticket));
 }
 
-async function runExport({ owner, context, readyPort, request }, { kind, roots }, consume, parsed, ticket) {
-  const { watch } = watchAdmitted({ owner, context }, parsed, ticket);
+function runExport(port, selection, consume, parsed, ticket) {
+  const { watch } = watchAdmitted(port, parsed, ticket);
+  return observeTransfer(watch, exportWork(port, selection, consume, parsed, ticket, watch));
+}
+
+/**
+ * The export's own work: the driver's `exportTree` and every call of `consume` are awaited
+ * until they settle, also after an interruption, and the slot is released only then.
+ */
+async function exportWork({ owner, readyPort, request }, { kind, roots }, consume, parsed, ticket, watch) {
   try {
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
@@ -207,7 +226,7 @@ async function runExport({ owner, context, readyPort, request }, { kind, roots }
       const inside = (path) =>
         kind === 'workspace' || (kind === 'subtree' && (path === roots[0] || path.startsWith(`${roots[0]}/`))) || (kind === 'files' && wanted.has(path));
       const frozenSelection = Object.freeze(kind === 'files' ? { kind, paths: Object.freeze([...roots]) } : kind === 'subtree' ? { kind, path: roots[0] } : { kind });
-      const summary = await watch.race(readyPort.exportTree(
+      const summary = await readyPort.exportTree(
         frozenSelection,
         async (entry) => {
           watch.check();
@@ -218,17 +237,21 @@ async function runExport({ owner, context, readyPort, request }, { kind, roots }
             if (kind === 'files') throw new SandboxOperationError('stream_failure', `${path} is not a regular file`);
             if (kind === 'subtree' && path === roots[0]) rootSeen += 1;
             counters.directory();
-            return watch.race(consume(Object.freeze({ kind: 'directory', path })));
+            await consume(Object.freeze({ kind: 'directory', path }));
+            watch.check();
+            return;
           }
           if (entry.kind !== 'file') throw new SandboxOperationError('stream_failure', `the driver delivered ${path} of an unknown kind`);
           const byteLength = BigInt(entry.byteLength);
           counters.file(path, byteLength);
           const body = driverBody(path, byteLength, entry.bytes);
-          await watch.race(consume(Object.freeze({ kind: 'file', path, byteLength, executable: entry.executable === true, bytes: body.iterable })));
+          await consume(Object.freeze({ kind: 'file', path, byteLength, executable: entry.executable === true, bytes: body.iterable }));
+          watch.check();
           if (!body.state.drained) throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${path}`);
         },
         { signal: watch.signal, quotas: parsed.quotas, buffers },
-      ));
+      );
+      watch.check();
       await ledger.check();
       if (kind === 'subtree' && rootSeen !== 1) throw new SandboxOperationError('stream_failure', `the driver delivered the root ${roots[0]} ${rootSeen} times instead of once`);
       return counters.settle(summary);

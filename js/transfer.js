@@ -99,30 +99,60 @@ export function watchAdmitted({ owner, context }, parsed, ticket) {
   return { watch, step };
 }
 
-/** Iterates a sync or async iterable; every pull ends when the transfer is interrupted. */
-function watchedIterator(watch, iterable, notIterable) {
+/**
+ * The caller observes a transfer's work (`actual`), which runs on by itself: an interruption
+ * (its signal, its deadline, a stop, a destroy) rejects the call at once, while the work still
+ * owns what it entered (the caller's source and bodies, its `consume`, a driver's transfer)
+ * until each settled, and only then releases the transfer slot, as the original's owner does.
+ * `onInterrupt` runs when the call was answered by an interruption.
+ */
+export function observeTransfer(watch, actual, onInterrupt = () => {}) {
+  actual.catch(() => {});
+  return watch.race(actual).catch((error) => {
+    if (watch.signal.aborted && error === watch.signal.reason) onInterrupt();
+    throw error;
+  });
+}
+
+/**
+ * Iterates a sync or async iterable of the caller's. Each pull is awaited until it settles (an
+ * interrupted transfer still owns it), then the watch is checked; `close()` returns the source's
+ * `return()`, awaited the same way.
+ */
+function ownedIterator(watch, iterable, notIterable) {
   const open = iterable?.[Symbol.asyncIterator] ?? iterable?.[Symbol.iterator];
   if (typeof open !== 'function') throw notIterable();
   const iterator = open.call(iterable);
   return {
-    next: () => watch.race(Promise.resolve(iterator.next())),
-    close() {
+    async next() {
+      const next = await iterator.next();
+      watch.check();
+      return next;
+    },
+    async close() {
       try {
-        Promise.resolve(iterator.return?.()).catch(() => {});
+        await iterator.return?.();
       } catch {
-        // A source whose return() throws is closed as far as we are concerned.
+        // A source whose return() fails is closed as far as the transfer is concerned.
       }
     },
   };
 }
 
-async function runImport({ owner, context, stop }, entries, parsed, ticket) {
+function runImport({ owner, context, stop }, entries, parsed, ticket) {
   const { watch, step } = watchAdmitted({ owner, context }, parsed, ticket);
+  // Interrupted by its caller: the sandbox is stopped, as the original does.
+  return observeTransfer(watch, importWork({ owner, context }, entries, parsed, ticket, watch, step), () => {
+    if (watch.byCaller) stop?.().catch(() => {});
+  });
+}
+
+async function importWork({ owner, context }, entries, parsed, ticket, watch, step) {
   let source;
   let body;
   try {
-    settle(await watch.race(owner.importBegin({ quotas: parsed.quotas })), context, errorFromDescriptor);
-    source = watchedIterator(watch, entries, () => new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected a (sync or async) iterable of tree entries' }]));
+    await step(owner.importBegin({ quotas: parsed.quotas }));
+    source = ownedIterator(watch, entries, () => new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected a (sync or async) iterable of tree entries' }]));
     // Each step is checked and taken at once, natively (the same error at the same step as
     // ever); what the steps took crosses to the engine in one awaited drain when the step says
     // one is due: per 64 KiB of archive, full ledger batch, or 256 steps (each drain turns the
@@ -137,7 +167,7 @@ async function runImport({ owner, context, stop }, entries, parsed, ticket) {
         continue;
       }
       if (drainDue(owner.importFileNow(index, entry.path, BigInt(entry.byteLength), entry.executable))) await step(owner.importDrain());
-      body = watchedIterator(watch, entry.open({ signal: watch.signal }), () =>
+      body = ownedIterator(watch, entry.open({ signal: watch.signal }), () =>
         entryIssue(index, 'open', 'invalid_type', 'open() must return a (sync or async) iterable of Uint8Array'),
       );
       for (;;) {
@@ -150,14 +180,13 @@ async function runImport({ owner, context, stop }, entries, parsed, ticket) {
     }
     source = undefined;
     watch.check();
-    return Object.freeze(settle(await watch.race(owner.importFinish()), context, errorFromDescriptor));
+    return Object.freeze(await step(owner.importFinish()));
   } catch (error) {
-    body?.close();
-    source?.close();
+    // The caller's iterators are closed and their closing awaited: the import owns them until then.
+    await body?.close();
+    await source?.close();
     // Released and fenced: an admitted import that failed is never replayed.
     await owner.importAbort(ticket);
-    // Interrupted by its caller: the sandbox is stopped, as the original does.
-    if (watch.byCaller) stop?.().catch(() => {});
     throw error;
   } finally {
     watch.close();
@@ -208,8 +237,12 @@ export function exportTree({ owner, context }, selection, consume, options) {
   );
 }
 
-async function runExport({ owner, context }, consume, parsed, ticket) {
+function runExport({ owner, context }, consume, parsed, ticket) {
   const { watch, step } = watchAdmitted({ owner, context }, parsed, ticket);
+  return observeTransfer(watch, exportWork({ owner, context }, consume, parsed, ticket, watch, step));
+}
+
+async function exportWork({ owner, context }, consume, parsed, ticket, watch, step) {
   try {
     try {
       // A failed open released the admission itself; the abort below then finds nothing.
@@ -217,6 +250,7 @@ async function runExport({ owner, context }, consume, parsed, ticket) {
       // Entries and their bodies cross in batches (about chunkBytes of bodies each); each
       // entry still reaches the consumer only after the one before it returned, and a failure
       // read with a batch comes after the entries before it, where a one-by-one read has it.
+      // The consumer's every call is awaited until it settles: the export owns it until then.
       for (;;) {
         const batch = await watch.race(owner.exportNextBatch());
         if (batch.ok === false) throw errorFromDescriptor(batch.error, context);
@@ -224,10 +258,10 @@ async function runExport({ owner, context }, consume, parsed, ticket) {
         const chunks = chunksOf(batch);
         for (const [index, meta] of batch.entries.entries()) {
           if (meta.kind === 'directory') {
-            await watch.race(consume(Object.freeze({ kind: 'directory', path: meta.path })));
+            await consume(Object.freeze({ kind: 'directory', path: meta.path }));
           } else {
             const body = fileBytes({ owner, context, watch }, meta, chunks[index], failure);
-            await watch.race(consume(Object.freeze({ kind: 'file', path: meta.path, byteLength: meta.byteLength, executable: meta.executable, bytes: body.iterable })));
+            await consume(Object.freeze({ kind: 'file', path: meta.path, byteLength: meta.byteLength, executable: meta.executable, bytes: body.iterable }));
             // An interruption meanwhile is the reason, not the bytes it left unread.
             watch.check();
             if (!body.state.drained) {
