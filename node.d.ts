@@ -31,8 +31,11 @@ export declare function importSandboxDirectory(
  * Exports `selection` after a complete stop into `destination`, which must not exist. It is
  * created exclusively, filled through private staging, and its `files` child is published only
  * after the whole export validated. Files get owner read/write (and execute when exported as
- * executable); a umask that removes a requested bit fails the export. On failure the destination
- * is removed; if that removal fails, `SandboxDirectoryCleanupError` keeps the retry.
+ * executable); a umask that removes a requested bit fails the export. Distinct archive paths that
+ * the host file system would fold into one entry (case or Unicode normalization) are refused,
+ * never merged. On failure only what the helper owns is removed (its staging and records, and
+ * the namespace while empty); if that removal fails, `SandboxDirectoryCleanupError` keeps the
+ * retry and both errors.
  */
 export declare function exportSandboxDirectory(
   sandbox: Sandbox,
@@ -41,11 +44,17 @@ export declare function exportSandboxDirectory(
   options?: SandboxTransferOptions,
 ): Promise<Readonly<{ directory: string; summary: SandboxTransferSummary }>>;
 
-/** A failed local cleanup after a failed export; call `retryCleanup()` until it succeeds. */
+/**
+ * A failed local cleanup of `exportSandboxDirectory`; keep it and call `retryCleanup()` until it
+ * succeeds. `cause` is the cleanup's failure.
+ */
 export declare class SandboxDirectoryCleanupError extends Error {
+  /** The committed result, when the cleanup failed after publication; `retryCleanup()` keeps it. */
   readonly publishedDirectory: string | undefined;
+  /** The export's own failure, when the export failed and then its cleanup. */
+  readonly exportError: unknown;
   retryCleanup(): Promise<void>;
-  constructor(message: string, options: { cause: unknown; retryCleanup: () => Promise<void>; publishedDirectory?: string });
+  constructor(message: string, options: { cause: unknown; retryCleanup: () => Promise<void>; publishedDirectory?: string; exportError?: unknown });
 }
 
 /** Spill files created exclusively under the canonical absolute `directory`, unlinked at once. */

@@ -1,13 +1,14 @@
 // Transfers through createSandboxBackend: a JavaScript driver's ready port gets validated
 // entries and once-only bodies; what it delivers is checked; the ledger spills to its port.
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
-import { createSandboxSpillStore, exportSandboxDirectory, importSandboxDirectory } from 'native-sandbox/node';
+import { createSandboxSpillStore, exportSandboxDirectory, importSandboxDirectory, SandboxDirectoryCleanupError } from 'native-sandbox/node';
 import { SpillLedger } from '../js/spill-ledger.js';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
@@ -362,6 +363,60 @@ describe('the /node directory helpers with any sandbox', () => {
     assert.ok(failed instanceof Error);
     assert.throws(() => statSync(destination), /ENOENT/);
     await sandbox.destroy();
+  });
+
+  test('a failed export removes only what it owns, and a failed cleanup keeps both errors', async () => {
+    const setup = memoryDriver({
+      deliver: (_selection, workspace) => {
+        // Someone else's file lands in the namespace while the export runs, then the export fails.
+        writeFileSync(join(setup.destination, 'not-ours.txt'), 'keep me');
+        throw new Error('the driver lost its workspace');
+      },
+    });
+    const sandbox = await ready(setup);
+    await sandbox.stop();
+    setup.destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-owned-')), 'out');
+    const error = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, setup.destination).catch((e) => e);
+    assert.ok(error instanceof SandboxDirectoryCleanupError, String(error));
+    assert.match(error.exportError?.message ?? '', /the driver lost its workspace/);
+    assert.equal(error.cause?.code, 'ENOTEMPTY');
+    assert.match(error.message, /the driver lost its workspace/);
+    assert.equal(error.publishedDirectory, undefined);
+    assert.deepEqual(readdirSync(setup.destination), ['not-ours.txt'], 'the staging and records went; the foreign file stayed');
+    rmSync(join(setup.destination, 'not-ours.txt'));
+    await error.retryCleanup();
+    assert.throws(() => statSync(setup.destination), /ENOENT/);
+    await sandbox.destroy();
+  });
+
+  test('a cleanup that fails after publication names the published directory, and its retry keeps it', async () => {
+    let records;
+    const setup = memoryDriver({
+      deliver: (_selection, workspace) => {
+        // An entry in the export's private records that cannot be removed (immutable).
+        records = join(setup.destination, readdirSync(setup.destination).find((name) => name.startsWith('.identities-')));
+        writeFileSync(join(records, 'pinned'), '');
+        execFileSync('chattr', ['+i', join(records, 'pinned')]);
+        return [...workspace];
+      },
+    });
+    const sandbox = await ready(setup);
+    await sandbox.importTree([fileFromBytes('d/a.txt', Buffer.from('alpha'), { chunkBytes: 1024 })]);
+    await sandbox.stop();
+    setup.destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-published-')), 'out');
+    try {
+      const error = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, setup.destination).catch((e) => e);
+      assert.ok(error instanceof SandboxDirectoryCleanupError, String(error));
+      assert.equal(error.publishedDirectory, join(setup.destination, 'files'));
+      assert.equal(readFileSync(join(error.publishedDirectory, 'd/a.txt'), 'utf8'), 'alpha');
+      execFileSync('chattr', ['-i', join(records, 'pinned')]);
+      await error.retryCleanup();
+      assert.deepEqual(readdirSync(setup.destination), ['files']);
+      assert.equal(readFileSync(join(setup.destination, 'files/d/a.txt'), 'utf8'), 'alpha');
+    } finally {
+      if (records) spawnSync('chattr', ['-i', join(records, 'pinned')]);
+      await sandbox.destroy();
+    }
   });
 });
 

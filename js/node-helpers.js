@@ -2,8 +2,7 @@
 // (by descriptors, for every backend); exports write files in Rust, one descriptor per file, and
 // this layer owns the destination.
 import { randomBytes } from 'node:crypto';
-import { constants } from 'node:fs';
-import { lstat, mkdir, open, realpath, rename, rm, unlink } from 'node:fs/promises';
+import { lstat, mkdir, open, realpath, rename, rm, rmdir, unlink } from 'node:fs/promises';
 import { isAbsolute, join } from 'node:path';
 import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
@@ -23,7 +22,10 @@ export const SandboxDirectoryCleanupError = shared(
       constructor(message, options) {
         super(message, { cause: options?.cause });
         this.name = 'SandboxDirectoryCleanupError';
+        /** The committed result, when the cleanup failed after publication. */
         this.publishedDirectory = options?.publishedDirectory;
+        /** The export's own failure, when the cleanup after it failed too (`cause` is the cleanup's). */
+        this.exportError = options?.exportError;
         this.retryCleanup = options?.retryCleanup;
       }
     },
@@ -136,9 +138,17 @@ async function* hostFileBytes(walk, id, chunkBytes) {
 }
 
 /**
- * Exports `selection` into `destination`, which must not exist: it is created exclusively,
- * filled through a private staging directory, and its `files` child is published only after
- * the whole export validated. Resolves `{ directory, summary }`.
+ * Exports `selection` into `destination`, which must not exist: it is created exclusively as a
+ * private namespace, filled through a private staging directory (its directories' identities
+ * recorded in a private identity directory beside it, so distinct archive paths a folding file
+ * system would merge are refused), and its `files` child is published only after the whole
+ * export validated. Resolves `{ directory, summary }`.
+ *
+ * On failure only what the helper owns goes (the staging, the identities, then the namespace
+ * if nothing else is in it), and the export's own error is thrown; a cleanup that fails throws
+ * `SandboxDirectoryCleanupError` with both errors (`cause`: the cleanup's; `exportError`: the
+ * export's). A cleanup that fails after publication names the committed result
+ * (`publishedDirectory`); its `retryCleanup()` keeps those files.
  */
 export async function exportSandboxDirectory(sandbox, selection, destination, options) {
   sandboxOf(sandbox, 'exportSandboxDirectory');
@@ -150,32 +160,56 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
   } catch (cause) {
     throw new SandboxValidationError([{ code: 'invalid_path', path: ['destination'], message: `${destination} must be absent and creatable: ${cause.message}` }]);
   }
-  const staging = join(destination, `.staging-${randomBytes(6).toString('hex')}`);
+  const suffix = randomBytes(6).toString('hex');
+  const staging = join(destination, `.staging-${suffix}`);
+  const identities = join(destination, `.identities-${suffix}`);
   const published = join(destination, 'files');
   const native = nativeTransfersOf(sandbox);
+  let summary;
   try {
     await mkdir(staging, { mode: 0o700 });
-    const summary = native
-      ? await exportNatively(native, selection, staging, parsed)
-      : await sandbox.exportTree(selection, (entry) => writeEntry(staging, entry), options);
+    await mkdir(identities, { mode: 0o700 });
+    summary = native ? await exportNatively(native, selection, staging, identities, parsed) : await exportThroughTree(sandbox, selection, staging, identities, options);
     await rename(staging, published);
-    return Object.freeze({ directory: published, summary: Object.freeze(summary) });
   } catch (error) {
-    const cleanup = () => rm(destination, { recursive: true, force: true });
+    const cleanup = async () => {
+      await rm(staging, { recursive: true, force: true });
+      await rm(identities, { recursive: true, force: true });
+      // The namespace goes only while empty: what someone else put there is not the helper's.
+      await rmdir(destination).catch((cause) => {
+        if (cause?.code !== 'ENOENT') throw cause;
+      });
+    };
     try {
       await cleanup();
     } catch (cause) {
-      throw new SandboxDirectoryCleanupError(`the export failed and ${destination} could not be removed`, { cause, retryCleanup: cleanup });
+      throw new SandboxDirectoryCleanupError(`the export failed (${error?.message ?? error}) and its staging in ${destination} could not be removed: ${cause?.message ?? cause}`, {
+        cause,
+        exportError: error,
+        retryCleanup: cleanup,
+      });
     }
     throw error;
   }
+  // Published: the private identities go; the committed files stay whatever happens to them.
+  const cleanup = () => rm(identities, { recursive: true, force: true });
+  try {
+    await cleanup();
+  } catch (cause) {
+    throw new SandboxDirectoryCleanupError(`${published} was published, but the export's private records in ${identities} could not be removed: ${cause?.message ?? cause}`, {
+      cause,
+      publishedDirectory: published,
+      retryCleanup: cleanup,
+    });
+  }
+  return Object.freeze({ directory: published, summary: Object.freeze(summary) });
 }
 
 /**
  * The export of a native sandbox: every entry written in Rust. As exportTree, the deadline, the
  * signal or a destroy end whatever it waits on.
  */
-async function exportNatively({ owner, context }, selection, staging, parsed) {
+async function exportNatively({ owner, context }, selection, staging, identities, parsed) {
   const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
   const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   let writing;
@@ -185,7 +219,7 @@ async function exportNatively({ owner, context }, selection, staging, parsed) {
     // The whole archive → write loop runs in Rust: one native call, which settles only once
     // its writing thread has stopped. An interrupted step rejects at once, so the failure path
     // waits for that settlement: the caller's cleanup never races a late write.
-    writing = owner.exportHostDirectory(staging);
+    writing = owner.exportHostDirectory(staging, identities);
     await step(writing);
     transferWatch.check();
     return await step(owner.exportFinish());
@@ -199,40 +233,25 @@ async function exportNatively({ owner, context }, selection, staging, parsed) {
   }
 }
 
-function parentOf(staging, path) {
-  return path.includes('/') ? join(staging, path.slice(0, path.lastIndexOf('/'))) : staging;
-}
-
 /**
- * One exported entry written into the staging directory of any sandbox's export: directories
- * made private, files created exclusively without following links, with owner read/write (and
- * execute when asked), refused when the process umask removed a requested bit.
+ * The export of any other sandbox, through its `exportTree`: each entry written by the native
+ * export's own writer (`NativeStagingWriter`), one call at a time.
  */
-async function writeEntry(staging, entry) {
-  const host = join(staging, entry.path);
-  if (entry.kind === 'directory') {
-    await mkdir(host, { recursive: true, mode: 0o700 });
-    return;
-  }
-  await mkdir(parentOf(staging, entry.path), { recursive: true, mode: 0o700 });
-  const wanted = entry.executable ? 0o700 : 0o600;
-  const file = await open(host, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, wanted).catch((cause) => {
-    throw new SandboxOperationError('stream_failure', `${host}: cannot be created exclusively: ${cause.message}`);
-  });
-  try {
-    const { mode } = await file.stat();
-    if ((mode & wanted) !== wanted) {
-      throw new SandboxOperationError('stream_failure', `${host}: was created with mode ${(mode & 0o777).toString(8)}: the process umask removed a requested permission bit`);
-    }
-    for await (const chunk of entry.bytes) {
-      for (let offset = 0; offset < chunk.byteLength; ) {
-        const { bytesWritten } = await file.write(chunk, offset, chunk.byteLength - offset);
-        offset += bytesWritten;
+async function exportThroughTree(sandbox, selection, staging, identities, options) {
+  const writer = new native.NativeStagingWriter(staging, identities);
+  const wrote = async (call) => settle(await call, {}, errorFromDescriptor);
+  return sandbox.exportTree(
+    selection,
+    async (entry) => {
+      if (entry.kind === 'directory') return void (await wrote(writer.directory(entry.path)));
+      await wrote(writer.file(entry.path, entry.executable === true));
+      for await (const chunk of entry.bytes) {
+        if (chunk.byteLength > 0) await wrote(writer.write(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
       }
-    }
-  } finally {
-    await file.close();
-  }
+      await wrote(writer.fileEnd());
+    },
+    options,
+  );
 }
 
 /**

@@ -11,4 +11,5 @@ mod owner;
 mod parsers;
 mod process_streams;
 mod runtime;
+mod staging_writer;
 mod transfers;

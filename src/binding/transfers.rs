@@ -361,13 +361,18 @@ impl NativeOwner {
         )
     }
 
-    /// Writes every entry of the open export into `staging` (an existing private directory):
-    /// directories owner-only, files created exclusively. Resolves once everything queued is
-    /// written or refused, even when the transfer was cancelled meanwhile.
+    /// Writes every entry of the open export into `staging` (an existing private directory),
+    /// recording its directories in `identities` (another): see `transfer::staging_tree`.
+    /// Resolves once everything queued is written or refused, even when the transfer was
+    /// cancelled meanwhile.
     #[napi(js_name = "exportHostDirectory")]
-    pub async fn export_host_directory(&self, staging: String) -> JsData {
+    pub async fn export_host_directory(&self, staging: String, identities: String) -> JsData {
         let chunk_bytes = self.owner().request().policy.transfers.chunk_bytes;
-        let mut writer = StagingWriter::start(std::path::PathBuf::from(staging), chunk_bytes);
+        let mut writer = StagingWriter::start(
+            std::path::PathBuf::from(staging),
+            std::path::PathBuf::from(identities),
+            chunk_bytes,
+        );
         let fed = self
             .step(async {
                 let mut slot = self.slots().export.lock().await;

@@ -7,9 +7,6 @@
 //! batch holds at most one chunk's bytes of bodies, an export's at most `export_batch_bytes`
 //! (written with one vectored write per file), so about `IN_FLIGHT_BYTES` plus two batches.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 use bytes::Bytes;
@@ -17,13 +14,11 @@ use tokio::sync::mpsc;
 
 use super::batch::Batch;
 use super::export::ExportSession;
-use super::host_walk::{host_error, HostEntry, HostWalk};
+use super::host_walk::{HostEntry, HostWalk};
 use super::import::ImportSession;
+use super::staging_tree::{Identities, TreeWriter};
 use crate::lifecycle::error::OwnerError;
 
-/// Creating over a symlink fails instead of following it; a FIFO or device in the way returns
-/// at once instead of waiting for a peer.
-const OPEN_FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 /// Bytes allowed in flight between the two sides (rounded up to two chunks at least): batches
 /// of small files fill it as well as large files' chunks do.
 const IN_FLIGHT_BYTES: u64 = 1_024 * 1_024;
@@ -192,12 +187,14 @@ pub struct StagingWriter {
 }
 
 impl StagingWriter {
-    /// Starts writing into `staging`, an existing private directory this call never creates:
-    /// if it is removed meanwhile, every later write fails instead of recreating it.
-    pub fn start(staging: PathBuf, chunk_bytes: u64) -> Self {
+    /// Starts writing into `staging`, an existing private directory this call never creates
+    /// (if it is removed meanwhile, every later write fails instead of recreating it), with the
+    /// directories' identities recorded in `identities` (see `staging_tree.rs`).
+    pub fn start(staging: PathBuf, identities: PathBuf, chunk_bytes: u64) -> Self {
         let batch_bytes = export_batch_bytes(chunk_bytes);
         let (sender, receiver) = mpsc::channel(queue_depth(batch_bytes));
-        let thread = tokio::task::spawn_blocking(move || write_tree(&staging, receiver));
+        let tree = TreeWriter::new(staging, Identities::new(identities));
+        let thread = tokio::task::spawn_blocking(move || write_tree(tree, receiver));
         Self {
             sender: Some(sender),
             thread,
@@ -267,141 +264,28 @@ impl StagingWriter {
     }
 }
 
-/// Creates the missing directories of `relative` under `staging`, owner-only, one component at
-/// a time (never `staging` itself).
-fn make_directories(staging: &Path, relative: &str) -> Result<(), OwnerError> {
-    let mut host = staging.to_path_buf();
-    for part in relative.split('/') {
-        host.push(part);
-        match fs::DirBuilder::new().mode(0o700).create(&host) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                let meta =
-                    fs::symlink_metadata(&host).map_err(|e| host_error(&host, &e.to_string()))?;
-                if !meta.is_dir() {
-                    return Err(host_error(&host, "exists and is not a directory"));
-                }
-            }
-            Err(e) => {
-                return Err(host_error(
-                    &host,
-                    &format!("the directory cannot be created: {e}"),
-                ))
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Creates `host` exclusively with owner read and write (and execute when `executable`);
-/// fails if the process umask removed a requested bit.
-fn create_file(host: &Path, executable: bool) -> Result<File, OwnerError> {
-    let wanted = if executable { 0o700 } else { 0o600 };
-    let file = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .custom_flags(OPEN_FLAGS)
-        .mode(wanted)
-        .open(host)
-        .map_err(|e| host_error(host, &format!("cannot be created exclusively: {e}")))?;
-    let mode = file
-        .metadata()
-        .map_err(|e| host_error(host, &e.to_string()))?
-        .permissions()
-        .mode();
-    if mode & wanted != wanted {
-        return Err(host_error(
-            host,
-            &format!(
-                "was created with mode {:o}: the process umask removed a requested permission bit",
-                mode & 0o777
-            ),
-        ));
-    }
-    Ok(file)
-}
-
-fn parent_of(path: &str) -> Option<&str> {
-    path.rfind('/').map(|at| &path[..at])
-}
-
-fn write_tree(staging: &Path, mut queue: mpsc::Receiver<Vec<Staged>>) -> Result<(), OwnerError> {
-    let mut open: Option<(PathBuf, File)> = None;
-    // The directory the last file went into, known to exist: its next files skip the checks.
-    let mut made: Option<String> = None;
-    // The open file's chunks of this batch not written yet: one vectored write for them all.
-    let mut pending: Vec<Bytes> = Vec::new();
+fn write_tree(
+    mut tree: TreeWriter,
+    mut queue: mpsc::Receiver<Vec<Staged>>,
+) -> Result<(), OwnerError> {
     while let Some(batch) = queue.blocking_recv() {
         for message in batch {
-            if !matches!(message, Staged::Chunk(_)) && !pending.is_empty() {
-                write_chunks(open.as_mut(), &mut pending)?;
-            }
             match message {
-                Staged::Directory(path) => {
-                    make_directories(staging, &path)?;
-                    made = Some(path);
-                }
-                Staged::File { path, executable } => {
-                    if let Some(parent) = parent_of(&path) {
-                        if made.as_deref() != Some(parent) {
-                            make_directories(staging, parent)?;
-                            made = Some(parent.to_owned());
-                        }
-                    }
-                    let host = staging.join(&path);
-                    let file = create_file(&host, executable)?;
-                    open = Some((host, file));
-                }
-                Staged::Chunk(bytes) => pending.push(bytes),
-                Staged::FileEnd => {
-                    if open.take().is_none() {
-                        return Err(OwnerError::state("a file ended that was never opened"));
-                    }
-                }
+                Staged::Directory(path) => tree.directory(&path)?,
+                Staged::File { path, executable } => tree.file(&path, executable)?,
+                Staged::Chunk(bytes) => tree.chunk(bytes)?,
+                Staged::FileEnd => tree.file_end()?,
             }
         }
-        write_chunks(open.as_mut(), &mut pending)?;
+        tree.flush()?;
     }
-    Ok(())
-}
-
-/// Writes `chunks` to the open file in order, as few vectored writes as it takes; empties it.
-fn write_chunks(
-    open: Option<&mut (PathBuf, File)>,
-    chunks: &mut Vec<Bytes>,
-) -> Result<(), OwnerError> {
-    if chunks.is_empty() {
-        return Ok(());
-    }
-    let Some((host, file)) = open else {
-        return Err(OwnerError::state("a chunk arrived with no file open"));
-    };
-    let mut slices: Vec<std::io::IoSlice<'_>> = chunks
-        .iter()
-        .map(|chunk| std::io::IoSlice::new(chunk))
-        .collect();
-    let mut rest = &mut slices[..];
-    while !rest.is_empty() {
-        match file.write_vectored(rest) {
-            Ok(0) => {
-                return Err(host_error(
-                    host,
-                    "writing failed: the file took no more bytes",
-                ));
-            }
-            Ok(n) => std::io::IoSlice::advance_slices(&mut rest, n),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(host_error(host, &format!("writing failed: {e}"))),
-        }
-    }
-    drop(slices);
-    chunks.clear();
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     #[test]
     fn the_queue_holds_a_mebibyte_of_chunks_and_at_least_two() {
@@ -421,7 +305,10 @@ mod tests {
     fn the_writer_puts_a_batch_of_chunks_into_its_files_in_order() {
         let dir = scratch("chunks");
         let staging = dir.join("staging");
+        let identities = dir.join("identities");
         fs::create_dir(&staging).expect("staging");
+        fs::create_dir(&identities).expect("identities");
+        let tree = || TreeWriter::new(staging.clone(), Identities::new(identities.clone()));
         let (sender, receiver) = mpsc::channel(4);
         let chunk = |text: &'static str| Staged::Chunk(Bytes::from_static(text.as_bytes()));
         let file = |path: &str| Staged::File {
@@ -444,33 +331,15 @@ mod tests {
             .try_send(vec![chunk("ld"), Staged::FileEnd])
             .expect("queued");
         drop(sender);
-        write_tree(&staging, receiver).expect("written");
+        write_tree(tree(), receiver).expect("written");
         assert_eq!(fs::read(staging.join("a/one")).expect("one"), b"hello");
         assert_eq!(fs::read(staging.join("a/two")).expect("two"), b"world");
 
         let (sender, receiver) = mpsc::channel(1);
         sender.try_send(vec![chunk("stray")]).expect("queued");
         drop(sender);
-        let refused = write_tree(&staging, receiver).expect_err("no file is open");
+        let refused = write_tree(tree(), receiver).expect_err("no file is open");
         assert!(refused.to_string().contains("no file open"), "{refused}");
-        fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn directories_are_made_one_component_at_a_time_and_never_recreate_staging() {
-        let dir = scratch("mkdir");
-        let staging = dir.join("staging");
-        fs::create_dir(&staging).expect("staging");
-        make_directories(&staging, "a/b/c").expect("made");
-        make_directories(&staging, "a/b").expect("already there");
-        assert!(staging.join("a/b/c").is_dir());
-        fs::write(staging.join("a/file"), b"x").expect("file");
-        let refused = make_directories(&staging, "a/file/d").expect_err("not a directory");
-        assert!(refused.to_string().contains("not a directory"), "{refused}");
-        fs::remove_dir_all(&staging).expect("removed");
-        let gone = make_directories(&staging, "x").expect_err("staging is gone");
-        assert!(gone.to_string().contains("cannot be created"), "{gone}");
-        assert!(!staging.exists(), "staging was recreated");
         fs::remove_dir_all(&dir).ok();
     }
 
@@ -509,25 +378,6 @@ mod tests {
             seen,
             ["d a", "d a/b", "f a/b/seven 7", "c 3", "c 3", "c 1", "e"]
         );
-        fs::remove_dir_all(&dir).ok();
-    }
-
-    #[test]
-    fn files_are_created_exclusively_without_following_links() {
-        let dir = scratch("create");
-        let target = dir.join("target");
-        fs::write(&target, b"keep").expect("target");
-        std::os::unix::fs::symlink(&target, dir.join("link")).expect("link");
-        let refused = create_file(&dir.join("link"), false).expect_err("a link is refused");
-        assert!(refused.to_string().contains("exclusively"), "{refused}");
-        assert_eq!(fs::read(&target).expect("target"), b"keep");
-        let made = create_file(&dir.join("new"), true).expect("created");
-        drop(made);
-        let mode = fs::metadata(dir.join("new"))
-            .expect("new")
-            .permissions()
-            .mode();
-        assert_eq!(mode & 0o700, 0o700);
         fs::remove_dir_all(&dir).ok();
     }
 }

@@ -10,6 +10,7 @@ pub mod import;
 pub mod ledger;
 pub mod options;
 pub mod selection;
+pub mod staging_tree;
 pub mod summary;
 pub mod tar_read;
 pub mod tar_write;
