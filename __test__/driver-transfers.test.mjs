@@ -244,8 +244,14 @@ describe("an interrupted transfer owns the driver's work until it settles", () =
         setup.active -= 1;
       }
     };
+    setup.stops = 0;
     setup.driver.reserve = (request) => {
       const reserved = reserve(request);
+      const stop = reserved.stop;
+      reserved.stop = () => {
+        setup.stops += 1;
+        return stop();
+      };
       const start = reserved.start;
       reserved.start = async (...args) => {
         const ready = await start(...args);
@@ -300,6 +306,7 @@ describe("an interrupted transfer owns the driver's work until it settles", () =
     assert.equal((await pending)?.code, 'cancelled', 'the import is answered when the stop begins');
     await new Promise((resolve) => setTimeout(resolve, 100));
     assert.equal(sandbox.state.kind, 'stopping', "the stop waits for the driver's import");
+    assert.equal(setup.stops, 1, "the driver's stop began without waiting for the import");
     assert.equal(setup.active, 1);
     setup.releaseAll();
     await stopped;
@@ -365,9 +372,9 @@ describe('the /node directory helpers with any sandbox', () => {
     await sandbox.destroy();
   });
 
-  test('a failed export removes only what it owns, and a failed cleanup keeps both errors', async () => {
+  test('a failed export removes only what it owns', async () => {
     const setup = memoryDriver({
-      deliver: (_selection, workspace) => {
+      deliver: () => {
         // Someone else's file lands in the namespace while the export runs, then the export fails.
         writeFileSync(join(setup.destination, 'not-ours.txt'), 'keep me');
         throw new Error('the driver lost its workspace');
@@ -377,16 +384,40 @@ describe('the /node directory helpers with any sandbox', () => {
     await sandbox.stop();
     setup.destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-owned-')), 'out');
     const error = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, setup.destination).catch((e) => e);
-    assert.ok(error instanceof SandboxDirectoryCleanupError, String(error));
-    assert.match(error.exportError?.message ?? '', /the driver lost its workspace/);
-    assert.equal(error.cause?.code, 'ENOTEMPTY');
-    assert.match(error.message, /the driver lost its workspace/);
-    assert.equal(error.publishedDirectory, undefined);
+    assert.match(error?.message ?? '', /the driver lost its workspace/, 'the export fails with its own error');
     assert.deepEqual(readdirSync(setup.destination), ['not-ours.txt'], 'the staging and records went; the foreign file stayed');
-    rmSync(join(setup.destination, 'not-ours.txt'));
-    await error.retryCleanup();
-    assert.throws(() => statSync(setup.destination), /ENOENT/);
     await sandbox.destroy();
+  });
+
+  test('a failed export whose cleanup fails too keeps both errors, and its retry finishes the cleanup', async () => {
+    let pinned;
+    const setup = memoryDriver({
+      deliver: () => {
+        // An entry in the export's staging that cannot be removed (immutable), then the failure.
+        const staging = join(setup.destination, readdirSync(setup.destination).find((name) => name.startsWith('.staging-')));
+        pinned = join(staging, 'pinned');
+        writeFileSync(pinned, '');
+        execFileSync('chattr', ['+i', pinned]);
+        throw new Error('the driver lost its workspace');
+      },
+    });
+    const sandbox = await ready(setup);
+    await sandbox.stop();
+    setup.destination = join(mkdtempSync(join(tmpdir(), 'native-sandbox-owned-')), 'out');
+    try {
+      const error = await exportSandboxDirectory(sandbox, { kind: 'workspace' }, setup.destination).catch((e) => e);
+      assert.ok(error instanceof SandboxDirectoryCleanupError, String(error));
+      assert.match(error.exportError?.message ?? '', /the driver lost its workspace/);
+      assert.ok(error.cause instanceof Error, 'the cause is the cleanup failure');
+      assert.match(error.message, /the driver lost its workspace/);
+      assert.equal(error.publishedDirectory, undefined);
+      execFileSync('chattr', ['-i', pinned]);
+      await error.retryCleanup();
+      assert.throws(() => statSync(setup.destination), /ENOENT/);
+    } finally {
+      if (pinned) spawnSync('chattr', ['-i', pinned]);
+      await sandbox.destroy();
+    }
   });
 
   test('a cleanup that fails after publication names the published directory, and its retry keeps it', async () => {

@@ -67,10 +67,14 @@ function controlledBody({ open, path, byteLength, chunkBytes, signal, index }) {
   });
 }
 
-/** The body of one file a driver delivers: its iterator is returned once every byte came. */
-function driverBody(path, byteLength, source) {
+/**
+ * The body of one file a driver delivers: its iterator is returned once every byte came. A
+ * consumer that outlived its export (interrupted or failed) reads nothing more.
+ */
+function driverBody(path, byteLength, source, watch) {
   let iterator;
   const pull = async () => {
+    watch.check();
     if (iterator === undefined) {
       const open = source?.[Symbol.asyncIterator] ?? source?.[Symbol.iterator];
       if (typeof open !== 'function') throw new SandboxOperationError('stream_failure', `the driver's bytes of ${path} are not iterable`);
@@ -244,7 +248,7 @@ async function exportWork({ owner, readyPort, request }, { kind, roots }, consum
           if (entry.kind !== 'file') throw new SandboxOperationError('stream_failure', `the driver delivered ${path} of an unknown kind`);
           const byteLength = BigInt(entry.byteLength);
           counters.file(path, byteLength);
-          const body = driverBody(path, byteLength, entry.bytes);
+          const body = driverBody(path, byteLength, entry.bytes, watch);
           await consume(Object.freeze({ kind: 'file', path, byteLength, executable: entry.executable === true, bytes: body.iterable }));
           watch.check();
           if (!body.state.drained) throw new SandboxOperationError('stream_failure', `the consumer returned before reading all bytes of ${path}`);

@@ -177,7 +177,7 @@ export async function exportSandboxDirectory(sandbox, selection, destination, op
       await rm(identities, { recursive: true, force: true });
       // The namespace goes only while empty: what someone else put there is not the helper's.
       await rmdir(destination).catch((cause) => {
-        if (cause?.code !== 'ENOENT') throw cause;
+        if (cause?.code !== 'ENOENT' && cause?.code !== 'ENOTEMPTY') throw cause;
       });
     };
     try {
@@ -240,18 +240,32 @@ async function exportNatively({ owner, context }, selection, staging, identities
 async function exportThroughTree(sandbox, selection, staging, identities, options) {
   const writer = new native.NativeStagingWriter(staging, identities);
   const wrote = async (call) => settle(await call, {}, errorFromDescriptor);
-  return sandbox.exportTree(
-    selection,
-    async (entry) => {
-      if (entry.kind === 'directory') return void (await wrote(writer.directory(entry.path)));
-      await wrote(writer.file(entry.path, entry.executable === true));
-      for await (const chunk of entry.bytes) {
-        if (chunk.byteLength > 0) await wrote(writer.write(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
-      }
-      await wrote(writer.fileEnd());
-    },
-    options,
-  );
+  // The entry being written: a failed export waits for it, so the cleanup never races a write.
+  let writing = Promise.resolve();
+  let ended = false;
+  const write = async (entry) => {
+    if (entry.kind === 'directory') return void (await wrote(writer.directory(entry.path)));
+    await wrote(writer.file(entry.path, entry.executable === true));
+    for await (const chunk of entry.bytes) {
+      if (ended) throw new SandboxOperationError('cancelled', 'the export ended');
+      if (chunk.byteLength > 0) await wrote(writer.write(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
+    }
+    await wrote(writer.fileEnd());
+  };
+  try {
+    return await sandbox.exportTree(
+      selection,
+      (entry) => {
+        writing = write(entry);
+        return writing;
+      },
+      options,
+    );
+  } catch (error) {
+    ended = true;
+    await writing.catch(() => {});
+    throw error;
+  }
 }
 
 /**

@@ -53,6 +53,7 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       // The driver's output is read on from here, so its stop is never held by an unread stream.
       running?.stopping();
       const closed = running?.close();
+      closed?.catch(() => {});
       try {
         await reserved.stop();
       } finally {

@@ -33,7 +33,10 @@ export function guardInput(stdin, { limits, stopSandbox }) {
       if (typeof done === 'function') process.nextTick(done, error);
       return false;
     }
-    return write(chunk, encoding, callback);
+    // A write queued behind one in flight when the stream closed quietly gets its reason too,
+    // not Node's generic ERR_STREAM_DESTROYED.
+    const reasoned = typeof done === 'function' ? (error) => done(error?.code === 'ERR_STREAM_DESTROYED' ? closedWith.get(stdin) ?? error : error) : done;
+    return typeof encoding === 'function' ? write(chunk, reasoned) : write(chunk, encoding, reasoned);
   };
   stdin.end = (...args) => {
     const closed = closedWith.get(stdin);

@@ -11,15 +11,17 @@ export function watchTransfer({ signal, deadlineAt }) {
   const controller = new AbortController();
   let byCaller = false;
   let closed = false;
+  let timer;
   const end = (reason, caller) => {
     if (controller.signal.aborted) return;
     byCaller = caller;
+    // Ended: the deadline's timer holds the event loop no longer (the work may outlive it).
+    if (timer) clearTimeout(timer);
     controller.abort(reason);
   };
   const onAbort = () => end(new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal'), true);
   if (signal?.aborted) onAbort();
   else signal?.addEventListener('abort', onAbort, { once: true });
-  let timer;
   if (deadlineAt !== undefined) {
     const due = Number(deadlineAt);
     const arm = () => {

@@ -445,7 +445,6 @@ impl SandboxOwner {
                         );
                     }
                 }
-                owner.await_transfer_release(import, limit).await?;
                 if let Some(io) = &io {
                     // An engine holds a killed container while its attached output is unread.
                     io.stopping();
@@ -458,6 +457,10 @@ impl SandboxOwner {
                     // then every pending read and write is unblocked.
                     io.close_after_stop().await;
                 }
+                // As the original: the cancelled import's work settles after the driver's stop
+                // began (a source that never settles holds the stop's settlement, never the
+                // stop of the workload itself).
+                owner.await_transfer_release(import, limit).await?;
                 if let Some(startup) = startup {
                     // Entered startup must settle before compute counts as stopped.
                     bounded(limit, "the cancelled startup", async { Ok(startup.await) })
