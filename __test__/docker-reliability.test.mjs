@@ -301,7 +301,13 @@ describe('transfers end at their deadline, their signal, a stop or a destroy; wh
       const stop = await sandbox.stop().catch((e) => e);
       assert.ok(stop instanceof SandboxCleanupError, `a noncooperative source keeps cleanup pending: ${stop}`);
       release();
-      await sandbox.stop();
+      // A retry joins the stop still entered (which may yet meet its own bound and fail), or,
+      // once that failed, enters a new one, which the settled source no longer holds.
+      for (let attempt = 1; ; attempt += 1) {
+        const retried = await sandbox.stop().then(() => undefined, (e) => e);
+        if (retried === undefined) break;
+        assert.ok(retried instanceof SandboxCleanupError && attempt < 3, String(retried));
+      }
       assert.equal(sandbox.state.kind, 'stopped');
     } finally {
       release();
