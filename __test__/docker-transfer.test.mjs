@@ -368,9 +368,19 @@ describe('state rules and aborts', () => {
         .exportTree({ kind: 'workspace' }, async () => exportController.abort(), { signal: exportController.signal })
         .catch((e) => e);
       assert.equal(exportError.code, 'cancelled');
-      assert.deepEqual(readdirSync(spill), []);
-      const late = await sandbox.exportTree({ kind: 'workspace' }, () => {}, { deadlineAt: Date.now() - 1 }).catch((e) => e);
+      // The interrupted export owns its work until it settled: the slot frees a moment after
+      // the call was answered (a call before that is refused with SandboxStateError).
+      let late;
+      for (let attempt = 0; late === undefined; attempt += 1) {
+        try {
+          late = await sandbox.exportTree({ kind: 'workspace' }, () => {}, { deadlineAt: Date.now() - 1 }).catch((e) => e);
+        } catch (error) {
+          if (error?.name !== 'SandboxStateError' || attempt > 100) throw error;
+          await new Promise((resolve) => setTimeout(resolve, 20));
+        }
+      }
       assert.equal(late.code, 'deadline_exceeded');
+      assert.deepEqual(readdirSync(spill), []);
     });
   });
 
