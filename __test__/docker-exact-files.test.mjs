@@ -3,11 +3,11 @@
 // component and special files refused by name without reading through them, quotas, and an
 // abandoned export that leaves no helper running.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { after, test } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxValidationError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, stoppedHolder, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('exact');
 const backend = dockerBackend(namespace);
@@ -184,4 +184,36 @@ test('destroy() ends an exact-file export in progress: it rejects and nothing is
   const error = await pending;
   assert.ok(error instanceof SandboxOperationError, String(error));
   assert.equal(error.code, 'cancelled');
+});
+
+test('a busy helper fails an exact-file export once, naming it, after one wait; the next export works once it is free', async () => {
+  await withReady(async (sandbox) => {
+    const body = randomBytes(1024);
+    const paths = ['a/one', 'a/two', 'b/three'];
+    await sandbox.importTree(paths.map((path) => fileFromBytes(path, body)));
+    await sandbox.stop();
+    // Someone else runs the holder's helper, which waits for its request on a stdin kept open.
+    const holder = holderOf(sandbox);
+    const busy = spawn('docker', ['start', '-ai', holder], { stdio: ['pipe', 'ignore', 'ignore'] });
+    const exited = new Promise((resolve) => busy.once('exit', resolve));
+    try {
+      for (let waited = 0; runningHolders().length === 0 && waited < 100; waited++) {
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      assert.equal(runningHolders().length, 1, 'the helper runs for someone else');
+      const error = await exported(sandbox, paths).catch((e) => e);
+      // One error for the whole selection (never a second wait per file, never another way
+      // round through the engine's archive endpoint).
+      assert.ok(error instanceof SandboxOperationError, String(error));
+      assert.equal(error.code, 'driver_failure');
+      assert.match(String(error.message), /exporting 3 exact file\(s\): the previous transfer's helper did not stop within 10 s/);
+    } finally {
+      busy.stdin.end();
+      await exited;
+    }
+    await stoppedHolder(sandbox);
+    const { entries } = await exported(sandbox, paths);
+    assert.deepEqual(entries.map((entry) => entry.path), paths);
+    assert.ok(entries.every((entry) => entry.bytes.equals(body)));
+  });
 });

@@ -13,9 +13,7 @@ use tokio::sync::mpsc;
 
 use super::abort_on_drop::AbortOnDrop;
 use super::deferred_bodies::{fetch_body, Framer, Piece};
-use super::helper_run::{
-    exit_failure, exit_of_finished, keep_stderr, kill, Fallback, HelperRun, EXIT_WAIT,
-};
+use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, HelperRun, EXIT_WAIT};
 use super::DockerReservation;
 use crate::docker::attach::Attached;
 use crate::lifecycle::driver::{ArchiveDownload, OutputStream};
@@ -29,14 +27,22 @@ const REQUEST_PIECE: usize = 64 * 1_024;
 const TREE_REQUEST: &str = "/tree";
 
 impl DockerReservation {
-    /// The archive of exactly `paths` from the workspace helper, or `None` when this holder cannot
-    /// run it (a holder created before the helper existed, one still running, an engine that
-    /// cannot start it): the caller then exports the files one by one.
+    /// The archive of exactly `paths` from the workspace helper, or `None` when this holder has
+    /// no helper (one made by an earlier version): the caller then exports the files one by one
+    /// through the engine. A holder with the helper that cannot run it now (see `start_helper`)
+    /// fails the export after one wait.
     pub(super) async fn run_open_export_files(
         &self,
         paths: Vec<String>,
     ) -> Result<Option<ArchiveDownload>, OwnerError> {
-        self.run_helper(paths, Fallback::Allowed).await
+        let count = paths.len();
+        self.run_helper(paths).await.map_err(|error| match error {
+            OwnerError::Driver(mut failure) => {
+                failure.message = format!("exporting {count} exact file(s): {}", failure.message);
+                OwnerError::Driver(failure)
+            }
+            other => other,
+        })
     }
 
     /// The archive of the tree at `relative` (empty: the workspace) from the workspace helper,
@@ -49,10 +55,7 @@ impl DockerReservation {
         relative: String,
     ) -> Result<Option<Option<ArchiveDownload>>, OwnerError> {
         let request = vec![TREE_REQUEST.into(), relative];
-        let Some(mut archive) = self
-            .run_helper(request, Fallback::OnlyWithoutHelper)
-            .await?
-        else {
+        let Some(mut archive) = self.run_helper(request).await? else {
             return Ok(None);
         };
         // A missing tree is an archive of no bytes at all; any tree writes its root first.
@@ -70,12 +73,8 @@ impl DockerReservation {
 
     /// Runs the helper with `requests` (see `helper/src/main.rs`), or `None` when this holder
     /// cannot run it.
-    async fn run_helper(
-        &self,
-        paths: Vec<String>,
-        fallback: Fallback,
-    ) -> Result<Option<ArchiveDownload>, OwnerError> {
-        let Some(run) = self.start_helper(fallback).await? else {
+    async fn run_helper(&self, paths: Vec<String>) -> Result<Option<ArchiveDownload>, OwnerError> {
+        let Some(run) = self.start_helper().await? else {
             return Ok(None);
         };
         // From here the helper runs: the relay owns it until it exits, and kills it when the

@@ -28,15 +28,6 @@ const PERMIT_WAIT: Duration = Duration::from_secs(4 * EXIT_WAIT.as_secs());
 /// The helper's stderr kept for the error message when it fails.
 pub(super) const STDERR_BYTES: usize = 4 * 1_024;
 
-/// Whether a transfer may take another way when the holder cannot run the helper now.
-#[derive(Clone, Copy)]
-pub(super) enum Fallback {
-    /// Any failure to run it lets the caller take another way (exact files: file by file).
-    Allowed,
-    /// Only a holder without the helper does; any other failure is the transfer's error.
-    OnlyWithoutHelper,
-}
-
 /// One started run of the helper: its holder, its attached streams, and the permit that keeps
 /// the next run waiting until this one is over (drop it only once the helper's exit is known or
 /// its kill was sent).
@@ -53,12 +44,13 @@ pub(super) fn helper_permits() -> Arc<Semaphore> {
 }
 
 impl DockerReservation {
-    /// Starts the helper in the holder, attached, or `None` when this holder cannot run it (no
-    /// helper at all, or, when `fallback` allows, an engine that cannot start it now).
-    pub(super) async fn start_helper(
-        &self,
-        fallback: Fallback,
-    ) -> Result<Option<HelperRun>, OwnerError> {
+    /// Starts the helper in the holder, attached, or `None` when this holder has no helper (one
+    /// made by an earlier version: the caller then asks the engine's archive endpoint). A holder
+    /// with the helper that cannot run it now (busy past `PERMIT_WAIT`, a previous run still
+    /// going, an engine that cannot attach or start it) is the transfer's error after that one
+    /// wait: never another way round (the engine's endpoint reads as root and follows parent
+    /// links), never a second wait.
+    pub(super) async fn start_helper(&self) -> Result<Option<HelperRun>, OwnerError> {
         let holder = self.holder().await?;
         let docker = self.settings.docker.clone();
         let inspect = docker
@@ -73,10 +65,7 @@ impl DockerReservation {
         if !runs_helper {
             return Ok(None);
         }
-        let unavailable = |why: String| match fallback {
-            Fallback::Allowed => Ok(None),
-            Fallback::OnlyWithoutHelper => Err(OwnerError::driver(why)),
-        };
+        let unavailable = |why: String| Err(OwnerError::driver(why));
         // Transfers run one at a time, but the previous one's helper may still be exiting or
         // being killed: its relay holds the permit until then.
         let Ok(Ok(permit)) =

@@ -16,7 +16,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::archive::engine_upload;
-use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, Fallback, HelperRun};
+use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, HelperRun};
 use super::import_bodies::{marker, ImportFramer, Step, ENGINE_BODY_MIN};
 use super::DockerReservation;
 use crate::docker::attach::Attached;
@@ -39,7 +39,7 @@ impl DockerReservation {
     /// earlier version: the caller then uploads through the engine). A holder with the helper
     /// that fails to run it is the import's error.
     pub(super) async fn run_open_import_helper(&self) -> Result<Option<ArchiveUpload>, OwnerError> {
-        let Some(run) = self.start_helper(Fallback::OnlyWithoutHelper).await? else {
+        let Some(run) = self.start_helper().await? else {
             return Ok(None);
         };
         let (sink, pieces) = mpsc::channel::<Bytes>(QUEUE);
