@@ -548,7 +548,7 @@ export declare class SandboxOperationError extends Error {
   constructor(code: SandboxOperationErrorCode, message: string, options?: ErrorOptions);
 }
 
-/** An input failed validation; `issues` names every problem, each with code, path and message. */
+/** An input failed validation: the message is the original's `Invalid sandbox input`; `issues` names every problem, each with code, path and message. */
 export declare class SandboxValidationError extends Error {
   readonly issues: readonly ValidationIssue[];
   constructor(issues: readonly ValidationIssue[]);

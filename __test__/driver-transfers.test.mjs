@@ -150,7 +150,7 @@ describe('transfers through a JavaScript driver', () => {
       await sandbox.stop();
       const error = await sandbox.exportTree({ kind: 'subtree', path: 'src' }, async () => {}).catch((e) => e);
       assert.ok(error instanceof SandboxOperationError || error instanceof SandboxValidationError, `${error}`);
-      assert.match(error.message, pattern);
+      assert.match(error instanceof SandboxValidationError ? error.issues.map((issue) => issue.message).join('; ') : error.message, pattern);
       await sandbox.destroy();
     }
     const setup = memoryDriver();

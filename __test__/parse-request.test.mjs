@@ -157,7 +157,7 @@ describe('parseSandboxRequest: issues name the exact field', () => {
       ['required', P('streams')],
       ['unknown_field', P('extra')],
     ]);
-    assert.match(error.message, /policy\.resources\.cpus/);
+    assert.equal(error.message, 'Invalid sandbox input');
   });
 
   test('retired fields say how to migrate', () => {

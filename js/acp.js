@@ -7,7 +7,7 @@ export function createSandboxAcpIntegration(sandbox) {
   let reserved = false;
   const executionBoundary = Object.freeze({
     reserve(launch) {
-      if (reserved) throw new SandboxStateError('Sandbox ACP integration admits one native connection; use a fresh sandbox and integration for another.');
+      if (reserved) throw new SandboxStateError('Sandbox ACP integration admits one native connection.');
       reserved = true;
       const process = sandbox.reserveProcess({ executable: launch?.executable, args: launch?.args, env: launch?.env, cwd: launch?.cwd });
       return Object.freeze({

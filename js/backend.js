@@ -60,7 +60,7 @@ export function createSandboxBackend(driver) {
       const { parsed, policy } = admitReservation(request, recovery, support);
       const reserved = driver.reserve(parsed);
       if (!isFreshReservation(reserved, seen)) {
-        throw new SandboxStateError('A backend must return a fresh synchronous inert reservation with start, stop and destroy.');
+        throw new SandboxStateError('A backend must return a fresh synchronous inert reservation with cleanup ownership.');
       }
       seen.add(reserved);
       const id = parseSandboxId(reserved.id);

@@ -51,9 +51,9 @@ export function createDockerSandboxBackend(options) {
       const parsed = parseSandboxRecoveryRecord(record);
       const { signal } = parseOperationOptions(operation);
       if (parsed.backendId !== support.backendId || parsed.backendRevision !== support.backendRevision) {
-        return Object.freeze({ kind: 'conflict', reason: 'the recovery record belongs to another backend identity or revision' });
+        return Object.freeze({ kind: 'conflict', reason: 'Recovery record belongs to another backend identity or revision.' });
       }
-      if (signal?.aborted) throw new SandboxOperationError('cancelled', 'sandbox reconciliation was cancelled before entry');
+      if (signal?.aborted) throw new SandboxOperationError('cancelled', 'Sandbox reconciliation was cancelled before entry.');
       // The signal ends the native work too (its engine calls are dropped), and the native side
       // bounds it by SANDBOX_LIMITS.startupMs, as the original observes reconciliation.
       const id = nextReconciliation;

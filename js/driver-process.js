@@ -36,14 +36,14 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
   // Bad options throw at the call, as the original's; every other failure rejects.
   const start = (options) => begin(parseOperationOptions(options));
   async function begin({ signal }) {
-    if (entered) throw new SandboxStateError('Process startup is once-only.');
+    if (entered) throw new SandboxStateError('Process startup is once-only and requires ready compute.');
     entered = true;
     settle(owner.enterExternalProcess(), context, errorFromDescriptor);
     if (signal?.aborted) {
       // The driver is never asked; as any failed start, the sandbox is fenced and stopped.
       owner.fenceProcess();
       stopSandbox().catch(() => {});
-      throw new SandboxOperationError('cancelled', 'process startup was cancelled before entry');
+      throw new SandboxOperationError('cancelled', 'Process startup was cancelled before entry.');
     }
     const controller = new AbortController();
     const slot = { controller, stopping: () => {}, stopped: () => {}, close: async () => {} };

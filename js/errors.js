@@ -1,16 +1,6 @@
 // The error classes of the contract. Every class is a real Error subclass with its own name.
 import { shared } from './shared.js';
 
-/** Renders an issue path as `policy.resources.cpus` or `args[3]`. */
-export function renderIssuePath(path) {
-  let out = '';
-  for (const segment of path) {
-    if (typeof segment === 'number') out += `[${segment}]`;
-    else out += out === '' ? segment : `.${segment}`;
-  }
-  return out === '' ? '(input)' : out;
-}
-
 /**
  * The classes, defined once per process (shared.js): every installed copy of the package exports
  * these very objects, so an error from one copy is `instanceof` the other's class.
@@ -24,15 +14,12 @@ function defineErrorClasses() {
     }
   }
 
-  const SHOWN_ISSUES = 5;
-
   class SandboxValidationError extends Error {
     constructor(issues) {
       // As the original: every field of each issue is kept as given, with a frozen copy of its path.
       const list = Array.from(issues ?? [], (issue) => Object.freeze({ ...issue, path: Object.freeze(Array.from(issue.path ?? [])) }));
-      const shown = list.slice(0, SHOWN_ISSUES).map((issue) => `${renderIssuePath(issue.path)}: ${issue.message} (${issue.code})`);
-      const more = list.length > SHOWN_ISSUES ? `; and ${list.length - SHOWN_ISSUES} more` : '';
-      super(list.length === 0 ? 'Invalid sandbox input' : `Invalid sandbox input: ${shown.join('; ')}${more}`);
+      // The original's message; every detail is in `issues` (each with its path, code and message).
+      super('Invalid sandbox input');
       this.name = 'SandboxValidationError';
       this.issues = Object.freeze(list);
     }

@@ -49,7 +49,9 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       // streams are closed as the driver's stop begins (a stop that never settles holds no
       // reader), and both are awaited, also when the driver's stop failed.
       const running = ports.process;
-      running?.controller.abort(new SandboxOperationError('cancelled', 'sandbox compute is stopping'));
+      // The reason is the owner's: the execution deadline when it fired first.
+      const end = ownerRef.deref()?.executionEnd();
+      running?.controller.abort(end ? errorFromDescriptor(end, portContext) : new SandboxOperationError('cancelled', 'Sandbox compute is stopping.'));
       // The driver's output is read on from here, so its stop is never held by an unread stream.
       running?.stopping();
       const closed = running?.close();

@@ -18,7 +18,7 @@ export function reserveProcess({ owner, spec, context, limits, stopSandbox, reat
   // Bad options throw at the call, as the original's; every other failure rejects.
   const start = (options) => begin(parseOperationOptions(options));
   async function begin({ signal }) {
-    if (entered) throw new SandboxStateError('Process startup is once-only.');
+    if (entered) throw new SandboxStateError('Process startup is once-only and requires ready compute.');
     entered = true;
     const detach = onAbort(signal, () => owner.cancelProcessStart());
     try {

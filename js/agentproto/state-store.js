@@ -160,7 +160,8 @@ export async function readState(directory, sandboxId, namespace) {
     record = parseSandboxRecoveryRecord(data.record);
     request = parseSandboxRequest(data.request);
   } catch (cause) {
-    throw invalid(sandboxId, `holds an invalid record or request (${cause.message})`, cause);
+    const issues = Array.isArray(cause?.issues) ? cause.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`).join('; ') : '';
+    throw invalid(sandboxId, `holds an invalid record or request (${issues || cause.message})`, cause);
   }
   if (record.sandboxId !== sandboxId || record.namespace !== namespace) throw invalid(sandboxId, 'holds a record of another sandbox or namespace');
   return Object.freeze({ sandboxId, namespace, image: data.image, daemon: Object.freeze({ ...daemon }), expose: data.expose, token: data.token, request, record });

@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 
 use napi_derive::napi;
 
-use super::errors::{failed, ok, outcome};
+use super::errors::{describe, failed, ok, outcome};
 use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
 use super::js_value::{Captured, JsData};
 use super::process_streams::{self, IoSlot, NativeAttachedProcess};
@@ -109,8 +109,7 @@ pub fn check_initial_record(record: Captured, id: String, support: Captured) -> 
         ok(Value::Null)
     } else {
         failed(&OwnerError::state(
-            "the initial recovery record must describe this reserved sandbox (same id, backend and revision; \
-             phase reserved; unverified authority; every resource planned) before any resource effect",
+            "The initial recovery record must describe this reserved backend ownership before resource effects.",
         ))
     }))
 }
@@ -246,6 +245,17 @@ impl NativeOwner {
     #[napi(js_name = "fenceProcess")]
     pub fn fence_process(&self) {
         self.owner().fence(Operation::Process);
+    }
+
+    /// Why the stop interrupted a JavaScript driver's process start: the execution deadline
+    /// when it fired first, else the stop (a descriptor), or `null` before any such stop.
+    #[napi(js_name = "executionEnd")]
+    pub fn execution_end(&self) -> JsData {
+        JsData(
+            self.owner()
+                .execution_end()
+                .map_or(Value::Null, |end| describe(&end)),
+        )
     }
 
     #[napi(js_name = "enterExternalProcess")]
@@ -411,14 +421,14 @@ impl NativeReconciliation {
                 (
                     "reason",
                     Value::string(
-                        "the recovery record belongs to another backend identity or revision",
+                        "Recovery record belongs to another backend identity or revision.",
                     ),
                 ),
             ]));
         }
         if self.cancel.is_cancelled() {
             return Err(OwnerError::cancelled(
-                "sandbox reconciliation was cancelled before entry",
+                "Sandbox reconciliation was cancelled before entry.",
             ));
         }
         let port = self.port.clone();
@@ -439,7 +449,7 @@ impl NativeReconciliation {
                 return Err(reason);
             }
         };
-        let invalid = || OwnerError::state("the backend returned an invalid reconciliation result");
+        let invalid = || OwnerError::state("Backend returned an invalid reconciliation result.");
         match reply.get("kind") {
             Some(Value::String(kind)) if kind == "matched" || kind == "uncertain" => {
                 Ok(Value::object([("kind", Value::string(kind.as_str()))]))
@@ -456,14 +466,14 @@ impl NativeReconciliation {
             Some(Value::String(kind)) if kind == "absent" => {
                 let absent = reported_record(reply.get("record").unwrap_or(&Value::Undefined))?;
                 check_continuation(&self.record, &absent, Continuation::Reconciliation)
-                    .map_err(|why| OwnerError::State(format!("reconciliation refused: {why}")))?;
+                    .map_err(OwnerError::state)?;
                 if absent
                     .resources
                     .iter()
                     .any(|r| r.identity == Identity::Creating)
                 {
                     return Err(OwnerError::state(
-                        "an entered acquisition with unresolved identity cannot be conclusively absent",
+                        "An entered acquisition with unresolved identity cannot be conclusively absent.",
                     ));
                 }
                 Ok(Value::object([

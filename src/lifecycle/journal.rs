@@ -92,7 +92,7 @@ impl Journal {
         let _order = self.order.lock().await;
         self.guard()?;
         if let Err(why) = check_continuation(&self.current(), &next, Continuation::Checkpoint) {
-            let error = OwnerError::State(format!("checkpoint refused: {why}"));
+            let error = OwnerError::state(why);
             self.fence_with(error.clone());
             return Err(error);
         }

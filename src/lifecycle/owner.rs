@@ -18,6 +18,9 @@ use crate::process::io::ProcessIo;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::SandboxRecoveryRecord;
 
+/// The original's reason for whatever a stop interrupts (process startup, an import).
+const COMPUTE_STOPPING: &str = "Sandbox compute is stopping.";
+
 /// The identity of one admitted transfer: only it can release the transfer slot.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TransferTicket(pub u64);
@@ -75,6 +78,9 @@ struct Core {
     destroy_attempt: u64,
     /// Fired when compute stops: ends the execution deadline timer and the process port.
     execution: Option<Cancel>,
+    /// Why the stop interrupted the process's work: the execution deadline when it fired first,
+    /// else the stop itself. Set when the stop begins with an execution entered.
+    execution_end: Option<OwnerError>,
     /// The one process recipe, once reserved (imports close for good at that moment).
     process: Option<ProcessSlot>,
     /// The one admitted transfer, with the ticket that alone can release it.
@@ -131,6 +137,7 @@ impl SandboxOwner {
                     stop_attempt: 0,
                     destroy_attempt: 0,
                     execution: None,
+                    execution_end: None,
                     process: None,
                     transfer: None,
                     tickets: 0,
@@ -149,6 +156,12 @@ impl SandboxOwner {
 
     pub fn id(&self) -> &str {
         &self.inner.id
+    }
+
+    /// Why the stop interrupted the process's work (the execution deadline when it fired
+    /// first, else the stop); `None` before a stop of an entered execution.
+    pub fn execution_end(&self) -> Option<OwnerError> {
+        self.core().execution_end.clone()
     }
 
     pub fn state(&self) -> State {
@@ -201,13 +214,13 @@ impl SandboxOwner {
         let mut core = self.core();
         if core.state != State::Reserved {
             return Err(OwnerError::state(
-                "sandbox startup is once-only and cannot follow cleanup",
+                "Sandbox startup is once-only and cannot follow cleanup.",
             ));
         }
         core.state = State::Starting;
         if caller.is_some_and(Cancel::is_cancelled) {
             self.inner.startup_cancel.cancel(OwnerError::cancelled(
-                "sandbox startup was cancelled before entry",
+                "Sandbox startup was cancelled before entry.",
             ));
         }
         let owner = self.clone();
@@ -247,7 +260,7 @@ impl SandboxOwner {
             }
         };
         result.map_err(|cause| OwnerError::Start {
-            message: "sandbox startup failed; its reservation keeps cleanup ownership".into(),
+            message: "Sandbox startup failed; its reservation retains cleanup ownership.".into(),
             cause: Arc::new(cause),
         })
     }
@@ -272,7 +285,7 @@ impl SandboxOwner {
         let mut core = self.core();
         if core.state != State::Starting || cancel.is_cancelled() {
             return Err(OwnerError::cancelled(
-                "sandbox startup settled after its admission was closed",
+                "Sandbox startup settled after its admission was closed.",
             ));
         }
         check_effective(&self.inner.request, &ready.effective)?;
@@ -321,11 +334,8 @@ impl SandboxOwner {
             return Some(actual.clone());
         }
         let stopped = self.begin_stop(&mut core);
-        let transfer = Self::cancel_transfer_locked(
-            &core,
-            None,
-            "the sandbox is being destroyed: the transfer was abandoned",
-        );
+        let transfer =
+            Self::cancel_transfer_locked(&core, None, "Sandbox storage is being destroyed.");
         core.destroy_attempt += 1;
         let attempt = core.destroy_attempt;
         let owner = self.clone();
@@ -411,15 +421,12 @@ impl SandboxOwner {
         }
         self.inner
             .startup_cancel
-            .cancel(OwnerError::cancelled("sandbox compute is stopping"));
+            .cancel(OwnerError::cancelled(COMPUTE_STOPPING));
         if let Some(execution) = core.execution.take() {
-            execution.cancel(OwnerError::cancelled("sandbox compute is stopping"));
+            execution.cancel(OwnerError::cancelled(COMPUTE_STOPPING));
+            core.execution_end = execution.reason();
         }
-        let import = Self::cancel_transfer_locked(
-            core,
-            Some(Operation::Import),
-            "sandbox compute is stopping: the import was abandoned",
-        );
+        let import = Self::cancel_transfer_locked(core, Some(Operation::Import), COMPUTE_STOPPING);
         let startup = core.startup.clone();
         let process_start = core.process.as_ref().and_then(|p| p.start.clone());
         let io = core.process.as_ref().and_then(|p| p.io.clone());
@@ -522,7 +529,7 @@ impl SandboxOwner {
         let mut core = self.core();
         if core.state != State::Ready || core.process.is_some() || core.transfer.is_some() {
             return Err(OwnerError::state(
-                "importTree requires ready compute, no entered transfer, and no process reservation",
+                "File import requires ready compute, no entered import, and no process reservation.",
             ));
         }
         Ok(Self::admit(&mut core, Operation::Import))
@@ -533,7 +540,7 @@ impl SandboxOwner {
         let mut core = self.core();
         if core.state != State::Stopped || core.transfer.is_some() {
             return Err(OwnerError::state(
-                "exportTree requires completely stopped compute and no other entered transfer",
+                "File export requires stopped compute and no other entered transfer.",
             ));
         }
         Ok(Self::admit(&mut core, Operation::Export))
@@ -651,7 +658,7 @@ impl SandboxOwner {
         let mut core = self.core();
         if core.state != State::Ready || core.process.is_some() || core.transfer.is_some() {
             return Err(OwnerError::state(
-                "a sandbox admits one process reservation, while it is ready and no transfer is entered",
+                "A sandbox admits one process reservation, after its imports settle.",
             ));
         }
         core.process = Some(ProcessSlot {
@@ -672,7 +679,7 @@ impl SandboxOwner {
                 Ok(slot.spec.clone())
             }
             _ => Err(OwnerError::state(
-                "process startup is once-only and requires ready compute",
+                "Process startup is once-only and requires ready compute.",
             )),
         }
     }
@@ -811,7 +818,7 @@ impl SandboxOwner {
                     () = sleep_exactly(Duration::from_millis(timeout_ms)) => {
                         timer.cancel(OwnerError::operation(
                             OperationCode::DeadlineExceeded,
-                            "sandbox execution exceeded its deadline",
+                            "Sandbox execution exceeded its deadline.",
                         ));
                         let _ = owner.stop().await;
                     }

@@ -65,7 +65,7 @@ impl RecoveredOwner {
     ) -> Result<SandboxRecoveryRecord, OwnerError> {
         let mut record = lock(&self.inner.record);
         check_continuation(&record, &next, Continuation::Reconciliation)
-            .map_err(|why| OwnerError::State(format!("recovered record refused: {why}")))?;
+            .map_err(OwnerError::state)?;
         *record = next.clone();
         Ok(next)
     }

@@ -11,12 +11,20 @@ pub enum Continuation {
     Reconciliation,
 }
 
-/// `Ok` when `next` continues `previous`; otherwise why it does not.
+/// The original's texts for a record that does not continue its predecessor.
+pub const CHANGED_IDENTITY: &str =
+    "Recovery observations cannot change their reserved ownership identity.";
+pub const REPLACED_AUTHORITY: &str =
+    "Recovery observations cannot replace verified backend authority.";
+pub const REPLACED_RESOURCE: &str =
+    "Recovery observations cannot replace an owned resource identity or enter a new resource effect.";
+
+/// `Ok` when `next` continues `previous`; otherwise why it does not (one of the texts above).
 pub fn check_continuation(
     previous: &SandboxRecoveryRecord,
     next: &SandboxRecoveryRecord,
     by: Continuation,
-) -> Result<(), String> {
+) -> Result<(), &'static str> {
     let same_identity = next.backend_id == previous.backend_id
         && next.backend_revision == previous.backend_revision
         && next.namespace == previous.namespace
@@ -27,28 +35,20 @@ pub fn check_continuation(
         && next.configuration_digest == previous.configuration_digest
         && next.resources.len() == previous.resources.len();
     if !same_identity {
-        return Err("a recovery record cannot change its backend, namespace, operation, sandbox, digests or resource set".into());
+        return Err(CHANGED_IDENTITY);
     }
     if let Authority::Verified { backend_identity } = &previous.authority {
         let kept = matches!(&next.authority, Authority::Verified { backend_identity: b } if b == backend_identity);
         if !kept {
-            return Err(
-                "a recovery record cannot replace or drop its verified backend authority".into(),
-            );
+            return Err(REPLACED_AUTHORITY);
         }
     }
     for resource in &previous.resources {
         let Some(replacement) = next.resources.iter().find(|r| r.role == resource.role) else {
-            return Err(format!(
-                "the {} resource disappeared from the recovery record",
-                resource.role.as_str()
-            ));
+            return Err(REPLACED_RESOURCE);
         };
         if replacement.name != resource.name {
-            return Err(format!(
-                "the {} resource cannot be renamed",
-                resource.role.as_str()
-            ));
+            return Err(REPLACED_RESOURCE);
         }
         let allowed = match (&resource.identity, &replacement.identity) {
             (Identity::Planned, Identity::Planned) => true,
@@ -66,10 +66,7 @@ pub fn check_continuation(
             (Identity::Identified { .. }, _) => false,
         };
         if !allowed {
-            return Err(format!(
-                "the {} resource cannot replace an owned identity or enter a new effect here",
-                resource.role.as_str()
-            ));
+            return Err(REPLACED_RESOURCE);
         }
     }
     Ok(())
