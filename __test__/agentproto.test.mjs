@@ -17,6 +17,7 @@ import { SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox'
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { SandboxProviderError, createDockerSandboxProvider, resolveLifecyclePolicy } from 'native-sandbox/agentproto';
 import { leftovers, NOTHING, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
+import { described } from './helpers.mjs';
 
 const IMAGE = process.env.NATIVE_SANDBOX_NODE_GUEST_IMAGE ?? 'native-sandbox/node-agent:1';
 const execFileAsync = promisify(execFile);
@@ -120,7 +121,7 @@ test('every refusal is typed, names its field, and comes before any engine objec
   const shared = mkdtempSync(join(tmpdir(), 'native-sandbox-agentproto-open-'));
   chmodSync(shared, 0o777);
   const careless = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory: shared });
-  await assert.rejects(careless.boot(spec(), { env: {} }), (e) => e instanceof SandboxValidationError && /written by group or others/.test(e.message));
+  await assert.rejects(careless.boot(spec(), { env: {} }), (e) => e instanceof SandboxValidationError && /written by group or others/.test(described(e)));
   assert.deepEqual(leftovers(namespace), NOTHING);
   assert.deepEqual(stateFiles(), []);
 });

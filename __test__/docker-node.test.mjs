@@ -9,6 +9,7 @@ import { after, test } from 'node:test';
 import { SandboxOperationError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxSpillStore, exportSandboxDirectory, importSandboxDirectory, SandboxDirectoryCleanupError } from 'native-sandbox/node';
 import { dockerBackend, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+import { described } from './helpers.mjs';
 
 const namespace = uniqueNamespace('node');
 const backend = dockerBackend(namespace);
@@ -134,7 +135,7 @@ test('import chunkBytes above the sandbox policy is refused, naming the entry', 
   await withReady(async (sandbox) => {
     const error = await importSandboxDirectory(sandbox, source, { chunkBytes: 128 * 1024 }).catch((e) => e);
     assert.ok(error instanceof SandboxValidationError, `${error}`);
-    assert.match(error.message, /chunkBytes/);
+    assert.match(described(error), /chunkBytes/);
   });
 });
 

@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import { fileFromBytes, SANDBOX_LIMITS, SandboxOperationError, SandboxStateError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { IMAGE, leftovers, NOTHING, request, runShell, uniqueNamespace } from './docker-helpers.mjs';
+import { described } from './helpers.mjs';
 
 const namespace = uniqueNamespace('xfer');
 const spill = mkdtempSync(join(tmpdir(), 'native-sandbox-xfer-spill-'));
@@ -278,9 +279,9 @@ describe('bad input', () => {
       await sandbox.stop();
       const missing = await exported(sandbox, { kind: 'files', paths: ['nope.txt'] }).catch((e) => e);
       assert.deepEqual(missing.issues[0].path, ['paths', 0]);
-      assert.match(missing.message, /nope\.txt/);
+      assert.match(described(missing), /nope\.txt/);
       const directory = await exported(sandbox, { kind: 'files', paths: ['dir'] }).catch((e) => e);
-      assert.match(directory.message, /dir is not a regular file/);
+      assert.match(described(directory), /dir is not a regular file/);
       const duplicate = await exported(sandbox, { kind: 'files', paths: ['dir', 'dir'] }).catch((e) => e);
       assert.equal(duplicate.issues[0].code, 'duplicate');
     });

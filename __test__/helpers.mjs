@@ -44,3 +44,9 @@ export function assertDeepFrozen(value, where = 'value') {
   assert.ok(Object.isFrozen(value), `${where} is not frozen`);
   for (const [key, child] of Object.entries(value)) assertDeepFrozen(child, `${where}.${key}`);
 }
+
+/** An error's message followed by its issues (`path: message`), for matching what it names. */
+export function described(error) {
+  const issues = Array.isArray(error?.issues) ? error.issues.map((issue) => `${issue.path.join('.')}: ${issue.message}`) : [];
+  return [String(error?.message), ...issues].join('; ');
+}

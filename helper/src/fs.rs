@@ -141,3 +141,119 @@ pub fn read_link_at(directory: &OwnedFd, name: &[u8]) -> Option<Vec<u8>> {
     target.truncate(n);
     Some(target)
 }
+
+/// An entry whose owner bits this helper widened to open it (see `open_as_owner`): `restore`
+/// puts its mode back; a guard dropped on an early return puts it back too.
+pub struct Widened {
+    /// The entry itself (`O_PATH`), so the mode goes back on the very inode that was widened.
+    entry: OwnedFd,
+    mode: libc::mode_t,
+    restored: bool,
+}
+
+impl Widened {
+    /// Puts the entry's mode back as it was.
+    pub fn restore(mut self) -> Result<(), Failure> {
+        self.restored = true;
+        set_mode(&self.entry, self.mode)
+    }
+}
+
+impl Drop for Widened {
+    fn drop(&mut self) {
+        if !self.restored {
+            let _ = set_mode(&self.entry, self.mode);
+        }
+    }
+}
+
+/// Sets the mode of the inode `entry` (an `O_PATH` descriptor, which `fchmod` refuses) through
+/// its `/proc/self/fd` link, which names that very inode whatever its path is now.
+fn set_mode(entry: &OwnedFd, mode: libc::mode_t) -> Result<(), Failure> {
+    use std::os::fd::AsRawFd;
+    let link = CString::new(format!("/proc/self/fd/{}", entry.as_raw_fd()))
+        .map_err(|_| Failure::Io("a descriptor link holds a NUL byte".into()))?;
+    // SAFETY: `link` is a NUL-terminated string that outlives the call.
+    if unsafe { libc::chmod(link.as_ptr(), mode) } < 0 {
+        return Err(last_error(
+            "restoring the mode of an entry its owner had closed",
+        ));
+    }
+    Ok(())
+}
+
+/// Opens `entry` again with `flags` through its `/proc/self/fd` link: the same inode, whatever
+/// its name points to now.
+fn reopen(entry: &OwnedFd, flags: i32) -> Result<Result<OwnedFd, i32>, Failure> {
+    use std::os::fd::AsRawFd;
+    let link = CString::new(format!("/proc/self/fd/{}", entry.as_raw_fd()))
+        .map_err(|_| Failure::Io("a descriptor link holds a NUL byte".into()))?;
+    // SAFETY: `link` is a NUL-terminated string that outlives the call. The link is a magic
+    // link to `entry`'s inode (never a path lookup), so following it opens nothing else.
+    let fd = unsafe { libc::open(link.as_ptr(), flags | libc::O_CLOEXEC) };
+    if fd < 0 {
+        return Ok(Err(std::io::Error::last_os_error()
+            .raw_os_error()
+            .unwrap_or(0)));
+    }
+    // SAFETY: `open` just returned this descriptor, and nothing else owns it.
+    Ok(Ok(unsafe { OwnedFd::from_raw_fd(fd) }))
+}
+
+/// Opens `name` in `directory` like `open_at`. When the kernel refuses it (`EACCES`) and it is a
+/// regular file or directory this helper's user owns (its owner took away its own read or
+/// search bits, as `chmod 000` does), the owner's bits are widened (read, and search for a
+/// directory) just to open it: the guard returned puts the mode back. The original exported
+/// such entries (the engine's archive endpoint reads as root); an owner may always change its
+/// own entry's mode, so this reads the same and grants nothing the guest could not do itself.
+/// A file's guard is restored as soon as it is open; a directory's once its walk is over (its
+/// children are looked up through it meanwhile).
+pub fn open_as_owner(
+    directory: &OwnedFd,
+    name: &[u8],
+    flags: i32,
+) -> Result<Result<(OwnedFd, Option<Widened>), i32>, Failure> {
+    match open_at(directory, name, flags)? {
+        Ok(fd) => return Ok(Ok((fd, None))),
+        Err(libc::EACCES) => {}
+        Err(code) => return Ok(Err(code)),
+    }
+    let entry = match open_at(directory, name, libc::O_PATH)? {
+        Ok(entry) => entry,
+        Err(code) => return Ok(Err(code)),
+    };
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `entry` is open for the call and `stat` is a valid place to write.
+    if unsafe { libc::fstat(entry.as_raw_fd(), &mut stat) } < 0 {
+        return Err(os_failure(
+            name,
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ));
+    }
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    let owned = stat.st_uid == unsafe { libc::geteuid() };
+    let widen = match stat.st_mode & libc::S_IFMT {
+        libc::S_IFDIR => libc::S_IRUSR | libc::S_IXUSR,
+        libc::S_IFREG => libc::S_IRUSR,
+        _ => 0,
+    };
+    let mode = stat.st_mode & 0o7777;
+    if !owned || widen == 0 || mode & widen == widen {
+        return Ok(Err(libc::EACCES));
+    }
+    set_mode(&entry, mode | widen)?;
+    let widened = Widened {
+        entry,
+        mode,
+        restored: false,
+    };
+    match reopen(&widened.entry, flags & !libc::O_NOFOLLOW)? {
+        Ok(fd) => Ok(Ok((fd, Some(widened)))),
+        Err(code) => {
+            widened.restore()?;
+            Ok(Err(code))
+        }
+    }
+}

@@ -46,7 +46,7 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::process::ExitCode;
 
 use failure::Failure;
-use fs::{last_error, names_in, open_at, os_failure, read_link_at, stat_at};
+use fs::{last_error, names_in, open_as_owner, os_failure, read_link_at, stat_at, Widened};
 use splice::{Sink, Spliced, SPLICE_MIN};
 use tar::{entry, linked_entry, padding, BLOCK};
 
@@ -73,8 +73,9 @@ enum Answer {
 /// Where a workspace-relative path's parent components lead, opened one by one from the root
 /// without following a link.
 enum Parent<'a> {
-    /// The parent directory (`None`: the root itself) and the last component.
-    Found(Option<OwnedFd>, &'a [u8]),
+    /// The parent directory (`None`: the root itself), the last component, and the
+    /// directories on the way whose owner bits were widened to pass (`restore_all` when done).
+    Found(Option<OwnedFd>, &'a [u8], Vec<Widened>),
     /// A parent component could not be opened as a directory: its errno.
     Stopped(i32),
 }
@@ -91,10 +92,14 @@ fn parent_of<'a>(root: &OwnedFd, path: &'a [u8]) -> Result<Parent<'a>, Failure> 
         )));
     }
     let mut parent: Option<OwnedFd> = None;
+    let mut widened = Vec::new();
     for part in &parts[..parts.len() - 1] {
         let directory = parent.as_ref().unwrap_or(root);
-        match open_at(directory, part, libc::O_RDONLY | libc::O_DIRECTORY)? {
-            Ok(fd) => parent = Some(fd),
+        match open_as_owner(directory, part, libc::O_RDONLY | libc::O_DIRECTORY)? {
+            Ok((fd, guard)) => {
+                parent = Some(fd);
+                widened.extend(guard);
+            }
             Err(code @ (libc::ENOENT | libc::ELOOP | libc::ENOTDIR)) => {
                 return Ok(Parent::Stopped(code))
             }
@@ -104,19 +109,33 @@ fn parent_of<'a>(root: &OwnedFd, path: &'a [u8]) -> Result<Parent<'a>, Failure> 
     Ok(Parent::Found(
         parent,
         parts.last().copied().unwrap_or_default(),
+        widened,
     ))
 }
 
+/// Puts back the modes of `widened`, innermost first.
+fn restore_all(widened: Vec<Widened>) -> Result<(), Failure> {
+    for guard in widened.into_iter().rev() {
+        guard.restore()?;
+    }
+    Ok(())
+}
+
 fn answer(root: &OwnedFd, path: &[u8]) -> Result<Answer, Failure> {
-    let (parent, last) = match parent_of(root, path)? {
-        Parent::Found(parent, last) => (parent, last),
+    let (parent, last, mut widened) = match parent_of(root, path)? {
+        Parent::Found(parent, last, widened) => (parent, last, widened),
         Parent::Stopped(libc::ENOENT) => return Ok(Answer::Missing),
         Parent::Stopped(_) => return Ok(Answer::NotRegular),
     };
     let directory = parent.as_ref().unwrap_or(root);
     // O_NONBLOCK: a FIFO opens at once instead of waiting for a writer (and is then refused).
-    let fd = match open_at(directory, last, libc::O_RDONLY | libc::O_NONBLOCK)? {
-        Ok(fd) => fd,
+    let fd = match open_as_owner(directory, last, libc::O_RDONLY | libc::O_NONBLOCK)? {
+        Ok((fd, guard)) => {
+            // Open: every mode widened on the way goes back now.
+            widened.extend(guard);
+            restore_all(widened)?;
+            fd
+        }
         Err(libc::ENOENT) => return Ok(Answer::Missing),
         Err(libc::ELOOP | libc::ENOTDIR | libc::ENXIO) => return Ok(Answer::NotRegular),
         Err(code) => return Err(os_failure(path, code)),
@@ -233,8 +252,13 @@ fn tree_leaf(
                 walk.seen.insert(key, name.to_vec());
             }
             // O_NONBLOCK: a file swapped for a FIFO meanwhile opens at once (and is refused).
-            let fd = match open_at(parent, name_in_parent, libc::O_RDONLY | libc::O_NONBLOCK)? {
-                Ok(fd) => fd,
+            let fd = match open_as_owner(parent, name_in_parent, libc::O_RDONLY | libc::O_NONBLOCK)?
+            {
+                Ok((fd, widened)) => {
+                    // Open: a mode widened to open it goes back at once.
+                    widened.map(Widened::restore).transpose()?;
+                    fd
+                }
                 Err(code) => return Err(os_failure(name, code)),
             };
             let mut descriptor = File::from(fd);
@@ -303,15 +327,18 @@ fn tree_walk(
             Err(code) => return Err(os_failure(&child_name, code)),
         };
         if stat.st_mode & libc::S_IFMT == libc::S_IFDIR {
-            let fd = match open_at(directory, &child, libc::O_RDONLY | libc::O_DIRECTORY)? {
-                Ok(fd) => fd,
-                Err(libc::ENOENT) => continue,
-                Err(code) => return Err(os_failure(&child_name, code)),
-            };
+            let (fd, widened) =
+                match open_as_owner(directory, &child, libc::O_RDONLY | libc::O_DIRECTORY)? {
+                    Ok(opened) => opened,
+                    Err(libc::ENOENT) => continue,
+                    Err(code) => return Err(os_failure(&child_name, code)),
+                };
             let mut shown = child_name.clone();
             shown.push(b'/');
             entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
             tree_walk(out, &fd, &child_name, depth + 1, walk)?;
+            // Walked: a mode widened to look inside goes back now.
+            widened.map(Widened::restore).transpose()?;
         } else {
             tree_leaf(out, directory, &child, &child_name, &stat, walk)?;
         }
@@ -360,8 +387,8 @@ fn tree(
         tree_walk(out, root, b"workspace", 0, &mut walk)?;
         return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
     }
-    let (parent, last) = match parent_of(root, relative)? {
-        Parent::Found(parent, last) => (parent, last),
+    let (parent, last, mut widened) = match parent_of(root, relative)? {
+        Parent::Found(parent, last, widened) => (parent, last, widened),
         // Not there without following a link: a missing tree.
         Parent::Stopped(_) => return Ok(()),
     };
@@ -372,8 +399,11 @@ fn tree(
         Err(code) => return Err(os_failure(relative, code)),
     };
     if stat.st_mode & libc::S_IFMT == libc::S_IFDIR {
-        let fd = match open_at(parent, last, libc::O_RDONLY | libc::O_DIRECTORY)? {
-            Ok(fd) => fd,
+        let fd = match open_as_owner(parent, last, libc::O_RDONLY | libc::O_DIRECTORY)? {
+            Ok((fd, guard)) => {
+                widened.extend(guard);
+                fd
+            }
             Err(libc::ENOENT) => return Ok(()),
             Err(code) => return Err(os_failure(relative, code)),
         };
@@ -384,6 +414,7 @@ fn tree(
     } else {
         tree_leaf(out, parent, last, last, &stat, &mut walk)?;
     }
+    restore_all(widened)?;
     out.write_all(&[0u8; 2 * BLOCK]).map_err(io)
 }
 
@@ -401,16 +432,15 @@ fn widen_pipes() {
     }
 }
 
-fn run() -> Result<(), Failure> {
-    widen_pipes();
-    // stdout as a plain file: std's stdout flushes at every newline, which binary data is full of.
-    // SAFETY: descriptor 1 is this process's stdout, open for its whole life; only this owns it.
-    let stdout = unsafe { File::from_raw_fd(1) };
-    let root = CString::new(ROOT).map_err(|_| Failure::Refused("root".into()))?;
-    // SAFETY: `root` is a NUL-terminated string that outlives the call.
+/// The workspace root, opened from its parent without following a link. A root whose owner took
+/// away its own read or search bits is widened for the run (the guard puts its mode back).
+fn open_root() -> Result<(OwnedFd, Option<Widened>), Failure> {
+    let (parent, name) = ROOT.rsplit_once('/').unwrap_or(("/", ROOT));
+    let parent = CString::new(parent).map_err(|_| Failure::Refused("root".into()))?;
+    // SAFETY: `parent` is a NUL-terminated string that outlives the call.
     let fd = unsafe {
         libc::open(
-            root.as_ptr(),
+            parent.as_ptr(),
             libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC,
         )
     };
@@ -418,7 +448,19 @@ fn run() -> Result<(), Failure> {
         return Err(last_error(ROOT));
     }
     // SAFETY: `open` just returned this descriptor, and nothing else owns it.
-    let root = unsafe { OwnedFd::from_raw_fd(fd) };
+    let parent = unsafe { OwnedFd::from_raw_fd(fd) };
+    match open_as_owner(&parent, name.as_bytes(), libc::O_RDONLY | libc::O_DIRECTORY)? {
+        Ok(opened) => Ok(opened),
+        Err(code) => Err(os_failure(ROOT.as_bytes(), code)),
+    }
+}
+
+fn run() -> Result<(), Failure> {
+    widen_pipes();
+    // stdout as a plain file: std's stdout flushes at every newline, which binary data is full of.
+    // SAFETY: descriptor 1 is this process's stdout, open for its whole life; only this owns it.
+    let stdout = unsafe { File::from_raw_fd(1) };
+    let (root, _root_widened) = open_root()?;
     let mut out = BufWriter::with_capacity(256 * 1024, stdout);
     // stdin as a plain file behind one buffer: an import splices past it when it is empty.
     // SAFETY: descriptor 0 is this process's stdin, open for its whole life; only this owns it.
