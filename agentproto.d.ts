@@ -132,7 +132,8 @@ export type SandboxProviderErrorCode =
   | 'sandbox_foreign'
   | 'sandbox_daemon_gone'
   | 'sandbox_state_invalid'
-  | 'sandbox_sdk_missing';
+  | 'sandbox_sdk_missing'
+  | 'sandbox_port_taken';
 
 /** The provider's refusals and lost sandboxes; `sandboxId` when one is concerned. */
 export declare class SandboxProviderError extends Error {

@@ -8,7 +8,7 @@ import { chmodSync, existsSync, mkdtempSync, readdirSync, statSync, symlinkSync,
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { once } from 'node:events';
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest } from 'node:http';
 import { fileURLToPath } from 'node:url';
 import { after, test } from 'node:test';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -65,7 +65,7 @@ async function eventually(check, what, limitMs = 30_000) {
 
 /**
  * Boots a sandbox in a child controller (fixtures/agentproto-boot-child.mjs, with `extraEnv`),
- * kills the child with SIGKILL once it printed `{ sandboxId, token }`, and returns that.
+ * kills the child with SIGKILL once it printed `{ sandboxId, token, mcpUrl, authHeaders }`, and returns that.
  */
 async function bootInChildThenKill(extraEnv) {
   const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/agentproto-boot-child.mjs', import.meta.url))], {
@@ -190,13 +190,14 @@ test('pause freezes the sandbox on the engine; connect resumes it with the same 
     await assert.rejects(fetch(booted.mcpUrl), 'a paused sandbox serves no endpoint');
     const again = await provider.connect(booted.sandboxId, { provider: 'docker', config: {} }, { env: {}, expose: 'private' });
     assert.equal(again.token, booted.token);
-    assert.notEqual(again.mcpUrl, booted.mcpUrl);
+    assert.equal(again.mcpUrl, booted.mcpUrl, 'a private URL is durable: the same port after a pause');
     assert.equal(inspect('{{.State.Status}}', id), 'running');
     const resumed = await mcpClient(again);
     assert.equal(await call(resumed, 'read_file', { path: 'kept.txt' }), 'still here');
     await resumed.close();
     // Public exposure on connect: no token handed out, the endpoint ungated.
     const open = await provider.connect(booted.sandboxId, spec(), { env: {} });
+    assert.equal(open.mcpUrl, booted.mcpUrl, 'the port stays the sandbox\'s');
     assert.equal(open.token, undefined);
     assert.equal(open.authHeaders, undefined);
     const plain = await mcpClient(open);
@@ -305,12 +306,13 @@ test('connects, pauses and stops of one sandbox apply in call order, leaving one
       provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }),
       provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }),
     ]);
-    const live = await Promise.all([first, second].map((b) => fetch(b.mcpUrl, { method: 'DELETE' }).then(() => b, () => undefined)));
-    assert.equal(live.filter(Boolean).length, 1, 'exactly one endpoint is served');
-    const client = await mcpClient(live.find(Boolean));
+    // One endpoint at a time, on the sandbox's one durable port: the second serve closed the first
+    // and listened on the same port again (two listeners on it could not both exist).
+    assert.deepEqual([first.mcpUrl, second.mcpUrl], [booted.mcpUrl, booted.mcpUrl]);
+    const client = await mcpClient(second);
     await call(client, 'write_file', { path: 'order.txt', content: 'ordered' });
     await client.close();
-    const [, third] = await Promise.all([live.find(Boolean).pause(), provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' })]);
+    const [, third] = await Promise.all([second.pause(), provider.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' })]);
     assert.equal(inspect('{{.State.Status}}', id), 'running', 'the connect after the pause resumed it');
     const again = await mcpClient(third);
     assert.equal(await call(again, 'read_file', { path: 'order.txt' }), 'ordered');
@@ -359,6 +361,7 @@ test('a controller killed with SIGKILL: a new provider connects from the state d
   const again = await fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' });
   try {
     assert.equal(again.token, booted.token);
+    assert.equal(again.mcpUrl, booted.mcpUrl, 'the URL stored after boot works in the new controller');
     const client = await mcpClient(again);
     assert.equal(await call(client, 'read_file', { path: 'from-child.txt' }), 'written before the crash');
     assert.equal(await call(client, 'read_env', { name: 'SECRET' }), 'child-secret');
@@ -368,8 +371,17 @@ test('a controller killed with SIGKILL: a new provider connects from the state d
     // Pause and connect again through the recovered sandbox.
     await again.pause();
     assert.equal(inspect('{{.State.Status}}', processContainer(booted.sandboxId)), 'paused');
+    // Someone else takes the port meanwhile: a typed refusal, and the sandbox stays owned.
+    const squatter = createServer();
+    await new Promise((resolve) => squatter.listen(Number(new URL(booted.mcpUrl).port), '127.0.0.1', resolve));
+    try {
+      await assert.rejects(fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_port_taken' && e.message.includes(new URL(booted.mcpUrl).host));
+    } finally {
+      await new Promise((resolve) => squatter.close(resolve));
+    }
     const third = await fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' });
-    const client3 = await mcpClient(third);
+    assert.equal(third.mcpUrl, booted.mcpUrl);
+    const client3 = await mcpClient({ mcpUrl: booted.mcpUrl, authHeaders: booted.authHeaders });
     assert.equal(await call(client3, 'read_file', { path: 'after.txt' }), 'after the crash');
     await client3.close();
   } finally {

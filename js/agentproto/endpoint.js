@@ -52,9 +52,11 @@ function originAllowed(origin) {
  * Serves the endpoint. `sdk`: `{ StreamableHTTPServerTransport, isInitializeRequest }`.
  * `bridge`: the daemon's `StdioBridge`. `gate`: a token gate or `undefined` (public).
  * `admit(counted)`: resolves a release function once the sandbox can serve (the idle gate).
- * Resolves `{ url, close() }`.
+ * `port`: the loopback port to listen on (the sandbox's recorded one), or `undefined` for any
+ * free port; `portTaken(port)`: the error when another listener holds it.
+ * Resolves `{ url, port, close() }`.
  */
-export async function serveEndpoint({ sdk, bridge, gate, admit }) {
+export async function serveEndpoint({ sdk, bridge, gate, admit, port: wanted, portTaken }) {
   const sessions = new Map();
   let closing = false;
   let allowedHosts = [];
@@ -182,8 +184,8 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
   // connections it can accept; the refused client sees its connection fail.
   const acceptFailed = () => {};
   await new Promise((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.once('error', (error) => reject(error?.code === 'EADDRINUSE' && wanted !== undefined ? portTaken(wanted, error) : error));
+    server.listen(wanted ?? 0, '127.0.0.1', () => {
       server.off('error', reject);
       server.on('error', acceptFailed);
       resolve();
@@ -194,6 +196,7 @@ export async function serveEndpoint({ sdk, bridge, gate, admit }) {
   let closed;
   return Object.freeze({
     url: `http://127.0.0.1:${port}/mcp`,
+    port,
     /** Ends every session and the listener; resolves when the port is released. */
     close() {
       closed ??= (async () => {

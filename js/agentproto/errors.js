@@ -6,7 +6,8 @@ export const SandboxProviderError = shared('SandboxProviderError', () => {
   class SandboxProviderError extends Error {
     /**
      * @param {string} code `sandbox_read_only`, `sandbox_not_found`, `sandbox_foreign`,
-     *   `sandbox_daemon_gone`, `sandbox_state_invalid` or `sandbox_sdk_missing`.
+     *   `sandbox_daemon_gone`, `sandbox_state_invalid`, `sandbox_sdk_missing` or
+     *   `sandbox_port_taken`.
      */
     constructor(code, message, options) {
       super(message, options);

@@ -90,9 +90,9 @@ export function createDockerSandboxProvider(options) {
     const recipe = daemonRecipe(read.daemon, bootOptions.env);
     const sdk = await ready();
     const token = bootOptions.expose === 'private' ? createToken() : undefined;
-    // What the state file says; a later private connect may add a token.
-    const stored = { token, record: undefined };
-    const writeStored = (token = stored.token) =>
+    // What the state file says; a later private connect may add a token, a private endpoint its port.
+    const stored = { token, port: undefined, record: undefined };
+    const writeStored = ({ token = stored.token, port = stored.port } = {}) =>
       writeState(stateDirectory, {
         namespace,
         sandboxId: stored.record.sandboxId,
@@ -100,6 +100,7 @@ export function createDockerSandboxProvider(options) {
         daemon: read.daemon,
         expose: token === undefined ? 'public' : 'private',
         ...(token === undefined ? {} : { token }),
+        ...(port === undefined ? {} : { port }),
         request: read.request,
         record: stored.record,
       });
@@ -147,6 +148,10 @@ export function createDockerSandboxProvider(options) {
         streams,
         control: {
           freeze: async (paused) => settle(await live.owner.freezeSandbox(paused), live.context, errorFromDescriptor),
+          storePort: async (port) => {
+            await writeStored({ port });
+            stored.port = port;
+          },
           destroy: () => sandbox.destroy(),
           forget: async () => {
             served.delete(keyOf(namespace, sandboxId));
@@ -163,7 +168,7 @@ export function createDockerSandboxProvider(options) {
           daemon: read.daemon,
           token: () => stored.token,
           storeToken: async (next) => {
-            await writeStored(next);
+            await writeStored({ token: next });
             stored.token = next;
           },
         }),
@@ -205,12 +210,33 @@ export function createDockerSandboxProvider(options) {
       throw cause;
     }
     const streams = processStreams({ owner: port, context, limits: state.request.policy.streams, stopSandbox: () => owner.stop() });
+    // What the state file says from here; a private connect may add a token, a private endpoint its port.
+    const stored = { token: state.token, port: state.port };
+    const writeStored = ({ token = stored.token, port = stored.port } = {}) => {
+      const { image, daemon, request, record } = state;
+      return writeState(stateDirectory, {
+        namespace,
+        sandboxId,
+        image,
+        daemon,
+        expose: token === undefined ? 'public' : 'private',
+        ...(token === undefined ? {} : { token }),
+        ...(port === undefined ? {} : { port }),
+        request,
+        record,
+      });
+    };
     const entry = new ServedSandbox({
       sandboxId,
       sdk,
       streams,
+      port: state.port,
       control: {
         freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),
+        storePort: async (next) => {
+          await writeStored({ port: next });
+          stored.port = next;
+        },
         destroy: async () => {
           await owner.destroy();
           await port.detach();
@@ -221,17 +247,15 @@ export function createDockerSandboxProvider(options) {
         },
       },
     });
-    let storedToken = state.token;
     return {
       entry,
       image: state.image,
       imageId: state.record.imageDigest,
       daemon: state.daemon,
-      token: () => storedToken,
+      token: () => stored.token,
       storeToken: async (next) => {
-        const { image, daemon, request, record } = state;
-        await writeState(stateDirectory, { namespace, sandboxId, image, daemon, expose: 'private', token: next, request, record });
-        storedToken = next;
+        await writeStored({ token: next });
+        stored.token = next;
       },
     };
   }

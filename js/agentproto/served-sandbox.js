@@ -18,15 +18,19 @@ export class ServedSandbox {
   #daemonGone;
   #bridge;
   #streams;
+  #port;
   #queue = Promise.resolve();
 
   /**
-   * `control`: `{ freeze(paused), destroy(), forget() }`: `freeze` pauses or resumes on the
-   * engine (idempotent; a state error means the process has ended), `forget` removes the state
-   * file and the registry entry. `streams`: the daemon's `{ stdin, stdout, stderr }`.
+   * `control`: `{ freeze(paused), destroy(), forget(), storePort(port) }`: `freeze` pauses or
+   * resumes on the engine (idempotent; a state error means the process has ended), `forget`
+   * removes the state file and the registry entry, `storePort` records the endpoint's port in the
+   * state file. `streams`: the daemon's `{ stdin, stdout, stderr }`. `port`: the port recorded
+   * for this sandbox, if any.
    */
-  constructor({ sandboxId, sdk, control, streams }) {
+  constructor({ sandboxId, sdk, control, streams, port }) {
     this.sandboxId = sandboxId;
+    this.#port = port;
     this.#sdk = sdk;
     this.#control = control;
     this.#streams = streams;
@@ -51,6 +55,14 @@ export class ServedSandbox {
     );
   }
 
+  #portTaken(port, cause) {
+    return new SandboxProviderError(
+      'sandbox_port_taken',
+      `the endpoint of sandbox ${this.sandboxId} cannot listen on 127.0.0.1:${port}, the port its URL was given with: another listener holds it; the sandbox stays owned, with no endpoint (connect again once the port is free, or stop it)`,
+      { sandboxId: this.sandboxId, cause },
+    );
+  }
+
   #stoppedError() {
     return new SandboxProviderError('sandbox_not_found', `sandbox ${this.sandboxId} was stopped`, { sandboxId: this.sandboxId });
   }
@@ -64,7 +76,11 @@ export class ServedSandbox {
 
   /**
    * Resumes the sandbox and serves a fresh endpoint (the previous one closes), with `token`
-   * gating it when given and an idle pause after `idleMs` when given.
+   * gating it when given and an idle pause after `idleMs` when given. The URL is durable once
+   * a private endpoint was served: its port is recorded in the state file before the URL is
+   * handed out, and every later endpoint of this sandbox (after a pause, a connect, a connect
+   * from a new process) listens on it again; a port someone else took meanwhile is
+   * `sandbox_port_taken`. Public endpoints of a sandbox never served privately take any port.
    */
   serve({ token, idleMs }) {
     return this.#serialized(async () => {
@@ -86,8 +102,16 @@ export class ServedSandbox {
           bridge: this.#bridge,
           gate: token === undefined ? undefined : tokenGate(token),
           admit: (counted) => gate.enter(counted),
+          port: this.#port,
+          portTaken: (port, cause) => this.#portTaken(port, cause),
         });
+        if (token !== undefined && endpoint.port !== this.#port) {
+          // Recorded before anyone is handed the URL: a controller that dies now leaves it known.
+          await this.#control.storePort(endpoint.port);
+          this.#port = endpoint.port;
+        }
       } catch (error) {
+        await endpoint?.close();
         await gate.close();
         throw error;
       }

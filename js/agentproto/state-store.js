@@ -1,6 +1,6 @@
 // The provider's state files: one per live sandbox in a caller-owned directory, holding what a
 // new process needs to connect (the recovery record, the request, the image ID, the private
-// token). Written whole (a temporary file renamed over the last one), 0600; read back only if
+// token, the port a private URL was given with). Written whole (a temporary file renamed over the last one), 0600; read back only if
 // it is a regular file of this user that nobody else may read, and exactly the expected shape.
 // Nothing here blocks the JavaScript thread.
 import { constants as fsConstants } from 'node:fs';
@@ -16,7 +16,7 @@ const VERSION = 1;
 const STATE_BYTES_MAX = 1024 * 1024;
 const SANDBOX_ID = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$/;
 const TOKEN = /^[A-Za-z0-9_-]{43,}$/;
-const KEYS = ['format', 'version', 'namespace', 'sandboxId', 'image', 'daemon', 'expose', 'token', 'request', 'record'];
+const KEYS = ['format', 'version', 'namespace', 'sandboxId', 'image', 'daemon', 'expose', 'token', 'port', 'request', 'record'];
 
 /** A sandbox id as a file name: the provider's ids, nothing that could leave the directory. */
 export function checkSandboxId(sandboxId) {
@@ -154,6 +154,9 @@ export async function readState(directory, sandboxId, namespace) {
   if (data.expose === 'private' ? typeof data.token !== 'string' || !TOKEN.test(data.token) : data.token !== undefined) {
     throw invalid(sandboxId, 'has a token that does not match its exposure');
   }
+  if (data.port !== undefined && !(Number.isInteger(data.port) && data.port >= 1 && data.port <= 65_535)) {
+    throw invalid(sandboxId, 'has a port that is no TCP port');
+  }
   let record;
   let request;
   try {
@@ -164,5 +167,5 @@ export async function readState(directory, sandboxId, namespace) {
     throw invalid(sandboxId, `holds an invalid record or request (${issues || cause.message})`, cause);
   }
   if (record.sandboxId !== sandboxId || record.namespace !== namespace) throw invalid(sandboxId, 'holds a record of another sandbox or namespace');
-  return Object.freeze({ sandboxId, namespace, image: data.image, daemon: Object.freeze({ ...daemon }), expose: data.expose, token: data.token, request, record });
+  return Object.freeze({ sandboxId, namespace, image: data.image, daemon: Object.freeze({ ...daemon }), expose: data.expose, token: data.token, port: data.port, request, record });
 }
