@@ -12,10 +12,10 @@ import { dockerSandboxRuntime } from 'native-sandbox/docker';
 import { dockerBackend, leftovers, MiB, NOTHING, request, runOnce, runShell, spawnController, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('runsc');
-// Under gVisor the container's PID limit also counts the runtime's own threads (about 45 here).
-const roomy = (p) => (p.resources.pids = 256);
+const roomy = (p) => (p.resources.pids = 64);
 const gvisorRequest = () => request(roomy);
 const gvisor = dockerBackend(namespace, { runtime: 'runsc' });
+const runc = dockerBackend(namespace);
 const scratch = mkdtempSync(join(tmpdir(), 'native-sandbox-runsc-'));
 
 after(() => {
@@ -124,4 +124,25 @@ test('a controller killed with SIGKILL under gVisor: a fresh one reconciles and 
   assert.equal(result.kind, 'matched');
   await result.owner.destroy();
   assert.deepEqual(leftovers(crashed), NOTHING);
+});
+
+test('pids means the guest\'s tasks on both runtimes: the same recipe forks up to the limit and fails one past it', async () => {
+  const pids = 16;
+  // The init and the shell are two of the guest's tasks: pids - 2 background children fit.
+  const forks = (count) => `i=0; while [ $i -lt ${count} ]; do sleep 30 & i=$((i+1)); done; echo forked ${count}`;
+  for (const [name, backend] of [['runc', runc], ['runsc', gvisor]]) {
+    const limited = (p) => (p.resources.pids = pids);
+    const fits = await runOnce(backend, forks(pids - 2), { edit: limited });
+    assert.deepEqual(fits.exit, { kind: 'exited', code: 0 }, `${name}: ${fits.stderr}`);
+    assert.equal(fits.stdout.trim(), `forked ${pids - 2}`);
+    const past = await runOnce(backend, forks(pids - 1), { edit: limited });
+    assert.deepEqual(past.exit, { kind: 'exited', code: 2 }, `${name}: one past the limit cannot fork`);
+    assert.match(past.stderr, /can't fork/, name);
+  }
+  const sandbox = await gvisor.reserve(request((p) => (p.resources.pids = pids)), { kind: 'in_process' }).start();
+  try {
+    assert.equal(sandbox.effective.resources.pids, pids, 'the guest limit is what gVisor reports as applied');
+  } finally {
+    await sandbox.destroy();
+  }
 });

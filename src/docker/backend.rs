@@ -36,7 +36,7 @@ pub struct DockerBackend {
 
 /// The runtime that gives only network mode `none` here (gVisor's `runsc`, registered with
 /// `--network=none`): a bridge network under it does not work, so `outbound` is refused.
-pub const ISOLATED_ONLY_RUNTIME: &str = "runsc";
+pub const ISOLATED_ONLY_RUNTIME: &str = super::gvisor::RUNTIME;
 
 /// What a Docker backend with `runtime` (the engine's default when `None`) can enforce.
 pub fn support(runtime: Option<&str>) -> SandboxSupport {

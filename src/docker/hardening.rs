@@ -5,6 +5,7 @@ use std::collections::HashMap;
 
 use bollard::models::{HostConfig, HostConfigLogConfig, Mount, MountType, MountVolumeOptions};
 
+use super::gvisor;
 use super::layout::{HOME, TMPDIR, WORKSPACE};
 use crate::lifecycle::error::OwnerError;
 use crate::policy::effective::{EffectiveDiskQuota, SandboxEffectivePolicy};
@@ -19,6 +20,8 @@ const TMPFS_OPTIONS: &str = "rw,nosuid,nodev,mode=0700";
 /// no capabilities, no new privileges, read-only root, an init that reaps zombies, no host
 /// mounts, no published ports, no privileged mode, the requested limits, no extra swap, and the
 /// `none` log driver (the engine would otherwise copy every output byte to the host's disk).
+/// Under gVisor, `pids` is held by gVisor's kernel and the engine's limit covers gVisor's own
+/// tasks (`gvisor.rs`).
 pub fn host_config(policy: &Policy, placement: &Placement<'_>) -> HostConfig {
     let memory = i64::try_from(policy.resources.memory_bytes).unwrap_or(i64::MAX);
     // HOME and TMPDIR belong to the sandbox user: a tmpfs root is root's otherwise.
@@ -27,11 +30,21 @@ pub fn host_config(policy: &Policy, placement: &Placement<'_>) -> HostConfig {
         .split_once(':')
         .unwrap_or((placement.user, placement.user));
     let tmpfs = |size: u64| format!("{TMPFS_OPTIONS},uid={uid},gid={gid},size={size}");
+    let pids = policy.resources.pids;
+    let (pids_limit, ulimits) = if gvisor::is_gvisor(placement.runtime) {
+        (
+            gvisor::engine_pids_limit(pids),
+            Some(vec![gvisor::guest_task_limit(pids)]),
+        )
+    } else {
+        (i64::try_from(pids).unwrap_or(i64::MAX), None)
+    };
     HostConfig {
         nano_cpus: Some((policy.resources.cpus * 1e9).round() as i64),
         memory: Some(memory),
         memory_swap: Some(memory),
-        pids_limit: Some(i64::try_from(policy.resources.pids).unwrap_or(i64::MAX)),
+        pids_limit: Some(pids_limit),
+        ulimits,
         tmpfs: Some(HashMap::from([
             (HOME.to_owned(), tmpfs(policy.temporary_storage.home_bytes)),
             (
@@ -145,7 +158,22 @@ pub fn applied(
     let temp = tmpfs_size(tmpfs.get(TMPDIR));
     let nano = host.nano_cpus.unwrap_or(0);
     let memory = host.memory.unwrap_or(0);
-    let pids = host.pids_limit.unwrap_or(0);
+    // The guest's task limit: the engine's pids limit, or under gVisor the one its kernel holds
+    // (the engine's limit must then be exactly the one asked, gVisor's need included).
+    let pids = if gvisor::is_gvisor(expected.runtime.as_deref()) {
+        match gvisor::read_guest_task_limit(host.ulimits.as_deref()) {
+            Some(pids) if host.pids_limit == expected.pids_limit => pids as i64,
+            _ => {
+                wrong.push("the guest's task limit under gVisor is not the one asked".to_owned());
+                0
+            }
+        }
+    } else {
+        if host.ulimits.as_ref().is_some_and(|u| !u.is_empty()) {
+            wrong.push("resource limits (ulimits) that were not asked".to_owned());
+        }
+        host.pids_limit.unwrap_or(0)
+    };
     if nano <= 0 || memory <= 0 || pids <= 0 || home.is_none() || temp.is_none() {
         wrong.push("a resource limit is missing (cpus, memory, pids or tmpfs size)".to_owned());
     }
@@ -334,5 +362,43 @@ mod tests {
         assert!(read_back(&other_runtime, &expected)
             .unwrap_err()
             .contains("runtime"));
+    }
+
+    #[test]
+    fn under_gvisor_pids_is_the_guest_task_limit_held_by_gvisor() {
+        let gvisor = host_config(
+            &policy("isolated"),
+            &Placement {
+                user: "65532:65532",
+                volume: "v",
+                network: None,
+                runtime: Some("runsc"),
+                seed_volume: false,
+            },
+        );
+        assert_eq!(
+            gvisor.pids_limit,
+            Some(super::gvisor::engine_pids_limit(64))
+        );
+        let effective = applied(&gvisor, Some("65532:65532"), "65532:65532", &gvisor)
+            .expect("what was asked reads back");
+        assert_eq!(effective.resources.pids, 64);
+
+        let mut no_guest_limit = gvisor.clone();
+        no_guest_limit.ulimits = None;
+        assert!(read_back(&no_guest_limit, &gvisor)
+            .unwrap_err()
+            .contains("task limit"));
+        let mut engine_only = gvisor.clone();
+        engine_only.pids_limit = Some(64);
+        assert!(read_back(&engine_only, &gvisor)
+            .unwrap_err()
+            .contains("task limit"));
+        // On runc, a ulimit nobody asked for is refused.
+        let mut runc = asked(None);
+        runc.ulimits = gvisor.ulimits.clone();
+        assert!(read_back(&runc, &asked(None))
+            .unwrap_err()
+            .contains("ulimits"));
     }
 }

@@ -11,6 +11,7 @@ pub mod engine_time;
 pub mod exit_status;
 pub mod frames;
 pub mod freezer;
+pub mod gvisor;
 pub mod hardening;
 pub mod image;
 pub mod keepalive;
