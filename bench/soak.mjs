@@ -1,10 +1,14 @@
-// Soak benchmark (not a test): whole lifecycles, each with one process, many at a time, to show
-// that throughput holds and memory stays flat. Every lifecycle: reserve, start, run `echo` as the
-// process, read its first stdout byte, wait for exit, stop, destroy.
+// Soak benchmark (not a test): whole lifecycles, each with one process, to show that throughput
+// holds and memory stays flat. Every lifecycle: reserve, start, run the process (`echo`, or one
+// writing `_OUTPUT_BYTES` to stdout), read stdout to its end, wait for exit, stop, destroy.
 // Reports lifecycles per second, p50/p99 of start-to-first-byte (reserve to the first stdout
-// byte), and the host's RSS and V8 heap every 100 lifecycles (after a forced GC), plus the
-// native owners still alive at the end.
-// Usage: node --expose-gc bench/soak.mjs   (NATIVE_SANDBOX_SOAK_LIFECYCLES, _CONCURRENCY)
+// byte), and every 100 lifecycles (after a forced GC) the host's RSS, the V8 heap, the native
+// owners alive and the C heap as glibc sees it (bytes in use, held, free: a leak grows the bytes
+// in use, fragmentation only those held).
+// Usage: node --expose-gc bench/soak.mjs [--sequential]
+//   (NATIVE_SANDBOX_SOAK_LIFECYCLES, _CONCURRENCY, _OUTPUT_BYTES, _REPORT_EVERY)
+// --sequential: one lifecycle after another, each process writing 100 KB (the defaults of the
+// concurrent mode are 16 at a time and `echo`).
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -14,9 +18,12 @@ import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { native } from '../js/native.js';
 
 const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
+const SEQUENTIAL = process.argv.includes('--sequential');
 const LIFECYCLES = Number(process.env.NATIVE_SANDBOX_SOAK_LIFECYCLES ?? 1000);
-const CONCURRENCY = Number(process.env.NATIVE_SANDBOX_SOAK_CONCURRENCY ?? 16);
-const REPORT_EVERY = 100;
+const CONCURRENCY = SEQUENTIAL ? 1 : Number(process.env.NATIVE_SANDBOX_SOAK_CONCURRENCY ?? 16);
+const OUTPUT_BYTES = Number(process.env.NATIVE_SANDBOX_SOAK_OUTPUT_BYTES ?? (SEQUENTIAL ? 100 * 1024 : 0));
+const REPORT_EVERY = Number(process.env.NATIVE_SANDBOX_SOAK_REPORT_EVERY ?? 100);
+const SCRIPT = OUTPUT_BYTES > 0 ? `head -c ${OUTPUT_BYTES} /dev/zero` : 'echo soak';
 
 if (typeof globalThis.gc !== 'function') {
   console.error('soak: run with node --expose-gc, so memory is read after a full collection');
@@ -41,15 +48,17 @@ async function lifecycle() {
   const t0 = performance.now();
   const sandbox = await backend.reserve(request, { kind: 'in_process' }).start();
   try {
-    const child = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo soak'], env: {}, cwd: sandbox.workspace });
+    const child = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', SCRIPT], env: {}, cwd: sandbox.workspace });
     const { stdin, stdout, stderr, exit } = await child.start();
     stdin.end();
     stderr.resume();
     let firstByte;
+    let bytes = 0;
     for await (const chunk of stdout) {
       firstByte ??= performance.now() - t0;
-      void chunk;
+      bytes += chunk.length;
     }
+    if (bytes !== Math.max(OUTPUT_BYTES, 5)) throw new Error(`read ${bytes} bytes of stdout`);
     await exit;
     await sandbox.stop();
     return firstByte;
@@ -65,7 +74,13 @@ async function memory() {
     await sleep(20);
   }
   const usage = process.memoryUsage();
-  return { rssMiB: mib(usage.rss), heapMiB: mib(usage.heapUsed), liveOwners: native.liveOwnerCount() };
+  const heap = native.nativeHeap();
+  return {
+    rssMiB: mib(usage.rss),
+    heapMiB: mib(usage.heapUsed),
+    liveOwners: native.liveOwnerCount(),
+    ...(heap ? { cInUseMiB: mib(heap.inUseBytes), cHeldMiB: mib(heap.heldBytes), cFreeMiB: mib(heap.freeBytes) } : {}),
+  };
 }
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
@@ -103,6 +118,8 @@ const afterWarmup = samples.filter((s) => s.lifecycles >= 200);
 const summary = {
   lifecycles: done,
   concurrency: CONCURRENCY,
+  outputBytes: OUTPUT_BYTES,
+  mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null,
   failures,
   seconds: Math.round(seconds * 10) / 10,
   lifecyclesPerSecond: Math.round((done / seconds) * 100) / 100,
@@ -110,6 +127,8 @@ const summary = {
   rssMiB: { first: samples[0].rssMiB, warm: afterWarmup[0]?.rssMiB, last: samples.at(-1).rssMiB },
   rssGrowthAfterWarmupMiB: afterWarmup.length ? mib((samples.at(-1).rssMiB - afterWarmup[0].rssMiB) * 1024 ** 2) : null,
   heapMiB: { first: samples[0].heapMiB, last: samples.at(-1).heapMiB },
+  cInUseMiB: { warm: afterWarmup[0]?.cInUseMiB, last: samples.at(-1).cInUseMiB },
+  cHeldMiB: { warm: afterWarmup[0]?.cHeldMiB, last: samples.at(-1).cHeldMiB },
   liveOwnersAtEnd: native.liveOwnerCount(),
   spillFilesLeft: readdirSync(spill).length,
 };

@@ -4,6 +4,7 @@ mod constants;
 mod docker;
 mod errors;
 mod export_batch;
+mod heap;
 mod host_walk;
 mod js_driver;
 mod js_value;
