@@ -68,6 +68,41 @@ export declare const DOCKER_SANDBOX_GUEST: Readonly<{
  */
 export declare function createDockerSandboxBackend(options: DockerSandboxBackendOptions): SandboxBackend;
 
+/** What `prepareDockerSandboxImage` was given. */
+export interface PrepareDockerSandboxImageOptions {
+  /** A local image: a reference (`node:22`) or an ID. */
+  readonly from: string;
+  /** The lowercase `repository[:tag]` the admissible image gets (`my-agent:1`). */
+  readonly tag: string;
+  /** The engine, as in `createDockerSandboxBackend` (default: as the docker CLI finds it). */
+  readonly engine?: DockerSandboxBackendOptions['engine'];
+}
+
+/** A prepared image: pass `image` (or `id`) as a backend's `image`. */
+export interface PreparedDockerSandboxImage {
+  /** The tag given. */
+  readonly image: string;
+  /** Its image ID (`sha256:…`). */
+  readonly id: string;
+  /**
+   * The source's environment the prepared image does not carry (admission allows only the
+   * guest's `HOME`, `TMPDIR` and `PATH=/usr/local/bin:/usr/bin:/bin`), by name: pass what a
+   * process needs in its recipe's `env` (for example `JAVA_HOME`).
+   */
+  readonly droppedEnv: Readonly<Record<string, string>>;
+}
+
+/**
+ * Makes any local image admissible, through the engine (no docker CLI): a new image with the
+ * source's whole filesystem and exactly the admitted environment (`PATH=/usr/local/bin:/usr/bin:/bin`),
+ * its entrypoint, command, user and working directory left out (every sandbox process sets its
+ * own), labelled with the source's ID. Idempotent: the same source ID gives the same image
+ * without a second build; a source that is admissible already is only tagged. Rejects with
+ * `SandboxValidationError` for bad options, `SandboxStateError` when the engine has no such image,
+ * `SandboxOperationError` (`driver_failure`) when the engine cannot build it.
+ */
+export declare function prepareDockerSandboxImage(options: PrepareDockerSandboxImageOptions): Promise<PreparedDockerSandboxImage>;
+
 /**
  * The OCI runtime the engine applied to `sandbox` (a started sandbox of a Docker backend), as read
  * back after its containers were created: `'runsc'` when gVisor was asked for, else the engine's

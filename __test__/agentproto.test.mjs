@@ -376,6 +376,7 @@ test('a controller killed with SIGKILL: a new provider connects from the state d
     await new Promise((resolve) => squatter.listen(Number(new URL(booted.mcpUrl).port), '127.0.0.1', resolve));
     try {
       await assert.rejects(fresh.connect(booted.sandboxId, spec(), { env: {}, expose: 'private' }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_port_taken' && e.message.includes(new URL(booted.mcpUrl).host));
+      assert.equal(inspect('{{.State.Status}}', processContainer(booted.sandboxId)), 'paused', 'a port it cannot have leaves the sandbox paused');
     } finally {
       await new Promise((resolve) => squatter.close(resolve));
     }

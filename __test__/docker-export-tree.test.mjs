@@ -119,17 +119,17 @@ function modesOf(sandbox, paths) {
 }
 
 test('entries their owner closed (mode 000) are exported as the original exported them, and keep their modes', async () => {
-  const closed = ['secret', 'closed', 'closed/inner', 'closed/inner/f', 'open/o'];
+  const closed = ['secret', 'closed', 'closed/inner', 'closed/inner/f', 'open/o', 'readable', 'searchable'];
   const sandbox = await prepared(
-    'printf s > secret && mkdir -p closed/inner open && printf f > closed/inner/f && printf g > closed/g && printf o > open/o && chmod 000 secret closed/inner/f open/o closed/inner closed',
+    'printf s > secret && mkdir -p closed/inner open readable searchable && printf f > closed/inner/f && printf g > closed/g && printf o > open/o && printf r > readable/r && printf x > searchable/x && chmod 000 secret closed/inner/f open/o closed/inner closed && chmod 400 readable && chmod 100 searchable',
   );
   try {
     const before = modesOf(sandbox, closed);
-    assert.deepEqual(before, closed.map((path) => `0 ${path}`));
+    assert.deepEqual(before, closed.map((path) => `${{ readable: 400, searchable: 100 }[path] ?? 0} ${path}`));
     const { entries } = await collect(sandbox, { kind: 'workspace' });
     assert.deepEqual(entries.map(([path]) => path).sort(), engineListing(sandbox, '/sandbox/workspace').map((name) => name.replace(/^workspace\/?/, '')).filter(Boolean).sort());
     const files = Object.fromEntries(entries.filter((entry) => entry.length > 1).map(([path, text, executable]) => [path, [text, executable]]));
-    assert.deepEqual(files, { secret: ['s', false], 'closed/g': ['g', false], 'closed/inner/f': ['f', false], 'open/o': ['o', false] });
+    assert.deepEqual(files, { secret: ['s', false], 'closed/g': ['g', false], 'closed/inner/f': ['f', false], 'open/o': ['o', false], 'readable/r': ['r', false], 'searchable/x': ['x', false] });
     const subtree = await collect(sandbox, { kind: 'subtree', path: 'closed/inner' });
     assert.deepEqual(subtree.entries, [['closed/inner'], ['closed/inner/f', 'f', false]]);
     const exact = [];
@@ -141,6 +141,28 @@ test('entries their owner closed (mode 000) are exported as the original exporte
     assert.deepEqual(exact, [['closed/inner/f', 'f'], ['secret', 's']]);
     // Nothing was left widened: every mode is as the guest left it.
     assert.deepEqual(modesOf(sandbox, closed), before);
+  } finally {
+    await sandbox.destroy();
+  }
+});
+
+test('an export abandoned inside a closed directory puts its mode back', async () => {
+  const sandbox = await prepared('mkdir closed && i=0; while [ $i -lt 300 ]; do head -c 65536 /dev/zero > closed/f$i; i=$((i+1)); done; chmod 000 closed');
+  try {
+    assert.deepEqual(modesOf(sandbox, ['closed']), ['0 closed']);
+    const whole = await collect(sandbox, { kind: 'workspace' });
+    assert.equal(whole.entries.filter((entry) => entry.length > 1).length, 300, 'the whole closed directory exports');
+    const abandoned = await sandbox
+      .exportTree({ kind: 'workspace' }, async (entry) => {
+        if (entry.path === 'closed/f1') throw new Error('consumer gave up');
+        if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+      })
+      .catch((e) => e);
+    assert.match(String(abandoned?.message), /consumer gave up/);
+    // The helper is told to stop: it puts the mode back before it exits.
+    const state = await stoppedHolder(sandbox);
+    assert.equal(state.running, false);
+    assert.deepEqual(modesOf(sandbox, ['closed']), ['0 closed']);
   } finally {
     await sandbox.destroy();
   }

@@ -3,7 +3,7 @@
 // `live-restore` is switched in /etc/docker/daemon.json and applied by the restart; every change
 // to that file is undone by `restoreEngineConfig()`.
 import { execFileSync, spawnSync } from 'node:child_process';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 
@@ -33,8 +33,8 @@ function writeConfig(liveRestore) {
 
 /** Puts daemon.json back as it was before this module loaded. */
 export function restoreEngineConfig() {
-  if (original === undefined) return;
-  writeFileSync(CONFIG, original);
+  if (original === undefined) rmSync(CONFIG, { force: true });
+  else writeFileSync(CONFIG, original);
 }
 
 /** Whether the engine answers now. */

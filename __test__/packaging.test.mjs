@@ -2,7 +2,7 @@
 // them into empty projects and uses them from there, as a user would: every entry point, and the
 // original packages' names swapped in with no edit.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawnSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync, readdirSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -19,6 +19,17 @@ function run(command, args, cwd) {
   return execFileSync(command, args, { cwd, encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
 }
 
+/** Installs as a consumer does (scripts allowed): npm's warnings, which must say nothing of install scripts. */
+function consumerInstall(args, cwd) {
+  const installed = spawnSync('npm', ['install', '--offline', '--no-audit', '--no-fund', ...args], { cwd, encoding: 'utf8' });
+  assert.equal(installed.status, 0, installed.stderr);
+  assert.doesNotMatch(installed.stderr, /install-scripts|install script/i, 'installing the published packages warns of no install script');
+  return installed.stderr;
+}
+
+/** Scripts npm runs when a package is installed. */
+const INSTALL_SCRIPTS = ['preinstall', 'install', 'postinstall', 'prepare', 'preprepare', 'postprepare'];
+
 before(() => {
   project = mkdtempSync(join(tmpdir(), 'native-sandbox-pack-'));
   run('npm', ['pack', '--silent', '--pack-destination', project], root);
@@ -26,12 +37,21 @@ before(() => {
   const tarballs = readdirSync(project).filter((f) => f.endsWith('.tgz')).sort();
   assert.deepEqual(tarballs, [tarball('native-sandbox'), tarball('native-sandbox-linux-x64-gnu')]);
   writeFileSync(join(project, 'package.json'), JSON.stringify({ name: 'consumer', private: true, type: 'module' }));
-  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts', ...tarballs.map((t) => `./${t}`)], project);
+  consumerInstall(tarballs.map((t) => `./${t}`), project);
 });
 
 after(() => {
   if (project) rmSync(project, { recursive: true, force: true });
   if (aliased) rmSync(aliased, { recursive: true, force: true });
+});
+
+test('no published package has an install-time script', () => {
+  for (const name of ['native-sandbox', 'native-sandbox-linux-x64-gnu']) {
+    const manifest = JSON.parse(readFileSync(join(project, 'node_modules', name, 'package.json'), 'utf8'));
+    assert.deepEqual(Object.keys(manifest.scripts ?? {}).filter((script) => INSTALL_SCRIPTS.includes(script)), [], name);
+  }
+  const companion = JSON.parse(readFileSync(join(root, 'packages', 'docker', 'package.json'), 'utf8'));
+  assert.deepEqual(Object.keys(companion.scripts ?? {}).filter((script) => INSTALL_SCRIPTS.includes(script)), []);
 });
 
 test('the main tarball ships the JS layer and no addon; the platform tarball ships the addon', () => {
@@ -105,7 +125,7 @@ test('the original packages swap in with no edit: both copies behave as one', ()
       },
     }),
   );
-  run('npm', ['install', '--offline', '--no-audit', '--no-fund', '--ignore-scripts'], aliased);
+  consumerInstall([], aliased);
   const companion = run('tar', ['-tzf', join(aliased, tarball('native-sandbox-docker'))], aliased).split('\n').filter(Boolean).sort();
   assert.deepEqual(companion, ['package/LICENSE', 'package/README.md', 'package/index.d.ts', 'package/index.js', 'package/package.json']);
   copyFileSync(join(root, '__test__', 'fixtures', 'alias-consumer', 'flow.mjs'), join(aliased, 'flow.mjs'));

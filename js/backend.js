@@ -38,12 +38,25 @@ function isFreshReservation(reserved, seen) {
 }
 
 /**
+ * `parse(input)`, whose issues about the input as a whole (an empty path) name `argument`; the
+ * paths stay the original's.
+ */
+function asArgument(argument, parse, input) {
+  try {
+    return parse(input);
+  } catch (error) {
+    if (!(error instanceof SandboxValidationError)) throw error;
+    throw new SandboxValidationError(error.issues.map((issue) => (issue.path.length === 0 ? { ...issue, message: `${argument}: ${issue.message}` } : issue)));
+  }
+}
+
+/**
  * What every backend does before its driver is asked anything: parse the request and the
  * recovery policy, and refuse what the declared support cannot enforce.
  */
 export function admitReservation(request, recovery, support) {
-  const parsed = parseSandboxRequest(request);
-  const policy = parseSandboxRecoveryPolicy(recovery);
+  const parsed = asArgument('request (the first argument of reserve)', parseSandboxRequest, request);
+  const policy = asArgument("recovery (the second argument of reserve: { kind: 'in_process' } or { kind: 'persisted', persist })", parseSandboxRecoveryPolicy, recovery);
   settle(native.checkSupported(parsed, support), { owner: undefined, errors: undefined }, errorFromDescriptor);
   return { parsed, policy };
 }

@@ -80,6 +80,12 @@ export function createDockerSandboxBackend(options) {
 }
 
 /** See docker.d.ts. */
+export async function prepareDockerSandboxImage(options) {
+  const prepared = settle(await native.prepareDockerImage(options), { owner: undefined, errors: undefined }, errorFromDescriptor);
+  return deepFreeze(prepared);
+}
+
+/** See docker.d.ts. */
 export function dockerSandboxRuntime(sandbox) {
   const native = nativeTransfersOf(sandbox);
   const runtime = native?.owner.appliedRuntime();

@@ -91,7 +91,7 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       // The stop entered before these streams existed did not read them on.
       slot.stopping();
       await slot.close();
-      throw new SandboxOperationError('cancelled', 'the sandbox stopped while its process was starting');
+      throw new SandboxOperationError('cancelled', 'Process startup settled after its admission was closed.');
     }
     return streams;
   }

@@ -10,6 +10,8 @@ pub enum Anchor {
     Relative,
     /// `/sandbox/workspace` inside the guest.
     Guest,
+    /// `/var/run/docker.sock` on the host (the same grammar as a guest path).
+    Host,
 }
 
 /// Parses a path string; records one issue naming the first problem and returns `None`.
@@ -55,9 +57,13 @@ pub fn check(s: &str, anchor: Anchor) -> Result<(), (IssueCode, String)> {
             }
             s
         }
-        Anchor::Guest => {
+        Anchor::Guest | Anchor::Host => {
             let Some(rest) = s.strip_prefix('/') else {
-                return invalid("must be an absolute guest path (leading /)");
+                return invalid(if anchor == Anchor::Host {
+                    "must be an absolute host path (leading /)"
+                } else {
+                    "must be an absolute guest path (leading /)"
+                });
             };
             if rest.is_empty() {
                 return Ok(());

@@ -143,11 +143,16 @@ pub fn read_link_at(directory: &OwnedFd, name: &[u8]) -> Option<Vec<u8>> {
 }
 
 /// An entry whose owner bits this helper widened to open it (see `open_as_owner`): `restore`
-/// puts its mode back; a guard dropped on an early return puts it back too.
+/// puts its mode back; a guard dropped on an early return puts it back too, and a stop request
+/// (SIGTERM) while it is held puts it back through `restore.rs`.
 pub struct Widened {
-    /// The entry itself (`O_PATH`), so the mode goes back on the very inode that was widened.
-    entry: OwnedFd,
+    /// The entry itself (`O_PATH`), kept open so its link names the very inode widened.
+    _entry: OwnedFd,
+    /// `/proc/self/fd/<entry>`: `fchmod` refuses an `O_PATH` descriptor, `chmod` of its link
+    /// does not (and the signal handler can use it as it is).
+    link: CString,
     mode: libc::mode_t,
+    slot: Option<usize>,
     restored: bool,
 }
 
@@ -155,39 +160,67 @@ impl Widened {
     /// Puts the entry's mode back as it was.
     pub fn restore(mut self) -> Result<(), Failure> {
         self.restored = true;
-        set_mode(&self.entry, self.mode)
+        let done = chmod(&self.link, self.mode);
+        if let Some(slot) = self.slot.take() {
+            crate::restore::unregister(slot);
+        }
+        done
     }
 }
 
 impl Drop for Widened {
     fn drop(&mut self) {
         if !self.restored {
-            let _ = set_mode(&self.entry, self.mode);
+            let _ = chmod(&self.link, self.mode);
+        }
+        if let Some(slot) = self.slot.take() {
+            crate::restore::unregister(slot);
         }
     }
 }
 
-/// Sets the mode of the inode `entry` (an `O_PATH` descriptor, which `fchmod` refuses) through
-/// its `/proc/self/fd` link, which names that very inode whatever its path is now.
-fn set_mode(entry: &OwnedFd, mode: libc::mode_t) -> Result<(), Failure> {
+/// What `fstat` says of the open `fd` (named `name` in errors).
+fn stat_of(fd: &OwnedFd, name: &[u8]) -> Result<libc::stat, Failure> {
     use std::os::fd::AsRawFd;
-    let link = CString::new(format!("/proc/self/fd/{}", entry.as_raw_fd()))
-        .map_err(|_| Failure::Io("a descriptor link holds a NUL byte".into()))?;
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open for the call and `stat` is a valid place to write.
+    if unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } < 0 {
+        return Err(os_failure(
+            name,
+            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
+        ));
+    }
+    Ok(stat)
+}
+
+/// Whether this helper's user owns the entry `stat` describes.
+fn owned_by_us(stat: &libc::stat) -> bool {
+    // SAFETY: `geteuid` has no preconditions and cannot fail.
+    stat.st_uid == unsafe { libc::geteuid() }
+}
+
+/// The `/proc/self/fd` link of `entry`, which names that very inode whatever its path is now.
+fn link_of(entry: &OwnedFd) -> Result<CString, Failure> {
+    use std::os::fd::AsRawFd;
+    CString::new(format!("/proc/self/fd/{}", entry.as_raw_fd()))
+        .map_err(|_| Failure::Io("a descriptor link holds a NUL byte".into()))
+}
+
+/// Sets the mode of the inode `link` names.
+fn chmod(link: &CString, mode: libc::mode_t) -> Result<(), Failure> {
     // SAFETY: `link` is a NUL-terminated string that outlives the call.
     if unsafe { libc::chmod(link.as_ptr(), mode) } < 0 {
-        return Err(last_error(
-            "restoring the mode of an entry its owner had closed",
-        ));
+        return Err(last_error(&format!(
+            "setting mode {mode:o} on an entry its owner had closed"
+        )));
     }
     Ok(())
 }
 
-/// Opens `entry` again with `flags` through its `/proc/self/fd` link: the same inode, whatever
-/// its name points to now.
-fn reopen(entry: &OwnedFd, flags: i32) -> Result<Result<OwnedFd, i32>, Failure> {
-    use std::os::fd::AsRawFd;
-    let link = CString::new(format!("/proc/self/fd/{}", entry.as_raw_fd()))
-        .map_err(|_| Failure::Io("a descriptor link holds a NUL byte".into()))?;
+/// Opens the entry `link` (its `/proc/self/fd` link) names again with `flags`: the same inode,
+/// whatever its name points to now.
+fn reopen(link: &CString, flags: i32) -> Result<Result<OwnedFd, i32>, Failure> {
     // SAFETY: `link` is a NUL-terminated string that outlives the call. The link is a magic
     // link to `entry`'s inode (never a path lookup), so following it opens nothing else.
     let fd = unsafe { libc::open(link.as_ptr(), flags | libc::O_CLOEXEC) };
@@ -214,7 +247,16 @@ pub fn open_as_owner(
     flags: i32,
 ) -> Result<Result<(OwnedFd, Option<Widened>), i32>, Failure> {
     match open_at(directory, name, flags)? {
-        Ok(fd) => return Ok(Ok((fd, None))),
+        Ok(fd) if flags & libc::O_DIRECTORY == 0 => return Ok(Ok((fd, None))),
+        Ok(fd) => {
+            // A directory its owner may read but not search (or the reverse) opens, but nothing
+            // in it could be looked up: it is widened too.
+            let stat = stat_of(&fd, name)?;
+            let both = libc::S_IRUSR | libc::S_IXUSR;
+            if !owned_by_us(&stat) || stat.st_mode & both == both {
+                return Ok(Ok((fd, None)));
+            }
+        }
         Err(libc::EACCES) => {}
         Err(code) => return Ok(Err(code)),
     }
@@ -222,18 +264,8 @@ pub fn open_as_owner(
         Ok(entry) => entry,
         Err(code) => return Ok(Err(code)),
     };
-    use std::os::fd::AsRawFd;
-    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
-    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
-    // SAFETY: `entry` is open for the call and `stat` is a valid place to write.
-    if unsafe { libc::fstat(entry.as_raw_fd(), &mut stat) } < 0 {
-        return Err(os_failure(
-            name,
-            std::io::Error::last_os_error().raw_os_error().unwrap_or(0),
-        ));
-    }
-    // SAFETY: `geteuid` has no preconditions and cannot fail.
-    let owned = stat.st_uid == unsafe { libc::geteuid() };
+    let stat = stat_of(&entry, name)?;
+    let owned = owned_by_us(&stat);
     let widen = match stat.st_mode & libc::S_IFMT {
         libc::S_IFDIR => libc::S_IRUSR | libc::S_IXUSR,
         libc::S_IFREG => libc::S_IRUSR,
@@ -243,13 +275,18 @@ pub fn open_as_owner(
     if !owned || widen == 0 || mode & widen == widen {
         return Ok(Err(libc::EACCES));
     }
-    set_mode(&entry, mode | widen)?;
+    let link = link_of(&entry)?;
+    // Registered before it is widened: a stop request from here on puts the mode back.
+    let slot = crate::restore::register(&link, mode);
     let widened = Widened {
-        entry,
+        _entry: entry,
+        link,
         mode,
+        slot,
         restored: false,
     };
-    match reopen(&widened.entry, flags & !libc::O_NOFOLLOW)? {
+    chmod(&widened.link, mode | widen)?;
+    match reopen(&widened.link, flags & !libc::O_NOFOLLOW)? {
         Ok(fd) => Ok(Ok((fd, Some(widened)))),
         Err(code) => {
             widened.restore()?;

@@ -36,6 +36,7 @@
 mod failure;
 mod fs;
 mod import;
+mod restore;
 mod splice;
 mod tar;
 
@@ -456,6 +457,7 @@ fn open_root() -> Result<(OwnedFd, Option<Widened>), Failure> {
 }
 
 fn run() -> Result<(), Failure> {
+    restore::install();
     widen_pipes();
     // stdout as a plain file: std's stdout flushes at every newline, which binary data is full of.
     // SAFETY: descriptor 1 is this process's stdout, open for its whole life; only this owns it.

@@ -184,9 +184,10 @@ export async function serveEndpoint({ sdk, bridge, gate, admit, port: wanted, po
   // connections it can accept; the refused client sees its connection fail.
   const acceptFailed = () => {};
   await new Promise((resolve, reject) => {
-    server.once('error', (error) => reject(error?.code === 'EADDRINUSE' && wanted !== undefined ? portTaken(wanted, error) : error));
+    const listenFailed = (error) => reject(error?.code === 'EADDRINUSE' && wanted !== undefined ? portTaken(wanted, error) : error);
+    server.once('error', listenFailed);
     server.listen(wanted ?? 0, '127.0.0.1', () => {
-      server.off('error', reject);
+      server.off('error', listenFailed);
       server.on('error', acceptFailed);
       resolve();
     });

@@ -149,8 +149,15 @@ export function createDockerSandboxProvider(options) {
         control: {
           freeze: async (paused) => settle(await live.owner.freezeSandbox(paused), live.context, errorFromDescriptor),
           storePort: async (port) => {
-            await writeStored({ port });
+            // Set first: a record persisted meanwhile writes the port too.
+            const previous = stored.port;
             stored.port = port;
+            try {
+              await writeStored();
+            } catch (error) {
+              stored.port = previous;
+              throw error;
+            }
           },
           destroy: () => sandbox.destroy(),
           forget: async () => {
@@ -234,8 +241,14 @@ export function createDockerSandboxProvider(options) {
       control: {
         freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),
         storePort: async (next) => {
-          await writeStored({ port: next });
+          const previous = stored.port;
           stored.port = next;
+          try {
+            await writeStored();
+          } catch (error) {
+            stored.port = previous;
+            throw error;
+          }
         },
         destroy: async () => {
           await owner.destroy();

@@ -58,7 +58,7 @@ export class ServedSandbox {
   #portTaken(port, cause) {
     return new SandboxProviderError(
       'sandbox_port_taken',
-      `the endpoint of sandbox ${this.sandboxId} cannot listen on 127.0.0.1:${port}, the port its URL was given with: another listener holds it; the sandbox stays owned, with no endpoint (connect again once the port is free, or stop it)`,
+      `the endpoint of sandbox ${this.sandboxId} cannot listen on 127.0.0.1:${port}, the port its URL was given with: another listener holds it; the sandbox stays owned and as it was (paused or not), with no endpoint (connect again once the port is free, or stop it)`,
       { sandboxId: this.sandboxId, cause },
     );
   }
@@ -86,14 +86,9 @@ export class ServedSandbox {
     return this.#serialized(async () => {
       if (this.#stopped) throw this.#stoppedError();
       await this.#closeEndpoint();
-      // Resuming is also the engine's word that the daemon's process still runs.
-      try {
-        await this.#control.freeze(false);
-      } catch (cause) {
-        if (cause instanceof SandboxStateError) throw this.#gone(cause.message);
-        throw cause;
-      }
       if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
+      // The endpoint listens first: a port it cannot have leaves a paused sandbox paused. Then
+      // the sandbox is resumed, which is also the engine's word that the daemon still runs.
       const gate = new IdleGate({ idleMs, freeze: (paused) => this.#control.freeze(paused) });
       let endpoint;
       try {
@@ -110,6 +105,12 @@ export class ServedSandbox {
           await this.#control.storePort(endpoint.port);
           this.#port = endpoint.port;
         }
+        try {
+          await this.#control.freeze(false);
+        } catch (cause) {
+          throw cause instanceof SandboxStateError ? this.#gone(cause.message) : cause;
+        }
+        if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
       } catch (error) {
         await endpoint?.close();
         await gate.close();

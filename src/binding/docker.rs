@@ -11,7 +11,8 @@ use super::js_value::{Captured, JsData};
 use super::owner::{record_of, request_of, NativeOwner, NativeRecoveredOwner};
 use crate::docker::backend::{DockerBackend, Reconciled};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
-use crate::docker::options::parse_docker_options;
+use crate::docker::options::{parse_docker_options, parse_prepare_options};
+use crate::docker::prepare_image::prepare_image;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::Persist;
@@ -27,6 +28,33 @@ pub fn parse_docker_options_js(options: Captured) -> JsData {
         Ok(_) => ok(Value::Null),
         Err(issues) => failed(&OwnerError::Validation(issues)),
     })
+}
+
+/// `prepareDockerSandboxImage({ from, tag, engine? })`: resolves `{ image, id, droppedEnv }`
+/// (see `src/docker/prepare_image.rs`), or a failure descriptor.
+#[napi(js_name = "prepareDockerImage")]
+pub async fn prepare_docker_image(options: Captured) -> JsData {
+    let result = async {
+        let options = parse_prepare_options(&options.0).map_err(OwnerError::Validation)?;
+        let connected = crate::docker::engine::connect(&options.engine)?;
+        prepare_image(&connected.docker, &options.from, &options.tag).await
+    }
+    .await;
+    JsData(super::errors::outcome(result.map(|prepared| {
+        Value::object([
+            ("image", Value::string(prepared.image)),
+            ("id", Value::string(prepared.id)),
+            (
+                "droppedEnv",
+                Value::object(
+                    prepared
+                        .dropped_env
+                        .into_iter()
+                        .map(|(name, value)| (name, Value::string(value))),
+                ),
+            ),
+        ])
+    })))
 }
 
 #[napi(js_name = "dockerGuestLayout")]

@@ -30,15 +30,17 @@ pub fn trim_native_heap() -> bool {
 
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn heap() -> Option<NativeHeap> {
-    // SAFETY: mallinfo2 takes no arguments and only reads the allocator's own statistics.
-    let info = unsafe { libc::mallinfo2() };
-    let arena = info.arena as f64;
-    let mapped = info.hblkhd as f64;
-    let in_use = info.uordblks as f64 + mapped;
+    // `mallinfo`, not `mallinfo2`: the latter needs glibc 2.33, above the addon's 2.28 floor.
+    // Its counters are C ints, enough for a diagnostic of a heap under 2 GiB; read as unsigned.
+    // SAFETY: mallinfo takes no arguments and only reads the allocator's own statistics.
+    #[allow(deprecated)]
+    let info = unsafe { libc::mallinfo() };
+    let bytes = |count: libc::c_int| f64::from(count as u32);
+    let mapped = bytes(info.hblkhd);
     Some(NativeHeap {
-        in_use_bytes: in_use,
-        held_bytes: arena + mapped,
-        free_bytes: info.fordblks as f64,
+        in_use_bytes: bytes(info.uordblks) + mapped,
+        held_bytes: bytes(info.arena) + mapped,
+        free_bytes: bytes(info.fordblks),
     })
 }
 

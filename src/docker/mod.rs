@@ -20,6 +20,7 @@ pub mod objects;
 pub mod oom_events;
 pub mod options;
 pub mod output_end;
+pub mod prepare_image;
 pub mod reservation;
 pub mod seed;
 pub mod tls;

@@ -42,25 +42,15 @@ pub fn parse_docker_options(input: &Value) -> Result<DockerOptions, Vec<Issue>> 
 
 fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
     let mut f = object(value, &[], issues)?;
-    let image = f.required("image", issues).and_then(|v| {
-        let at = f.at("image");
-        let s = string(v, &at, 512, issues)?;
-        if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            issues.add(
-                IssueCode::InvalidValue,
-                &at,
-                "must be a non-empty image reference or ID without whitespace",
-            );
-            return None;
-        }
-        Some(s)
-    });
+    let image = f
+        .required("image", issues)
+        .and_then(|v| image_reference(v, &f.at("image"), issues));
     let namespace = f
         .required("namespace", issues)
         .and_then(|v| identifier(v, &f.at("namespace"), issues));
     let spill_directory = f
         .required("spillDirectory", issues)
-        .and_then(|v| paths::path(v, &f.at("spillDirectory"), Anchor::Guest, issues));
+        .and_then(|v| paths::path(v, &f.at("spillDirectory"), Anchor::Host, issues));
     let engine = match f.optional("engine") {
         None => Some(Engine::Default),
         Some(v) => engine(v, &f.at("engine"), issues),
@@ -84,6 +74,64 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
     })
 }
 
+/// A non-empty image reference or ID without whitespace.
+fn image_reference(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<String> {
+    let s = string(value, at, 512, issues)?;
+    if s.is_empty() || s.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        issues.add(
+            IssueCode::InvalidValue,
+            at,
+            "must be a non-empty image reference or ID without whitespace",
+        );
+        return None;
+    }
+    Some(s)
+}
+
+/// `prepareDockerSandboxImage`'s options: the source image, the tag to give the result, the
+/// engine.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrepareOptions {
+    pub from: String,
+    pub tag: String,
+    pub engine: Engine,
+}
+
+pub fn parse_prepare_options(input: &Value) -> Result<PrepareOptions, Vec<Issue>> {
+    let mut issues = Issues::new();
+    let options = (|| {
+        let mut f = object(input, &[], &mut issues)?;
+        let from = f
+            .required("from", &mut issues)
+            .and_then(|v| image_reference(v, &f.at("from"), &mut issues));
+        let tag = f.required("tag", &mut issues).and_then(|v| {
+            let at = f.at("tag");
+            let tag = image_reference(v, &at, &mut issues)?;
+            let repository = tag.split(':').next().unwrap_or_default();
+            if tag.starts_with("sha256:") || repository.chars().any(|c| c.is_ascii_uppercase()) {
+                issues.add(
+                    IssueCode::InvalidValue,
+                    &at,
+                    "must be a lowercase repository[:tag] to give the prepared image (not an image ID)",
+                );
+                return None;
+            }
+            Some(tag)
+        });
+        let engine = match f.optional("engine") {
+            None => Some(Engine::Default),
+            Some(v) => engine(v, &f.at("engine"), &mut issues),
+        };
+        f.finish(&mut issues);
+        Some(PrepareOptions {
+            from: from?,
+            tag: tag?,
+            engine: engine?,
+        })
+    })();
+    issues.finish(options)
+}
+
 fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
     let mut f = object(value, at, issues)?;
     let socket = f.optional("socketPath");
@@ -98,7 +146,7 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
                     "TLS applies to engine.url, not to a unix socket",
                 );
             }
-            paths::path(socket, &f.at("socketPath"), Anchor::Guest, issues)
+            paths::path(socket, &f.at("socketPath"), Anchor::Host, issues)
                 .filter(|_| tls.is_none())
                 .map(Engine::Socket)
         }

@@ -44,6 +44,9 @@ impl Value {
             Value::Object(_) => "object".into(),
             Value::Function => "function".into(),
             Value::Symbol => "symbol".into(),
+            Value::Foreign(class) if class.is_empty() => {
+                "an object of an unnamed class (process.env is one)".into()
+            }
             Value::Foreign(class) => format!("{class} instance"),
             Value::Refused(refusal) => refusal.message.clone(),
         }

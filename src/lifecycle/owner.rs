@@ -760,7 +760,7 @@ impl SandboxOwner {
             .take()
         else {
             return Err(OwnerError::cancelled(
-                "the sandbox stopped while its process was starting",
+                "Process startup settled after its admission was closed.",
             ));
         };
         // The streams' violation stops the owner without keeping it alive: the owner holds the
@@ -788,7 +788,7 @@ impl SandboxOwner {
             // The stop entered before these streams were recorded does not know them.
             io.stop_unclaimed();
             return Err(OwnerError::cancelled(
-                "the sandbox stopped while its process was starting",
+                "Process startup settled after its admission was closed.",
             ));
         }
         Ok(io)

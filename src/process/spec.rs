@@ -84,7 +84,11 @@ fn args(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Vec<String>> {
 
 fn env(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Vec<(String, String)>> {
     let Value::Object(entries) = value else {
-        issues.mismatch(at, "expected a plain object of strings", value);
+        issues.mismatch(
+            at,
+            "expected a plain object of strings (an object literal or a copy such as { ...process.env }: a Map, a class instance or an exotic object is not read)",
+            value,
+        );
         return None;
     };
     if entries.len() > PROCESS_ENV_ENTRIES_MAX {

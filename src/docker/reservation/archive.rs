@@ -47,7 +47,8 @@ impl DockerReservation {
         relative: String,
     ) -> Result<Option<ArchiveDownload>, OwnerError> {
         // The export helper walks the tree in the holder several times faster than the
-        // engine's archive endpoint; a holder that cannot run it is asked through the engine.
+        // engine's archive endpoint; only a holder without the helper (one made by an earlier
+        // version) is asked through the engine.
         if let Some(answer) = self.run_open_export_tree(relative.clone()).await? {
             return Ok(answer);
         }

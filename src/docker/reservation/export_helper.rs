@@ -72,7 +72,7 @@ impl DockerReservation {
     }
 
     /// Runs the helper with `requests` (see `helper/src/main.rs`), or `None` when this holder
-    /// cannot run it.
+    /// has no helper.
     async fn run_helper(&self, paths: Vec<String>) -> Result<Option<ArchiveDownload>, OwnerError> {
         let Some(run) = self.start_helper().await? else {
             return Ok(None);

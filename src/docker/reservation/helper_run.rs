@@ -21,10 +21,12 @@ use crate::lifecycle::error::OwnerError;
 /// How long the helper may take to exit once its streams ended, and how long killing an
 /// abandoned helper may take, before the transfer gives up on it.
 pub(super) const EXIT_WAIT: Duration = Duration::from_secs(10);
-/// How long a transfer waits for the previous run to release the holder: at most three waits
-/// of `EXIT_WAIT` (an export's request writer, then the helper's output and exit, then its
-/// kill; an import's relay waits two), with room to spare.
-const PERMIT_WAIT: Duration = Duration::from_secs(4 * EXIT_WAIT.as_secs());
+/// How long a transfer waits for the previous run to release the holder: at most four waits of
+/// `EXIT_WAIT` and one `STOP_GRACE` (an export's request writer, then the helper's output and
+/// exit, then its kill's two signals; an import's relay waits less), with room to spare.
+const PERMIT_WAIT: Duration = Duration::from_secs(5 * EXIT_WAIT.as_secs());
+/// How long a helper told to stop (SIGTERM) may take to put its modes back and exit.
+const STOP_GRACE: Duration = Duration::from_secs(2);
 /// The helper's stderr kept for the error message when it fails.
 pub(super) const STDERR_BYTES: usize = 4 * 1_024;
 
@@ -174,12 +176,25 @@ pub(super) async fn exit_of_finished(
     }
 }
 
-/// Stops an abandoned helper, within `EXIT_WAIT` (a holder already gone or stopped is fine).
+/// Stops an abandoned helper: SIGTERM, then SIGKILL when it still runs `STOP_GRACE` later; each
+/// engine call bounded by `EXIT_WAIT` (a holder already gone or stopped is fine).
 pub(super) async fn kill(docker: &Docker, holder: &str) {
-    let options = KillContainerOptionsBuilder::default()
-        .signal("SIGKILL")
-        .build();
-    let _ = tokio::time::timeout(EXIT_WAIT, docker.kill_container(holder, Some(options))).await;
+    // SIGTERM first: the helper puts back the modes it widened to read entries their owner had
+    // closed, then exits (`helper/src/restore.rs`); SIGKILL once `STOP_GRACE` is over.
+    let signal = |name: &str| KillContainerOptionsBuilder::default().signal(name).build();
+    let asked = tokio::time::timeout(
+        EXIT_WAIT,
+        docker.kill_container(holder, Some(signal("SIGTERM"))),
+    )
+    .await;
+    if matches!(asked, Ok(Ok(()))) && stopped_within(docker, holder, STOP_GRACE).await {
+        return;
+    }
+    let _ = tokio::time::timeout(
+        EXIT_WAIT,
+        docker.kill_container(holder, Some(signal("SIGKILL"))),
+    )
+    .await;
 }
 
 /// Keeps at most `STDERR_BYTES` of the helper's stderr.
