@@ -53,7 +53,7 @@ export type ValidationIssueCode =
   | 'invalid_path'
   | 'duplicate'
   | 'unsupported_format'
-  /** A key an agentproto spec does not have (`native-sandbox/agentproto`; zod's name for it). */
+  /** A key an agentproto spec does not have (`native-sandbox/agentproto`, zod's name for it). */
   | 'unrecognized_keys';
 
 /** One problem found in an input. `path` names the offending field (empty for the input itself). */
