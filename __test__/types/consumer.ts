@@ -133,7 +133,8 @@ void remote;
 // The conformance suite and the Docker runtime read-back, as a backend author would use them.
 import { runSandboxConformance } from 'native-sandbox/conformance';
 import type { SandboxConformanceOptions } from 'native-sandbox/conformance';
-import { createDockerSandboxBackend, dockerSandboxRuntime } from 'native-sandbox/docker';
+import { createDockerSandboxBackend, dockerSandboxRuntime, prepareDockerSandboxImage } from 'native-sandbox/docker';
+import type { PreparedDockerSandboxImage } from 'native-sandbox/docker';
 export const conformance: SandboxConformanceOptions = {
   name: 'typed',
   createBackend: () => createDockerSandboxBackend({ image: 'x', namespace: 'n', spillDirectory: '/tmp' }),
@@ -142,6 +143,12 @@ export const conformance: SandboxConformanceOptions = {
 };
 export const registerConformance: (options: SandboxConformanceOptions) => void = runSandboxConformance;
 export const runtimeOf: (sandbox: Sandbox) => string = dockerSandboxRuntime;
+// Any local image made admissible, what it dropped passed back in a process recipe.
+export async function preparedRecipe(): Promise<{ image: string; env: Record<string, string> }> {
+  const prepared: PreparedDockerSandboxImage = await prepareDockerSandboxImage({ from: 'node:22', tag: 'my-agent:1' });
+  const javaHome: string | undefined = prepared.droppedEnv.JAVA_HOME;
+  return { image: prepared.id, env: javaHome === undefined ? {} : { JAVA_HOME: javaHome } };
+}
 
 // native-sandbox/agentproto: the provider contract as a host writes against it.
 import {
