@@ -140,9 +140,11 @@ test('a context that cannot be used fails naming the context and why, never anot
     away: `unix://${missing}`,
     remote: 'ssh://user@engine.example',
   });
+  // A socket not there yet fails the start (the backend is created), naming the context.
   const away = await failure('context-missing-socket', { DOCKER_CONFIG: config });
-  assert.match(away.message, /Docker context "away" \(currentContext in .*config\.json\)/);
-  assert.ok(away.message.includes(missing), away.message);
+  const awayText = away.cause?.message ?? away.message;
+  assert.match(awayText, /Docker context "away" \(currentContext in .*config\.json\)/);
+  assert.ok(awayText.includes(missing), awayText);
 
   const ssh = await failure('context-ssh', { DOCKER_CONFIG: config, DOCKER_CONTEXT: 'remote' });
   assert.match(ssh.message, /Docker context "remote" \(DOCKER_CONTEXT\) names ssh:\/\/user@engine\.example/);

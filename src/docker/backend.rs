@@ -134,12 +134,9 @@ impl DockerBackend {
         };
         let settings = self.settings(&pinned);
         let reservation: Arc<dyn DriverReservation> = match (&self.image, now) {
-            (ImageSource::Resolving(resolution), None) => PendingReservation::new(
-                resolution.clone(),
-                settings,
-                request.clone(),
-                record.clone(),
-            ),
+            (ImageSource::Resolving(resolver), None) => {
+                PendingReservation::new(resolver.clone(), settings, request.clone(), record.clone())
+            }
             _ => DockerReservation::new(settings, request.clone(), record.clone()),
         };
         (sandbox_id, record, reservation)

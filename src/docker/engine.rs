@@ -40,6 +40,19 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
     let unreachable =
         |e: String| OwnerError::driver(format!("cannot reach the Docker engine ({origin}): {e}"));
     let connected = match endpoint {
+        // A socket that does not exist yet (the engine not up) is dialed at each request.
+        Endpoint::Unix(path) if super::later_socket::missing(&path) => {
+            super::later_socket::connect_later(
+                path.clone(),
+                origin.clone(),
+                REQUEST_TIMEOUT.as_secs(),
+            )
+            .map(|docker| Connected {
+                docker,
+                dialer: Dialer::Unix(path.into()),
+            })
+            .map_err(|e| e.to_string())
+        }
         Endpoint::Unix(path) => Docker::connect_with_unix(
             &path,
             REQUEST_TIMEOUT.as_secs(),

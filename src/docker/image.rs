@@ -1,6 +1,8 @@
-//! The backend's image: an ID is pinned at once; a reference is resolved once, in the
-//! background, to the immutable ID every sandbox of the backend then runs and records.
+//! The backend's image: an ID is pinned at once; a reference is resolved in the background to
+//! the immutable ID every sandbox of the backend then runs and records. A resolution that
+//! failed (the engine not up yet, the image not there yet) is asked again by the next start.
 
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use bollard::Docker;
@@ -53,45 +55,83 @@ impl Pinned {
 }
 
 /// One resolution, shared by every sandbox that waits for it.
-pub type Resolution = Shared<BoxFuture<'static, Result<Pinned, OwnerError>>>;
+type Resolution = Shared<BoxFuture<'static, Result<Pinned, OwnerError>>>;
 
-#[derive(Clone)]
-pub enum ImageSource {
-    Pinned(Pinned),
-    Resolving(Resolution),
+/// A reference's resolutions: the current one, and what starts the next when it failed.
+pub struct Resolver {
+    docker: Docker,
+    options: DockerOptions,
+    current: Mutex<Resolution>,
 }
 
-impl ImageSource {
-    /// An ID needs no engine call. A reference starts resolving now, as its own task (so it
-    /// needs a tokio runtime context), bounded by `RESOLVE_TIMEOUT`.
-    pub fn new(docker: &Docker, options: &DockerOptions) -> Self {
-        if is_sha256_digest(&options.image) {
-            return Self::Pinned(Pinned::new(options.image.clone(), options));
-        }
+impl Resolver {
+    /// Starts resolving now, as its own task (so it needs a tokio runtime context), bounded by
+    /// `RESOLVE_TIMEOUT`.
+    fn start(docker: &Docker, options: &DockerOptions) -> Resolution {
         let docker = docker.clone();
         let options = options.clone();
         let task = tokio::spawn(async move {
             let id = resolve(&docker, &options.image).await?;
             Ok(Pinned::new(id, &options))
         });
-        Self::Resolving(
-            async move {
-                task.await.unwrap_or_else(|e| {
-                    Err(OwnerError::driver(format!(
-                        "resolving the image ended abnormally: {e}"
-                    )))
-                })
+        async move {
+            task.await.unwrap_or_else(|e| {
+                Err(OwnerError::driver(format!(
+                    "resolving the image ended abnormally: {e}"
+                )))
+            })
+        }
+        .boxed()
+        .shared()
+    }
+
+    fn current(&self) -> std::sync::MutexGuard<'_, Resolution> {
+        self.current.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The pinned image, if known now.
+    pub fn now(&self) -> Option<Pinned> {
+        self.current().peek().and_then(|r| r.clone().ok())
+    }
+
+    /// The pinned image, waiting for the resolution; one that failed is started again first
+    /// (every start waiting at that moment shares the new one).
+    pub async fn pinned(&self) -> Result<Pinned, OwnerError> {
+        let resolution = {
+            let mut current = self.current();
+            if matches!(current.peek(), Some(Err(_))) {
+                *current = Self::start(&self.docker, &self.options);
             }
-            .boxed()
-            .shared(),
-        )
+            current.clone()
+        };
+        resolution.await
+    }
+}
+
+#[derive(Clone)]
+pub enum ImageSource {
+    Pinned(Pinned),
+    Resolving(Arc<Resolver>),
+}
+
+impl ImageSource {
+    /// An ID needs no engine call. A reference starts resolving now (see `Resolver::start`).
+    pub fn new(docker: &Docker, options: &DockerOptions) -> Self {
+        if is_sha256_digest(&options.image) {
+            return Self::Pinned(Pinned::new(options.image.clone(), options));
+        }
+        Self::Resolving(Arc::new(Resolver {
+            docker: docker.clone(),
+            options: options.clone(),
+            current: Mutex::new(Resolver::start(docker, options)),
+        }))
     }
 
     /// The pinned image, if known now.
     pub fn now(&self) -> Option<Pinned> {
         match self {
             Self::Pinned(pinned) => Some(pinned.clone()),
-            Self::Resolving(resolution) => resolution.peek().and_then(|r| r.clone().ok()),
+            Self::Resolving(resolver) => resolver.now(),
         }
     }
 
@@ -99,7 +139,7 @@ impl ImageSource {
     pub async fn pinned(&self) -> Result<Pinned, OwnerError> {
         match self {
             Self::Pinned(pinned) => Ok(pinned.clone()),
-            Self::Resolving(resolution) => resolution.clone().await,
+            Self::Resolving(resolver) => resolver.pinned().await,
         }
     }
 }

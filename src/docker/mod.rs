@@ -15,6 +15,7 @@ pub mod gvisor;
 pub mod hardening;
 pub mod image;
 pub mod keepalive;
+pub mod later_socket;
 pub mod layout;
 pub mod objects;
 pub mod oom_events;

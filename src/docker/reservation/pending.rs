@@ -7,7 +7,7 @@ use std::sync::{Arc, OnceLock};
 use futures::future::{BoxFuture, FutureExt};
 
 use super::{DockerReservation, Settings};
-use crate::docker::image::Resolution;
+use crate::docker::image::Resolver;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
     ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
@@ -19,7 +19,7 @@ use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::SandboxRecoveryRecord;
 
 pub struct PendingReservation {
-    image: Resolution,
+    image: Arc<Resolver>,
     /// Everything but the image and configuration digests, which the resolution supplies.
     settings: Settings,
     request: SandboxRequest,
@@ -29,7 +29,7 @@ pub struct PendingReservation {
 
 impl PendingReservation {
     pub fn new(
-        image: Resolution,
+        image: Arc<Resolver>,
         settings: Settings,
         request: SandboxRequest,
         provisional: SandboxRecoveryRecord,
@@ -58,7 +58,7 @@ impl DriverReservation for PendingReservation {
     ) -> BoxFuture<'static, Result<Option<SandboxRecoveryRecord>, OwnerError>> {
         async move {
             let pinned = tokio::select! {
-                pinned = self.image.clone() => pinned?,
+                pinned = self.image.pinned() => pinned?,
                 reason = cancel.cancelled() => return Err(reason),
             };
             let mut record = self.provisional.clone();
