@@ -91,18 +91,27 @@ export interface BootedSandbox {
   stop(): Promise<void>;
   /** Closes the endpoint and freezes the sandbox on the engine; `connect` resumes it. */
   pause(): Promise<void>;
+  /**
+   * The daemon's last stderr output (at most 8 KiB, as text) since this controller attached to
+   * it: its diagnostics, never mixed into MCP traffic.
+   */
+  daemonStderr(): string;
 }
 
 export interface SandboxProvider {
   /**
    * Checks `spec` and `opts` (before any engine call), starts a sandbox, runs the daemon and
-   * serves it. A failure after the sandbox exists destroys it and removes its state file first.
+   * serves it once the daemon answered an MCP `ping` through the bridge (within the startup
+   * deadline): a daemon that exits or stays silent fails the boot with `sandbox_daemon_gone`,
+   * its last stderr in the message. A failure after the sandbox exists destroys it and removes
+   * its state file first.
    */
   boot(spec: SandboxSpec, opts: SandboxBootOpts): Promise<BootedSandbox>;
   /**
    * A live sandbox of this namespace, from this process or (through `stateDirectory`) a new one:
    * ownership proven by reconciliation, a paused sandbox resumed, the daemon's stdio attached
-   * again, a fresh endpoint served (a private one with the stored token). An unknown id is
+   * again, a fresh endpoint served (a private one with the stored token) once the daemon
+   * answered an MCP `ping`. An unknown id is
    * `sandbox_not_found`, another namespace's `sandbox_foreign`, a sandbox whose daemon is gone
    * `sandbox_daemon_gone` (the sandbox stays owned and its state file kept).
    */

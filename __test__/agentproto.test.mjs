@@ -22,7 +22,11 @@ import { described } from './helpers.mjs';
 const IMAGE = process.env.NATIVE_SANDBOX_NODE_GUEST_IMAGE ?? 'native-sandbox/node-agent:1';
 const execFileAsync = promisify(execFile);
 /** A daemon that exits at its first input: it outlives the boot, then goes when asked anything. */
-const QUITTER = { executable: '/usr/local/bin/node', args: ['-e', "process.stdin.once('data', () => process.exit(0))"] };
+// Answers the first message (the provider's readiness ping), exits at the next.
+const QUITTER = {
+  executable: '/usr/local/bin/node',
+  args: ['-e', "let n = 0; process.stdin.on('data', (d) => { if (n++ > 0) process.exit(0); const m = JSON.parse(String(d).split('\\n')[0]); process.stdout.write(JSON.stringify({ jsonrpc: '2.0', id: m.id, result: {} }) + '\\n'); });"],
+};
 const namespace = uniqueNamespace('agentproto');
 const otherNamespace = uniqueNamespace('agentproto-other');
 const stateDirectory = mkdtempSync(join(tmpdir(), 'native-sandbox-agentproto-'));
@@ -483,6 +487,31 @@ test('per-command caps are accepted with a warning', async () => {
     assert.match(warnings[0].message, /timeout_ms.*cpu_ms/);
   } finally {
     process.off('warning', onWarning);
+    await booted.stop();
+  }
+});
+
+test('boot resolves only once the daemon answered MCP: one that exits fails the boot with its stderr, and nothing is left', async () => {
+  const failing = spec((s) => ({ ...s, config: { ...s.config, daemon: { executable: '/usr/local/bin/node', args: ['-e', "console.error('config error: API_KEY is not set'); process.exit(3)"] } } }));
+  const error = await provider.boot(failing, { env: {} }).catch((e) => e);
+  assert.ok(error instanceof SandboxProviderError, String(error));
+  assert.equal(error.code, 'sandbox_daemon_gone');
+  assert.match(error.message, /did not become ready/);
+  assert.match(error.message, /its last stderr: config error: API_KEY is not set/);
+  assert.deepEqual(leftovers(namespace), NOTHING);
+  assert.deepEqual(stateFiles(), []);
+});
+
+test("a running daemon's stderr is readable by the host, never mixed into MCP traffic", async () => {
+  const talker = spec((s) => ({ ...s, config: { ...s.config, daemon: { ...daemon, args: ['-e', "console.error('daemon says hello'); import('/opt/mcp/server.mjs')"] } } }));
+  const booted = await provider.boot(talker, { env: {} });
+  try {
+    await eventually(() => booted.daemonStderr().includes('daemon says hello'), 'the stderr line');
+    const client = await mcpClient(booted);
+    await call(client, 'write_file', { path: 'x.txt', content: 'fine' });
+    assert.equal(await call(client, 'read_file', { path: 'x.txt' }), 'fine');
+    await client.close();
+  } finally {
     await booted.stop();
   }
 });

@@ -146,6 +146,7 @@ export function createDockerSandboxProvider(options) {
         sandboxId,
         sdk,
         streams,
+        readyMs: read.request.policy.deadlines.startupMs,
         control: {
           freeze: async (paused) => settle(await live.owner.freezeSandbox(paused), live.context, errorFromDescriptor),
           storePort: async (port) => {
@@ -180,7 +181,7 @@ export function createDockerSandboxProvider(options) {
           },
         }),
       );
-      return await entry.serve({ token, idleMs: bootOptions.keepAlive ? undefined : read.idleMs });
+      return await entry.serve({ token, idleMs: bootOptions.keepAlive ? undefined : read.idleMs, booting: true });
     } catch (error) {
       served.delete(keyOf(namespace, sandboxId));
       return cleanUp(error);
@@ -238,6 +239,7 @@ export function createDockerSandboxProvider(options) {
       sdk,
       streams,
       port: state.port,
+      readyMs: state.request.policy.deadlines.startupMs,
       control: {
         freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),
         storePort: async (next) => {

@@ -9,6 +9,11 @@ import { serveEndpoint } from './endpoint.js';
 import { StdioBridge } from './stdio-bridge.js';
 import { SandboxProviderError } from './errors.js';
 
+/** The daemon's stderr kept, at most. */
+const STDERR_BYTES = 8 * 1024;
+/** How long a failed readiness waits for the daemon's last stderr to arrive. */
+const STDERR_SETTLE_MS = 200;
+
 export class ServedSandbox {
   #sdk;
   #control;
@@ -19,6 +24,10 @@ export class ServedSandbox {
   #bridge;
   #streams;
   #port;
+  #readyMs;
+  /** The daemon's last stderr bytes (a bounded ring: its diagnostics, never MCP traffic). */
+  #stderr = [];
+  #stderrBytes = 0;
   #queue = Promise.resolve();
 
   /**
@@ -28,14 +37,16 @@ export class ServedSandbox {
    * state file. `streams`: the daemon's `{ stdin, stdout, stderr }`. `port`: the port recorded
    * for this sandbox, if any.
    */
-  constructor({ sandboxId, sdk, control, streams, port }) {
+  constructor({ sandboxId, sdk, control, streams, port, readyMs }) {
     this.sandboxId = sandboxId;
     this.#port = port;
+    this.#readyMs = readyMs;
     this.#sdk = sdk;
     this.#control = control;
     this.#streams = streams;
-    // The daemon's diagnostics are its own: read (so they never hold its stdout back) and dropped.
-    streams.stderr.on('data', () => {});
+    // The daemon's diagnostics: read (so they never hold its stdout back), the last
+    // `STDERR_BYTES` kept for the host (`daemonStderr()`) and for a failure's message.
+    streams.stderr.on('data', (chunk) => this.#keepStderr(chunk));
     streams.stderr.on('error', () => {});
     this.#bridge = new StdioBridge({
       stdin: streams.stdin,
@@ -47,10 +58,29 @@ export class ServedSandbox {
     });
   }
 
-  #gone(reason) {
+  #keepStderr(chunk) {
+    this.#stderr.push(Buffer.from(chunk));
+    this.#stderrBytes += chunk.length;
+    while (this.#stderrBytes > STDERR_BYTES && this.#stderr.length > 1) this.#stderrBytes -= this.#stderr.shift().length;
+    if (this.#stderrBytes > STDERR_BYTES) {
+      this.#stderr = [this.#stderr[0].subarray(this.#stderrBytes - STDERR_BYTES)];
+      this.#stderrBytes = STDERR_BYTES;
+    }
+  }
+
+  /** The daemon's last stderr output (at most `STDERR_BYTES`), as text. */
+  daemonStderr() {
+    return Buffer.concat(this.#stderr).toString('utf8');
+  }
+
+  #gone(reason, booting = false) {
+    const stderr = this.daemonStderr().trim();
+    const fate = booting
+      ? 'the boot destroys the sandbox'
+      : 'the sandbox stays owned (stop() of its booted sandbox, or a reconcile of the record in its state file, removes it)';
     return new SandboxProviderError(
       'sandbox_daemon_gone',
-      `the daemon of sandbox ${this.sandboxId} cannot be served: ${reason}; the sandbox stays owned (stop() of its booted sandbox, or a reconcile of the record in its state file, removes it)`,
+      `the daemon of sandbox ${this.sandboxId} ${booting ? 'did not become ready' : 'cannot be served'}: ${reason}; ${fate}${stderr === '' ? '' : `; its last stderr: ${stderr}`}`,
       { sandboxId: this.sandboxId },
     );
   }
@@ -82,7 +112,7 @@ export class ServedSandbox {
    * from a new process) listens on it again; a port someone else took meanwhile is
    * `sandbox_port_taken`. Public endpoints of a sandbox never served privately take any port.
    */
-  serve({ token, idleMs }) {
+  serve({ token, idleMs, booting = false }) {
     return this.#serialized(async () => {
       if (this.#stopped) throw this.#stoppedError();
       await this.#closeEndpoint();
@@ -111,6 +141,14 @@ export class ServedSandbox {
           throw cause instanceof SandboxStateError ? this.#gone(cause.message) : cause;
         }
         if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
+        // Ready only once the daemon answered an MCP ping through the bridge.
+        try {
+          await this.#bridge.ping(this.#readyMs);
+        } catch (cause) {
+          // Its stderr may still be on its way when its output ended: a moment for it.
+          await new Promise((resolve) => setTimeout(resolve, STDERR_SETTLE_MS));
+          throw this.#gone(cause.message, booting);
+        }
       } catch (error) {
         await endpoint?.close();
         await gate.close();
@@ -124,6 +162,7 @@ export class ServedSandbox {
         ...(token === undefined ? {} : { token, authHeaders: authHeadersFor(token) }),
         stop: () => this.stop(),
         pause: () => this.pause(),
+        daemonStderr: () => this.daemonStderr(),
       });
     });
   }

@@ -36,6 +36,8 @@ export class StdioBridge {
   #lastHeard;
   #ended;
   #writing = Promise.resolve();
+  /** bridge id → { resolve, reject }: this bridge's own pings (readiness). */
+  #pings = new Map();
 
   /**
    * `stdin` / `stdout`: the daemon's streams. `onTraffic()` is called for every message either
@@ -81,6 +83,7 @@ export class StdioBridge {
         this.#settle(bridgeId);
         entry.session.send({ jsonrpc: '2.0', id: entry.id, error: { code: -32000, message: `the sandbox daemon is gone: ${reason}` } }).catch(() => {});
       }
+      for (const ping of [...this.#pings.values()]) ping.reject(reason);
       onEnd(reason);
     };
     stdout.on('end', () => end('its stdout ended'));
@@ -91,6 +94,26 @@ export class StdioBridge {
   /** Whether the daemon's output has ended. */
   get ended() {
     return this.#ended !== undefined;
+  }
+
+  /**
+   * Asks the daemon an MCP `ping` (which a server answers at any time, before initialization
+   * too) under an id of this bridge's own. Resolves once it answers (a result or an error: it
+   * speaks MCP); rejects with the reason when its output ends first or `timeoutMs` passes.
+   */
+  ping(timeoutMs) {
+    if (this.#ended !== undefined) return Promise.reject(new Error(this.#ended));
+    const bridgeId = `${this.#prefix}${this.#next++}`;
+    return new Promise((resolve, reject) => {
+      const done = (settle) => (value) => {
+        clearTimeout(timer);
+        this.#pings.delete(bridgeId);
+        settle(value);
+      };
+      const timer = setTimeout(done(() => reject(new Error(`it did not answer an MCP ping within ${timeoutMs} ms`))), timeoutMs);
+      this.#pings.set(bridgeId, { resolve: done(resolve), reject: done((reason) => reject(new Error(reason))) });
+      this.#write({ jsonrpc: '2.0', id: bridgeId, method: 'ping' });
+    });
   }
 
   /**
@@ -274,6 +297,8 @@ export class StdioBridge {
       for (const session of this.#sessions.keys()) session.send(message, { relatedRequestId: this.#related(session) }).catch(() => {});
       return;
     }
+    const ping = this.#pings.get(message.id);
+    if (ping !== undefined) return ping.resolve();
     const entry = this.#settle(message.id);
     if (entry === undefined) return; // its session ended, it was cancelled, or an earlier bridge's
     entry.session.send({ ...message, id: entry.id }).catch(() => {});
