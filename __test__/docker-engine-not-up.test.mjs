@@ -35,3 +35,17 @@ test('an engine not up yet fails the start, naming its address, never the creati
     await sandbox.destroy();
   }
 });
+
+test('an engine that comes up before the first start: that start works (a resolution that failed unobserved is asked again)', async () => {
+  const socketPath = join(directory, 'later.sock');
+  const backend = createDockerSandboxBackend({ image: IMAGE, namespace, spillDirectory: spillDirectory(), engine: { socketPath } });
+  // The background resolution meets no engine and fails, unobserved.
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  symlinkSync(engineSocket, socketPath);
+  const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+  try {
+    assert.equal((await runShell(sandbox, 'echo up')).stdout, 'up\n');
+  } finally {
+    await sandbox.destroy();
+  }
+});

@@ -162,6 +162,7 @@ test('an export abandoned inside a closed directory puts its mode back', async (
     // The helper is told to stop: it puts the mode back before it exits.
     const state = await stoppedHolder(sandbox);
     assert.equal(state.running, false);
+    assert.equal(state.exitCode, 3, 'the helper was told to stop (SIGTERM) and put its modes back itself');
     assert.deepEqual(modesOf(sandbox, ['closed']), ['0 closed']);
   } finally {
     await sandbox.destroy();

@@ -78,6 +78,11 @@ test('bad options are typed and name their field; an image the engine lacks is a
   const bad = await prepareDockerSandboxImage({ from: '', tag: 'Upper/Case', extra: 1 }).catch((e) => e);
   assert.ok(bad instanceof SandboxValidationError, String(bad));
   assert.deepEqual(bad.issues.map((issue) => issue.path.join('.')).sort(), ['extra', 'from', 'tag']);
+  for (const tag of [`x@sha256:${'a'.repeat(64)}`, 'registry.local:5000/Agent:1', `sha256:${'a'.repeat(64)}`]) {
+    const refused = await prepareDockerSandboxImage({ from: stock, tag }).catch((e) => e);
+    assert.ok(refused instanceof SandboxValidationError, `${tag}: ${refused}`);
+    assert.deepEqual(refused.issues.map((issue) => issue.path.join('.')), ['tag']);
+  }
   const missing = await prepareDockerSandboxImage({ from: `${namespace}-nothing:1`, tag: prepared }).catch((e) => e);
   assert.ok(missing instanceof SandboxStateError, String(missing));
   assert.match(missing.message, new RegExp(`${namespace}-nothing:1`));

@@ -31,7 +31,8 @@
 //! opened. Exit status 0 after the end-of-archive blocks, the last bytes an archive's answer
 //! writes (the host's relay ends the export there); otherwise the stream ends short and
 //! stderr says why (2: opening, reading or writing failed, 4: a request that is not a
-//! workspace-relative path, or an import archive the helper does not extract).
+//! workspace-relative path, or an import archive the helper does not extract, 3: told to stop
+//! by SIGTERM, every mode it had widened put back: `restore.rs`).
 
 mod failure;
 mod fs;

@@ -2,7 +2,10 @@
 //! stop: the host ends an abandoned transfer with SIGTERM first (then SIGKILL if the helper is
 //! still running), and this module's handler puts back every mode still widened, then exits.
 //! The registry is fixed-size and lock-free, so the handler only reads atomics and calls
-//! `chmod` and `_exit`, both async-signal-safe.
+//! `chmod` and `_exit`, both async-signal-safe. Sound because the helper is single-threaded: a
+//! guard clears its slot before its path string is freed, and the handler runs on that same
+//! thread, between two of its steps. A second thread would need the strings kept for the
+//! process's life.
 
 use std::ffi::CStr;
 use std::sync::atomic::{AtomicPtr, AtomicU32, AtomicUsize, Ordering};

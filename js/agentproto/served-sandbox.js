@@ -59,12 +59,18 @@ export class ServedSandbox {
   }
 
   #keepStderr(chunk) {
-    this.#stderr.push(Buffer.from(chunk));
-    this.#stderrBytes += chunk.length;
-    while (this.#stderrBytes > STDERR_BYTES && this.#stderr.length > 1) this.#stderrBytes -= this.#stderr.shift().length;
-    if (this.#stderrBytes > STDERR_BYTES) {
-      this.#stderr = [this.#stderr[0].subarray(this.#stderrBytes - STDERR_BYTES)];
-      this.#stderrBytes = STDERR_BYTES;
+    const bytes = Buffer.from(chunk);
+    this.#stderr.push(bytes);
+    this.#stderrBytes += bytes.length;
+    // The oldest bytes go first, a chunk cut where the excess ends: exactly the last bytes stay.
+    while (this.#stderrBytes > STDERR_BYTES) {
+      const excess = this.#stderrBytes - STDERR_BYTES;
+      if (this.#stderr[0].length <= excess) {
+        this.#stderrBytes -= this.#stderr.shift().length;
+      } else {
+        this.#stderr[0] = this.#stderr[0].subarray(excess);
+        this.#stderrBytes -= excess;
+      }
     }
   }
 
@@ -88,7 +94,7 @@ export class ServedSandbox {
   #portTaken(port, cause) {
     return new SandboxProviderError(
       'sandbox_port_taken',
-      `the endpoint of sandbox ${this.sandboxId} cannot listen on 127.0.0.1:${port}, the port its URL was given with: another listener holds it; the sandbox stays owned and as it was (paused or not), with no endpoint (connect again once the port is free, or stop it)`,
+      `the endpoint of sandbox ${this.sandboxId} cannot listen on 127.0.0.1:${port}, the port its URL was given with: another listener holds it; the sandbox stays owned, with no endpoint (connect again once the port is free, or stop it)`,
       { sandboxId: this.sandboxId, cause },
     );
   }
@@ -141,13 +147,17 @@ export class ServedSandbox {
           throw cause instanceof SandboxStateError ? this.#gone(cause.message) : cause;
         }
         if (this.#daemonGone !== undefined) throw this.#gone(this.#daemonGone);
-        // Ready only once the daemon answered an MCP ping through the bridge.
+        // Ready only once the daemon answered an MCP ping through the bridge; the ping holds
+        // the idle clock as a request does (a slow daemon is never paused mid-answer).
+        const release = await gate.enter(true);
         try {
           await this.#bridge.ping(this.#readyMs);
         } catch (cause) {
           // Its stderr may still be on its way when its output ended: a moment for it.
           await new Promise((resolve) => setTimeout(resolve, STDERR_SETTLE_MS));
           throw this.#gone(cause.message, booting);
+        } finally {
+          release();
         }
       } catch (error) {
         await endpoint?.close();

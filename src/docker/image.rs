@@ -89,9 +89,11 @@ impl Resolver {
         self.current.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The pinned image, if known now.
+    /// The pinned image, if known now. (`now_or_never`, not `peek`: a resolution nobody
+    /// awaited yet has an outcome only once it is polled.)
     pub fn now(&self) -> Option<Pinned> {
-        self.current().peek().and_then(|r| r.clone().ok())
+        let current = self.current().clone();
+        current.now_or_never().and_then(Result::ok)
     }
 
     /// The pinned image, waiting for the resolution; one that failed is started again first
@@ -99,7 +101,7 @@ impl Resolver {
     pub async fn pinned(&self) -> Result<Pinned, OwnerError> {
         let resolution = {
             let mut current = self.current();
-            if matches!(current.peek(), Some(Err(_))) {
+            if matches!(current.clone().now_or_never(), Some(Err(_))) {
                 *current = Self::start(&self.docker, &self.options);
             }
             current.clone()

@@ -44,7 +44,7 @@ pub fn connect_later(
             })?;
             let (mut sender, connection) =
                 hyper::client::conn::http1::handshake(TokioIo::new(stream)).await?;
-            tokio::spawn(connection);
+            tokio::spawn(connection.with_upgrades());
             Ok(sender.send_request(request).await?)
         }
     };

@@ -107,8 +107,15 @@ pub fn parse_prepare_options(input: &Value) -> Result<PrepareOptions, Vec<Issue>
         let tag = f.required("tag", &mut issues).and_then(|v| {
             let at = f.at("tag");
             let tag = image_reference(v, &at, &mut issues)?;
-            let repository = tag.split(':').next().unwrap_or_default();
-            if tag.starts_with("sha256:") || repository.chars().any(|c| c.is_ascii_uppercase()) {
+            // The repository is everything before the tag (a registry's port is no tag).
+            let repository = match tag.rsplit_once(':') {
+                Some((repository, version)) if !version.contains('/') => repository,
+                _ => tag.as_str(),
+            };
+            if tag.starts_with("sha256:")
+                || tag.contains('@')
+                || repository.chars().any(|c| c.is_ascii_uppercase())
+            {
                 issues.add(
                     IssueCode::InvalidValue,
                     &at,
