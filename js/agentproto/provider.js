@@ -55,6 +55,33 @@ function checkSameSandbox(sandboxId, read, running) {
 }
 
 /** See agentproto.d.ts. */
+/**
+ * What one sandbox's state file says, and its writes: `fixed()` gives what never changes after the
+ * record is known; a private connect may add a token, a private endpoint its port. Each is set
+ * before its write (a record persisted meanwhile writes it too) and put back if the write fails.
+ */
+function stateWriter(stateDirectory, fixed, { token, port }) {
+  const stored = { token, port };
+  const write = () =>
+    writeState(stateDirectory, {
+      ...fixed(),
+      expose: stored.token === undefined ? 'public' : 'private',
+      ...(stored.token === undefined ? {} : { token: stored.token }),
+      ...(stored.port === undefined ? {} : { port: stored.port }),
+    });
+  const set = async (field, value) => {
+    const previous = stored[field];
+    stored[field] = value;
+    try {
+      await write();
+    } catch (error) {
+      stored[field] = previous;
+      throw error;
+    }
+  };
+  return { stored, write, storeToken: (next) => set('token', next), storePort: (next) => set('port', next) };
+}
+
 export function createDockerSandboxProvider(options) {
   if (options === null || typeof options !== 'object' || Array.isArray(options)) {
     throw new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected the provider options object' }]);
@@ -91,24 +118,13 @@ export function createDockerSandboxProvider(options) {
     const sdk = await ready();
     const token = bootOptions.expose === 'private' ? createToken() : undefined;
     // What the state file says; a later private connect may add a token, a private endpoint its port.
-    const stored = { token, port: undefined, record: undefined };
-    const writeStored = ({ token = stored.token, port = stored.port } = {}) =>
-      writeState(stateDirectory, {
-        namespace,
-        sandboxId: stored.record.sandboxId,
-        image: read.image,
-        daemon: read.daemon,
-        expose: token === undefined ? 'public' : 'private',
-        ...(token === undefined ? {} : { token }),
-        ...(port === undefined ? {} : { port }),
-        request: read.request,
-        record: stored.record,
-      });
+    let record;
+    const file = stateWriter(stateDirectory, () => ({ namespace, sandboxId: record.sandboxId, image: read.image, daemon: read.daemon, request: read.request, record }), { token });
     const reservation = backendFor(read.image).reserve(read.request, {
       kind: 'persisted',
-      persist: (record) => {
-        stored.record = record;
-        return writeStored();
+      persist: (next) => {
+        record = next;
+        return file.write();
       },
     });
     const sandboxId = reservation.id;
@@ -149,17 +165,7 @@ export function createDockerSandboxProvider(options) {
         readyMs: read.request.policy.deadlines.startupMs,
         control: {
           freeze: async (paused) => settle(await live.owner.freezeSandbox(paused), live.context, errorFromDescriptor),
-          storePort: async (port) => {
-            // Set first: a record persisted meanwhile writes the port too.
-            const previous = stored.port;
-            stored.port = port;
-            try {
-              await writeStored();
-            } catch (error) {
-              stored.port = previous;
-              throw error;
-            }
-          },
+          storePort: file.storePort,
           destroy: () => sandbox.destroy(),
           forget: async () => {
             served.delete(keyOf(namespace, sandboxId));
@@ -174,11 +180,8 @@ export function createDockerSandboxProvider(options) {
           image: read.image,
           imageId: sandbox.recoveryRecord.imageDigest,
           daemon: read.daemon,
-          token: () => stored.token,
-          storeToken: async (next) => {
-            await writeStored({ token: next });
-            stored.token = next;
-          },
+          token: () => file.stored.token,
+          storeToken: file.storeToken,
         }),
       );
       return await entry.serve({ token, idleMs: bootOptions.keepAlive ? undefined : read.idleMs, booting: true });
@@ -219,21 +222,7 @@ export function createDockerSandboxProvider(options) {
     }
     const streams = processStreams({ owner: port, context, limits: state.request.policy.streams, stopSandbox: () => owner.stop() });
     // What the state file says from here; a private connect may add a token, a private endpoint its port.
-    const stored = { token: state.token, port: state.port };
-    const writeStored = ({ token = stored.token, port = stored.port } = {}) => {
-      const { image, daemon, request, record } = state;
-      return writeState(stateDirectory, {
-        namespace,
-        sandboxId,
-        image,
-        daemon,
-        expose: token === undefined ? 'public' : 'private',
-        ...(token === undefined ? {} : { token }),
-        ...(port === undefined ? {} : { port }),
-        request,
-        record,
-      });
-    };
+    const file = stateWriter(stateDirectory, () => ({ namespace, sandboxId, image: state.image, daemon: state.daemon, request: state.request, record: state.record }), { token: state.token, port: state.port });
     const entry = new ServedSandbox({
       sandboxId,
       sdk,
@@ -242,16 +231,7 @@ export function createDockerSandboxProvider(options) {
       readyMs: state.request.policy.deadlines.startupMs,
       control: {
         freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),
-        storePort: async (next) => {
-          const previous = stored.port;
-          stored.port = next;
-          try {
-            await writeStored();
-          } catch (error) {
-            stored.port = previous;
-            throw error;
-          }
-        },
+        storePort: file.storePort,
         destroy: async () => {
           await owner.destroy();
           await port.detach();
@@ -267,11 +247,8 @@ export function createDockerSandboxProvider(options) {
       image: state.image,
       imageId: state.record.imageDigest,
       daemon: state.daemon,
-      token: () => stored.token,
-      storeToken: async (next) => {
-        await writeStored({ token: next });
-        stored.token = next;
-      },
+      token: () => file.stored.token,
+      storeToken: file.storeToken,
     };
   }
 
