@@ -1,5 +1,6 @@
 // createSandboxBackend: a JavaScript driver driven by the one Rust owner.
 import { errorFromDescriptor, SandboxStateError, SandboxValidationError } from './errors.js';
+import { traced } from './debug.js';
 import { settle } from './driver-port.js';
 import { native } from './native.js';
 import { parseOperationOptions } from './options.js';
@@ -84,7 +85,7 @@ export function createSandboxBackend(driver) {
     async reconcile(record, options) {
       const parsed = parseSandboxRecoveryRecord(record);
       const { signal } = parseOperationOptions(options);
-      return reconcileWithDriver({ driver, record: parsed, support, signal });
+      return traced(parsed.sandboxId, 'reconcile', () => reconcileWithDriver({ driver, record: parsed, support, signal }), (answer) => answer.kind);
     },
   });
 }

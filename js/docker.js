@@ -1,6 +1,7 @@
 // createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
 import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
+import { traced } from './debug.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
 import { onAbort, parseOperationOptions } from './options.js';
@@ -61,7 +62,7 @@ export function createDockerSandboxBackend(options) {
       const detach = onAbort(signal, () => backend.cancelReconcile(id));
       let outcome;
       try {
-        outcome = await backend.reconcile(parsed, id);
+        outcome = await traced(parsed.sandboxId, 'reconcile', () => backend.reconcile(parsed, id), (answer) => answer?.value?.kind ?? answer?.kind ?? '');
       } finally {
         detach();
         backend.endReconcile(id);

@@ -7,6 +7,7 @@ import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
 import { unchangedWhileEqual } from './unchanged.js';
 import { shared } from './shared.js';
+import { traceExit, traced, transferCounts } from './debug.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
 import { exportTree, importTree } from './transfer.js';
@@ -95,8 +96,10 @@ function settledVoid(call, context) {
  */
 export function reservationFace({ owner, context, request, processPort, ports }) {
   const id = owner.id();
-  const stop = settledVoid(() => owner.stop(), context);
-  const destroy = settledVoid(() => owner.destroy(), context);
+  const stopNow = settledVoid(() => owner.stop(), context);
+  const destroyNow = settledVoid(() => owner.destroy(), context);
+  const stop = () => traced(id, 'stop', stopNow);
+  const destroy = () => traced(id, 'destroy', destroyNow);
   const state = unchangedWhileEqual(() => owner.state());
   const recoveryRecord = unchangedWhileEqual(() => owner.recoveryRecord());
   const lifecycle = {
@@ -111,7 +114,10 @@ export function reservationFace({ owner, context, request, processPort, ports })
   };
 
   // Bad options throw at the call, as the original's; every other failure rejects.
-  const start = (options) => begin(parseOperationOptions(options));
+  const start = (options) => {
+    const parsed = parseOperationOptions(options);
+    return traced(id, 'start', () => begin(parsed));
+  };
   async function begin({ signal }) {
     const detach = onAbort(signal, () => owner.cancelStart());
     try {
@@ -162,23 +168,42 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
       return lifecycle.recoveryRecord;
     },
     // Synchronous admission: a wrong state or bad options throw at the call, as in the original.
-    importTree: (entries, options) => {
-      if (!processPort) return importViaDriver({ ...driverPort, stop: lifecycle.stop }, entries, options);
-      return importTree({ owner, context, stop: lifecycle.stop }, entries, options);
-    },
+    importTree: (entries, options) =>
+      traced(
+        id,
+        'import',
+        () => {
+          if (!processPort) return importViaDriver({ ...driverPort, stop: lifecycle.stop }, entries, options);
+          return importTree({ owner, context, stop: lifecycle.stop }, entries, options);
+        },
+        transferCounts,
+      ),
     reserveProcess(spec) {
-      if (!processPort) {
-        return reserveDriverProcess(
-          { ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, startupMs: request.policy.deadlines.startupMs, cleanupMs: request.policy.deadlines.cleanupMs, processSlot: ports },
-          spec,
-        );
-      }
-      return reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
+      const reserved = !processPort
+        ? reserveDriverProcess(
+            { ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, startupMs: request.policy.deadlines.startupMs, cleanupMs: request.policy.deadlines.cleanupMs, processSlot: ports },
+            spec,
+          )
+        : reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
+      return Object.freeze({
+        ...reserved,
+        start: (options) =>
+          traced(id, 'process start', () => reserved.start(options)).then((streams) => {
+            traceExit(id, streams.exit);
+            return streams;
+          }),
+      });
     },
-    exportTree: (selection, consume, options) => {
-      if (!processPort) return exportViaDriver(driverPort, selection, consume, options);
-      return exportTree({ owner, context }, selection, consume, options);
-    },
+    exportTree: (selection, consume, options) =>
+      traced(
+        id,
+        'export',
+        () => {
+          if (!processPort) return exportViaDriver(driverPort, selection, consume, options);
+          return exportTree({ owner, context }, selection, consume, options);
+        },
+        transferCounts,
+      ),
     stop: lifecycle.stop,
     destroy: lifecycle.destroy,
   });
@@ -193,8 +218,8 @@ export function recoveredFace({ recovered, context, currentRecord }) {
     get recoveryRecord() {
       return deepFreeze(currentRecord());
     },
-    stop: settledVoid(() => recovered.stop(), context),
-    destroy: settledVoid(() => recovered.destroy(), context),
+    stop: () => traced(() => currentRecord().sandboxId, 'recovered stop', settledVoid(() => recovered.stop(), context)),
+    destroy: () => traced(() => currentRecord().sandboxId, 'recovered destroy', settledVoid(() => recovered.destroy(), context)),
   });
   context.owner = owner;
   return owner;

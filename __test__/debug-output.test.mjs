@@ -1,0 +1,40 @@
+// NODE_DEBUG=native-sandbox: one line per lifecycle step, process start and exit and transfer
+// (outcome, duration, counts), and never a file's contents, an environment value or a path.
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { leftovers, NOTHING, uniqueNamespace } from './docker-helpers.mjs';
+
+const namespace = uniqueNamespace('debug');
+const child = fileURLToPath(new URL('./fixtures/debug-child.mjs', import.meta.url));
+after(() => assert.deepEqual(leftovers(namespace), NOTHING));
+
+function run(debug) {
+  const env = { ...process.env, DEBUG_NAMESPACE: namespace };
+  delete env.NODE_DEBUG;
+  if (debug) env.NODE_DEBUG = 'native-sandbox';
+  const ran = spawnSync(process.execPath, [child], { env, encoding: 'utf8', timeout: 120_000 });
+  assert.equal(ran.status, 0, ran.stderr);
+  return ran.stderr;
+}
+
+test('without NODE_DEBUG nothing is printed', () => {
+  assert.equal(run(false), '');
+});
+
+test('with NODE_DEBUG=native-sandbox: one line per step, in order, with counts and no caller value', () => {
+  const lines = run(true).trim().split('\n');
+  const steps = lines.map((line) => line.replace(/^NATIVE-SANDBOX \d+: sbx-[0-9a-f]+ /, '').replace(/ \d+ ms$/, ''));
+  assert.deepEqual(steps, [
+    'start ok',
+    'import ok 1 files, 0 directories, 20 bytes',
+    'process start ok',
+    'process exit exited 0',
+    'stop ok',
+    'export ok 1 files, 1 directories, 20 bytes',
+    'destroy ok',
+  ]);
+  const text = lines.join('\n');
+  for (const secret of ['file-secret-contents', 'tok-secret-123', 'API_TOKEN', 'secret-dir', 'notes.txt']) assert.ok(!text.includes(secret), secret);
+});
