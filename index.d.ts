@@ -266,11 +266,22 @@ export interface SandboxTransferQuotasInput {
   readonly maxPaths?: SandboxTransferAmount;
 }
 
+/** How far a transfer is: files whose bodies crossed, and their bytes (as the summaries count). */
+export interface SandboxTransferProgress {
+  readonly files: bigint;
+  readonly bytes: bigint;
+}
+
 export interface SandboxTransferOptions {
   readonly signal?: AbortSignal;
   /** Epoch milliseconds after which the caller stops waiting; entered work stays owned. */
   readonly deadlineAt?: number;
   readonly quotas?: SandboxTransferQuotasInput;
+  /**
+   * Called at most every 100 ms while the counts move, and once at the end with the summary's
+   * totals (`files`, `fileBytes`). A callback that throws fails the transfer with its error.
+   */
+  readonly onProgress?: (progress: SandboxTransferProgress) => void;
 }
 
 /** Parsed quotas: every amount as bigint; omitted ones impose no ceiling. */
@@ -286,6 +297,7 @@ export interface ParsedSandboxTransferOptions {
   readonly signal?: AbortSignal;
   readonly deadlineAt?: number;
   readonly quotas: SandboxTransferBudget;
+  readonly onProgress?: (progress: SandboxTransferProgress) => void;
 }
 
 export interface SandboxTransferSummary {

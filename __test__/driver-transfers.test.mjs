@@ -132,6 +132,28 @@ describe('transfers through a JavaScript driver', () => {
     await sandbox.destroy();
   });
 
+  test('onProgress on a driver transfer ends at the totals; a callback that throws fails it', async () => {
+    const setup = memoryDriver();
+    const sandbox = await ready(setup);
+    const seen = [];
+    const summary = await sandbox.importTree([fileFromBytes('a', Buffer.from('12')), fileFromBytes('d/b', Buffer.from('345'))], { onProgress: (progress) => seen.push(progress) });
+    assert.deepEqual({ ...seen.at(-1) }, { files: 2n, bytes: 5n });
+    assert.deepEqual({ files: summary.files, bytes: summary.fileBytes }, { files: 2n, bytes: 5n });
+    await sandbox.stop();
+    const broke = new Error('progress consumer broke');
+    const error = await sandbox
+      .exportTree({ kind: 'workspace' }, async (entry) => {
+        if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+      }, {
+        onProgress: () => {
+          throw broke;
+        },
+      })
+      .catch((e) => e);
+    assert.equal(error, broke);
+    await sandbox.destroy();
+  });
+
   test('quotas apply to driver imports', async () => {
     const setup = memoryDriver();
     const sandbox = await ready(setup);

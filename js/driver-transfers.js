@@ -1,6 +1,7 @@
 // importTree and exportTree through a JavaScript driver's ready port. The Rust owner admits the
 // transfer; this layer hands the driver validated entries with once-only controlled bodies,
 // checks what the driver delivers, keeps the accounting, and runs the spill-backed ledger.
+import { reportProgress } from './progress.js';
 import { SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { parseSandboxRelativePath, parseTransferOptions } from './parsers.js';
 import { exactBody } from './exact-body.js';
@@ -122,9 +123,11 @@ function runImport(port, entries, parsed, ticket) {
  */
 async function importWork({ owner, readyPort, request }, entries, parsed, ticket, watch) {
   let failed = true;
+  let progress;
   try {
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
+    progress = driverProgress(parsed, counters, watch);
     const result = await withSpill(readyPort, watch.signal, async (store) => {
       const ledger = new SpillLedger(store, buffers);
       async function* validated() {
@@ -159,8 +162,10 @@ async function importWork({ owner, readyPort, request }, entries, parsed, ticket
       return counters.settle(summary);
     });
     failed = false;
+    progress.finish(result);
     return result;
   } finally {
+    if (failed) progress?.stop();
     watch.close();
     // Only this call's own admission is released, and only once; once admitted, any failure
     // fences the sandbox (the original's rule: an import is never replayed).
@@ -215,9 +220,12 @@ function runExport(port, selection, consume, parsed, ticket) {
  * until they settle, also after an interruption, and the slot is released only then.
  */
 async function exportWork({ owner, readyPort, request }, { kind, roots }, consume, parsed, ticket, watch) {
+  let progress;
+  let finished = false;
   try {
     const buffers = request.policy.transfers;
     const counters = new Counters(parsed.quotas);
+    progress = driverProgress(parsed, counters, watch);
     const wanted = new Set(kind === 'files' ? roots : []);
     let rootSeen = 0;
     return await withSpill(readyPort, watch.signal, async (store) => {
@@ -258,10 +266,23 @@ async function exportWork({ owner, readyPort, request }, { kind, roots }, consum
       watch.check();
       await ledger.check();
       if (kind === 'subtree' && rootSeen !== 1) throw new SandboxOperationError('stream_failure', `the driver delivered the root ${roots[0]} ${rootSeen} times instead of once`);
-      return counters.settle(summary);
+      const settled = counters.settle(summary);
+      finished = true;
+      progress.finish(settled);
+      return settled;
     });
   } finally {
+    if (!finished) progress?.stop();
     watch.close();
     owner.endTransfer(ticket, false);
   }
+}
+
+/** `onProgress` of a driver's transfer: the counts of what passed through so far. */
+function driverProgress(parsed, counters, watch) {
+  return reportProgress({
+    onProgress: parsed.onProgress,
+    read: () => ({ files: counters.files, bytes: counters.fileBytes }),
+    fail: (error) => watch.interrupt(error),
+  });
 }

@@ -10,7 +10,7 @@ import { native } from './native.js';
 import { nativeTransfersOf } from './owner.js';
 import { shared } from './shared.js';
 import { parseTransferOptions } from './parsers.js';
-import { preEntryRejection, watchAdmitted } from './transfer.js';
+import { nativeProgress, preEntryRejection, watchAdmitted } from './transfer.js';
 import { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './constants.js';
 
 /** A failed local cleanup; keep it and call `retryCleanup()` until it succeeds. */
@@ -74,13 +74,17 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   const ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
   // As importTree: the deadline, the signal, a stop or a destroy end whatever the import waits on.
   const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
+  let progress;
+  let summary;
   try {
     await step(owner.importBegin({ quotas: parsed.quotas }));
+    progress = nativeProgress({ owner }, parsed, ticket, transferWatch);
     // The whole walk → read → archive loop runs in Rust: one native call.
     await step(owner.importHostDirectory(directory, chunkBytes));
     transferWatch.check();
-    return Object.freeze(await step(owner.importFinish()));
+    summary = Object.freeze(await step(owner.importFinish()));
   } catch (error) {
+    progress?.stop();
     await owner.importAbort(ticket);
     // Interrupted by its caller: the sandbox is stopped, as for importTree.
     if (transferWatch.byCaller) sandbox.stop().catch(() => {});
@@ -88,6 +92,8 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   } finally {
     transferWatch.close();
   }
+  progress.finish(summary);
+  return summary;
 }
 
 /**
@@ -213,17 +219,21 @@ async function exportNatively({ owner, context }, selection, staging, identities
   const ticket = settle(owner.admitExport(selection), context, errorFromDescriptor);
   const { watch: transferWatch, step } = watchAdmitted({ owner, context }, parsed, ticket);
   let writing;
+  let progress;
+  let summary;
   try {
     // A failed exportBegin releases the admission itself.
     await step(owner.exportBegin({ quotas: parsed.quotas }));
+    progress = nativeProgress({ owner }, parsed, ticket, transferWatch);
     // The whole archive → write loop runs in Rust: one native call, which settles only once
     // its writing thread has stopped. An interrupted step rejects at once, so the failure path
     // waits for that settlement: the caller's cleanup never races a late write.
     writing = owner.exportHostDirectory(staging, identities);
     await step(writing);
     transferWatch.check();
-    return await step(owner.exportFinish());
+    summary = await step(owner.exportFinish());
   } catch (error) {
+    progress?.stop();
     await writing?.catch(() => {});
     // Only this export's own admission is abandoned, never another transfer's.
     await owner.exportAbort(ticket);
@@ -231,6 +241,8 @@ async function exportNatively({ owner, context }, selection, staging, identities
   } finally {
     transferWatch.close();
   }
+  progress.finish(summary);
+  return summary;
 }
 
 /**

@@ -48,6 +48,7 @@ export function parseSandboxEffectivePolicy(input) {
 export function parseTransferOptions(input) {
   const options = parsed(native.parseTransferOptions(input));
   if (input !== undefined && input.signal !== undefined) options.signal = input.signal;
+  if (input !== undefined && input.onProgress !== undefined) options.onProgress = input.onProgress;
   deepFreeze(options.quotas);
   return Object.freeze(options);
 }

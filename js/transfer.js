@@ -1,6 +1,7 @@
 // importTree and exportTree over a native owner, with the caller's signal and deadline observed
 // at every step: an import's steps are taken at once and cross to the engine in batches, an
 // export's entries and bodies cross to JavaScript in batches.
+import { reportProgress } from './progress.js';
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { parseTransferOptions } from './parsers.js';
@@ -147,11 +148,26 @@ function runImport({ owner, context, stop }, entries, parsed, ticket) {
   });
 }
 
+/** `onProgress` of a native transfer: the owner's running counts, polled. */
+export function nativeProgress({ owner }, parsed, ticket, watch) {
+  return reportProgress({
+    onProgress: parsed.onProgress,
+    read: () => owner.transferProgress(),
+    fail: (error) => {
+      watch.interrupt(error);
+      owner.cancelTransfer(ticket, false, 'the onProgress callback threw');
+    },
+  });
+}
+
 async function importWork({ owner, context }, entries, parsed, ticket, watch, step) {
   let source;
   let body;
+  let progress;
+  let summary;
   try {
     await step(owner.importBegin({ quotas: parsed.quotas }));
+    progress = nativeProgress({ owner }, parsed, ticket, watch);
     source = ownedIterator(watch, entries, () => new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected a (sync or async) iterable of tree entries' }]));
     // Each step is checked and taken at once, natively (the same error at the same step as
     // ever); what the steps took crosses to the engine in one awaited drain when the step says
@@ -180,8 +196,9 @@ async function importWork({ owner, context }, entries, parsed, ticket, watch, st
     }
     source = undefined;
     watch.check();
-    return Object.freeze(await step(owner.importFinish()));
+    summary = Object.freeze(await step(owner.importFinish()));
   } catch (error) {
+    progress?.stop();
     // The caller's iterators are closed and their closing awaited: the import owns them until then.
     await body?.close();
     await source?.close();
@@ -191,6 +208,9 @@ async function importWork({ owner, context }, entries, parsed, ticket, watch, st
   } finally {
     watch.close();
   }
+  // Done: the last report carries the totals (a callback that throws then fails the call).
+  progress.finish(summary);
+  return summary;
 }
 
 /**
@@ -243,10 +263,13 @@ function runExport({ owner, context }, consume, parsed, ticket) {
 }
 
 async function exportWork({ owner, context }, consume, parsed, ticket, watch, step) {
+  let progress;
+  let summary;
   try {
     try {
       // A failed open released the admission itself; the abort below then finds nothing.
       await step(owner.exportBegin({ quotas: parsed.quotas }));
+      progress = nativeProgress({ owner }, parsed, ticket, watch);
       // Entries and their bodies cross in batches (about chunkBytes of bodies each); each
       // entry still reaches the consumer only after the one before it returned, and a failure
       // read with a batch comes after the entries before it, where a one-by-one read has it.
@@ -274,12 +297,15 @@ async function exportWork({ owner, context }, consume, parsed, ticket, watch, st
         // The next entry failed (not a body: that failure is its body's).
         if (failure && batch.entries.at(-1)?.complete !== false) throw failure;
       }
-      return Object.freeze(await step(owner.exportFinish()));
+      summary = Object.freeze(await step(owner.exportFinish()));
     } catch (error) {
+      progress?.stop();
       await owner.exportAbort(ticket);
       throw error;
     }
   } finally {
     watch.close();
   }
+  progress.finish(summary);
+  return summary;
 }

@@ -17,6 +17,7 @@ use crate::transfer::export::{ExportSession, Selection};
 use crate::transfer::host_tree::{import_host_directory, StagingWriter};
 use crate::transfer::import::ImportSession;
 use crate::transfer::options::parse_transfer_options;
+use crate::transfer::progress::Progress;
 use crate::transfer::selection::parse_export_selection;
 
 /// The sessions of one owner: at most one transfer at a time (the owner admits it). Each open
@@ -29,9 +30,17 @@ pub struct TransferSlots {
     /// The last native admission, until `importBegin`/`exportBegin` opens it (an export with
     /// the selection parsed at admission).
     admitted: std::sync::Mutex<Option<(TransferTicket, Option<Selection>)>>,
+    /// The running counts of the last transfer opened, for `transferProgress`.
+    progress: std::sync::Mutex<Option<Arc<Progress>>>,
 }
 
 impl TransferSlots {
+    fn progress(&self) -> std::sync::MutexGuard<'_, Option<Arc<Progress>>> {
+        self.progress
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
     fn admitted(&self) -> std::sync::MutexGuard<'_, Option<(TransferTicket, Option<Selection>)>> {
         self.admitted
             .lock()
@@ -198,6 +207,22 @@ impl NativeOwner {
         self.owner().holds_transfer(admitted.0).then_some(admitted)
     }
 
+    /// The running counts of the transfer opened last, `{ files, bytes }` (bigints), or `null`
+    /// before any: never waits (the counts are atomics the transfer's steps add to).
+    #[napi(js_name = "transferProgress")]
+    pub fn transfer_progress(&self) -> JsData {
+        JsData(match self.slots().progress().as_ref() {
+            None => Value::Null,
+            Some(progress) => {
+                let (files, bytes) = progress.read();
+                Value::object([
+                    ("files", Value::BigInt(Some(i128::from(files)))),
+                    ("bytes", Value::BigInt(Some(i128::from(bytes)))),
+                ])
+            }
+        })
+    }
+
     /// Opens the import admitted by `admitTransfer('import')`; `options` are the parsed transfer
     /// options (quotas). Any failure here releases the admission.
     #[napi(js_name = "importBegin")]
@@ -219,6 +244,7 @@ impl NativeOwner {
                 owner.request().policy.transfers,
                 options.quotas,
             );
+            *self.slots().progress() = Some(session.progress());
             *self.slots().import.lock().await = Some((ticket, session));
             Ok(Value::Null)
         };
@@ -407,6 +433,7 @@ impl NativeOwner {
                 options.quotas,
             )
             .await?;
+            *self.slots().progress() = Some(session.progress());
             *self.slots().export.lock().await = Some((ticket, session));
             Ok(Value::Null)
         };

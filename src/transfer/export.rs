@@ -9,6 +9,7 @@ use bytes::Bytes;
 
 use super::ledger::{EntryKind, Ledger, LedgerError};
 use super::options::TransferQuotas;
+use super::progress::Progress;
 use super::summary::{entry_error, quota_error, Summary};
 use super::tar_read::{TarError, TarReader};
 use crate::input::{IssueCode, Seg};
@@ -56,6 +57,8 @@ pub struct ExportSession {
     quotas: TransferQuotas,
     chunk_bytes: u64,
     summary: Summary,
+    /// What a caller polls while the export runs (files delivered, their bytes).
+    progress: Arc<Progress>,
     subtree_root_seen: bool,
     body_open: bool,
     /// Whether the driver was asked for one archive of the selected files.
@@ -89,6 +92,11 @@ fn ledger_error(error: LedgerError) -> OwnerError {
 }
 
 impl ExportSession {
+    /// The running counts, readable while the export runs.
+    pub fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
+    }
+
     /// Validates the selection (paths, `maxPaths`, duplicates and conflicts among requested
     /// files) before any engine call.
     pub async fn new(
@@ -153,6 +161,7 @@ impl ExportSession {
             quotas,
             chunk_bytes: buffers.chunk_bytes,
             summary: Summary::default(),
+            progress: Arc::default(),
             subtree_root_seen: false,
             body_open: false,
             files_asked: false,
@@ -313,6 +322,8 @@ impl ExportSession {
         self.summary.files += 1;
         self.summary.file_bytes += size;
         self.summary.check(&self.quotas, path)?;
+        self.progress.add_file();
+        self.progress.add_bytes(size);
         self.ledger
             .add(path, EntryKind::File)
             .await

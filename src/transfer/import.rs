@@ -5,6 +5,7 @@
 //! step's pieces wait (and one ledger batch).
 
 use std::collections::VecDeque;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use bytes::{Bytes, BytesMut};
@@ -13,6 +14,7 @@ use tokio::sync::mpsc;
 
 use super::ledger::{EntryKind, Ledger};
 use super::options::TransferQuotas;
+use super::progress::Progress;
 use super::summary::{entry_error, quota_error, Summary};
 use super::tar_write::{end_of_archive, entry_header, Ownership};
 use crate::input::{IssueCode, Seg};
@@ -57,6 +59,8 @@ pub struct ImportSession {
     chain: Vec<String>,
     file: Option<OpenFile>,
     summary: Summary,
+    /// What a caller polls while the import runs (bodies taken, files whole).
+    progress: Arc<Progress>,
 }
 
 fn at(index: u32, field: &str) -> Vec<Seg> {
@@ -93,7 +97,13 @@ impl ImportSession {
             chain: Vec::new(),
             file: None,
             summary: Summary::default(),
+            progress: Arc::default(),
         }
+    }
+
+    /// The running counts, readable while the import runs.
+    pub fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// Adds `bytes` to the archive: counted against the quotas at once, queued after the pieces
@@ -313,6 +323,7 @@ impl ImportSession {
             ));
         }
         file.remaining -= len;
+        self.progress.add_bytes(len);
         Ok(())
     }
 
@@ -337,6 +348,7 @@ impl ImportSession {
         if pad > 0 {
             self.take(Bytes::from(vec![0u8; pad]))?;
         }
+        self.progress.add_file();
         Ok(())
     }
 

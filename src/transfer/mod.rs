@@ -9,6 +9,7 @@ pub mod host_walk;
 pub mod import;
 pub mod ledger;
 pub mod options;
+pub mod progress;
 pub mod selection;
 pub mod staging_tree;
 pub mod summary;

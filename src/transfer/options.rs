@@ -9,6 +9,8 @@ pub struct TransferOptions {
     pub has_signal: bool,
     /// Epoch milliseconds after which the caller stops waiting.
     pub deadline_at: Option<f64>,
+    /// Whether an `onProgress` callback was given; the JS layer holds and calls it.
+    pub has_progress: bool,
     pub quotas: TransferQuotas,
 }
 
@@ -49,6 +51,18 @@ fn options(value: &Value, issues: &mut Issues) -> Option<TransferOptions> {
             None
         }
     };
+    let has_progress = match f.optional("onProgress") {
+        None => Some(false),
+        Some(Value::Function) => Some(true),
+        Some(other) => {
+            issues.mismatch(
+                &f.at("onProgress"),
+                "expected a function ({ files, bytes }) => void",
+                other,
+            );
+            None
+        }
+    };
     let deadline_at = match f.optional("deadlineAt") {
         None => Some(None),
         Some(v) => {
@@ -75,6 +89,7 @@ fn options(value: &Value, issues: &mut Issues) -> Option<TransferOptions> {
     Some(TransferOptions {
         has_signal: has_signal?,
         deadline_at: deadline_at?,
+        has_progress: has_progress?,
         quotas: quotas?,
     })
 }
