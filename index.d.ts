@@ -266,7 +266,11 @@ export interface SandboxTransferQuotasInput {
   readonly maxPaths?: SandboxTransferAmount;
 }
 
-/** How far a transfer is: files whose bodies crossed, and their bytes (as the summaries count). */
+/**
+ * How far a transfer is, as its summary counts: files and their bytes taken so far (an import
+ * counts bytes as their chunks are taken; an export counts a file and its bytes when its entry is
+ * read, a little ahead of the consumer).
+ */
 export interface SandboxTransferProgress {
   readonly files: bigint;
   readonly bytes: bigint;

@@ -6,8 +6,14 @@ import { debuglog } from 'node:util';
 
 const log = debuglog('native-sandbox');
 
-/** How an error shows in a line: its class and code only (its message may carry caller data). */
-const failure = (error) => `${error?.name ?? 'Error'}${error?.code === undefined ? '' : ` ${error.code}`}`;
+/**
+ * How an error shows in a line: one of this package's classes with its code; anything else (a
+ * caller's callback threw it) as such, since its name or code may carry the caller's data.
+ */
+const failure = (error) =>
+  typeof error?.name === 'string' && /^Sandbox[A-Za-z]*Error$/.test(error.name)
+    ? `${error.name}${typeof error.code === 'string' ? ` ${error.code}` : ''}`
+    : "an error of the caller's";
 
 /**
  * `work()`'s promise, with a line when it settles: `<subject> <step> ok <ms> ms` (plus what

@@ -60,18 +60,17 @@ export function createDockerSandboxBackend(options) {
       const id = nextReconciliation;
       nextReconciliation = (nextReconciliation + 1) % 2 ** 32;
       const detach = onAbort(signal, () => backend.cancelReconcile(id));
-      let outcome;
+      let result;
       try {
-        outcome = await traced(parsed.sandboxId, 'reconcile', () => backend.reconcile(parsed, id), (answer) => answer?.value?.kind ?? answer?.kind ?? '');
+        result = await traced(parsed.sandboxId, 'reconcile', async () => settle(await backend.reconcile(parsed, id), noOwner, errorFromDescriptor), (answer) => answer.kind);
       } finally {
         detach();
         backend.endReconcile(id);
       }
-      const result = settle(outcome, noOwner, errorFromDescriptor);
       if (result.kind === 'matched' || result.kind === 'uncertain') {
         const recovered = backend.recovered(parsed);
         const context = { owner: undefined, errors: undefined };
-        const owner = recoveredFace({ recovered, context, currentRecord: () => recovered.recoveryRecord() });
+        const owner = recoveredFace({ recovered, context, sandboxId: parsed.sandboxId, currentRecord: () => recovered.recoveryRecord() });
         recoveredNatives.set(owner, recovered);
         return Object.freeze({ kind: result.kind, owner });
       }

@@ -212,14 +212,14 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
 }
 
 /** A cleanup-only owner over a native recovered owner; `currentRecord()` reads the record. */
-export function recoveredFace({ recovered, context, currentRecord }) {
+export function recoveredFace({ recovered, context, sandboxId, currentRecord }) {
   const owner = Object.freeze({
     // As the original's recovered owner: the driver's record read afresh on every read.
     get recoveryRecord() {
       return deepFreeze(currentRecord());
     },
-    stop: () => traced(() => currentRecord().sandboxId, 'recovered stop', settledVoid(() => recovered.stop(), context)),
-    destroy: () => traced(() => currentRecord().sandboxId, 'recovered destroy', settledVoid(() => recovered.destroy(), context)),
+    stop: () => traced(sandboxId, 'recovered stop', settledVoid(() => recovered.stop(), context)),
+    destroy: () => traced(sandboxId, 'recovered destroy', settledVoid(() => recovered.destroy(), context)),
   });
   context.owner = owner;
   return owner;
@@ -270,6 +270,7 @@ export async function reconcileWithDriver({ driver, record, support, signal }) {
     const owner = recoveredFace({
       recovered,
       context,
+      sandboxId: record.sandboxId,
       currentRecord: () => settle(recovered.observeRecord(driverOwner.recoveryRecord), context, errorFromDescriptor),
     });
     // The driver's owner must describe the reconciled identity before anyone relies on it.

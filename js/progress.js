@@ -26,7 +26,12 @@ export function reportProgress({ onProgress, read, fail }) {
     }
   };
   const timer = setInterval(() => {
-    const now = read();
+    let now;
+    try {
+      now = read();
+    } catch {
+      return; // no count to report now
+    }
     if (now === null || now === undefined) return;
     if (last !== undefined && now.files === last.files && now.bytes === last.bytes) return;
     last = now;
@@ -37,8 +42,9 @@ export function reportProgress({ onProgress, read, fail }) {
   return {
     finish(summary) {
       clearInterval(timer);
-      call({ files: summary.files, bytes: summary.fileBytes });
       if (failed !== undefined) throw failed;
+      // The transfer is over: a callback that throws now fails the call, nothing else.
+      onProgress(Object.freeze({ files: summary.files, bytes: summary.fileBytes }));
     },
     stop() {
       clearInterval(timer);

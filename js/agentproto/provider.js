@@ -57,29 +57,34 @@ function checkSameSandbox(sandboxId, read, running) {
 /** See agentproto.d.ts. */
 /**
  * What one sandbox's state file says, and its writes: `fixed()` gives what never changes after the
- * record is known; a private connect may add a token, a private endpoint its port. Each is set
+ * record is known; a private connect may add a token, a private endpoint its port. A token is
+ * known only once it is written (nobody is handed one the file does not hold); a port is set
  * before its write (a record persisted meanwhile writes it too) and put back if the write fails.
  */
 function stateWriter(stateDirectory, fixed, { token, port }) {
   const stored = { token, port };
-  const write = () =>
+  const write = ({ token = stored.token } = {}) =>
     writeState(stateDirectory, {
       ...fixed(),
-      expose: stored.token === undefined ? 'public' : 'private',
-      ...(stored.token === undefined ? {} : { token: stored.token }),
+      expose: token === undefined ? 'public' : 'private',
+      ...(token === undefined ? {} : { token }),
       ...(stored.port === undefined ? {} : { port: stored.port }),
     });
-  const set = async (field, value) => {
-    const previous = stored[field];
-    stored[field] = value;
+  const storeToken = async (next) => {
+    await write({ token: next });
+    stored.token = next;
+  };
+  const storePort = async (next) => {
+    const previous = stored.port;
+    stored.port = next;
     try {
       await write();
     } catch (error) {
-      stored[field] = previous;
+      stored.port = previous;
       throw error;
     }
   };
-  return { stored, write, storeToken: (next) => set('token', next), storePort: (next) => set('port', next) };
+  return { stored, write: () => write(), storeToken, storePort };
 }
 
 export function createDockerSandboxProvider(options) {
