@@ -34,6 +34,14 @@ export interface DockerSandboxBackendOptions {
    * `support.network` is `['isolated']`, so an `outbound` request is refused at `reserve`.
    */
   readonly runtime?: string;
+  /**
+   * Default `true`: a reaper (a host process of this package, one per controller process, in a
+   * process group of its own) removes this backend's `in_process` sandboxes when the controller
+   * dies without destroying them (SIGKILL, a Ctrl-C it had no handler for, an exit that skipped
+   * `destroy`), within 10 s, by ID and proof; it starts with the first such sandbox. Persisted
+   * sandboxes are never reaped. `false` runs none.
+   */
+  readonly reaper?: boolean;
 }
 
 /**

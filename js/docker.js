@@ -1,4 +1,5 @@
 // createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
+import { fileURLToPath } from 'node:url';
 import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
 import { traced } from './debug.js';
@@ -10,6 +11,11 @@ import { admitReservation } from './backend.js';
 import { parseSandboxRecoveryRecord } from './parsers.js';
 
 const layout = native.dockerGuestLayout();
+/**
+ * How this process's reaper runs (src/docker/reaper/): this Node.js with the package's script.
+ * The native side starts it at the first in_process sandbox's first checkpoint.
+ */
+const reaperCommand = [process.execPath, fileURLToPath(new URL('./reaper-main.js', import.meta.url))];
 /** Ids of reconciliations in flight, so a signal can end exactly its own. */
 let nextReconciliation = 0;
 /** The native recovered owner behind each reconciled owner face (the agentproto provider's). */
@@ -34,7 +40,7 @@ export function createDockerSandboxBackend(options) {
   settle(native.parseDockerOptions(options), noOwner, errorFromDescriptor);
   let backend;
   try {
-    backend = new native.NativeDockerBackend(options);
+    backend = new native.NativeDockerBackend(options, reaperCommand);
   } catch (cause) {
     throw new SandboxOperationError('driver_failure', `native-sandbox/docker: ${cause.message}`, { cause });
   }

@@ -19,41 +19,7 @@ pub fn sha256(bytes: &[u8]) -> String {
 
 /// The digest of plain data, over a canonical JSON rendering (keys in their given order).
 pub fn sha256_of(value: &Value) -> String {
-    sha256(canonical(value).as_bytes())
-}
-
-fn canonical(value: &Value) -> String {
-    match value {
-        Value::Null
-        | Value::Undefined
-        | Value::Function
-        | Value::Symbol
-        | Value::Foreign(_)
-        | Value::Refused(_) => "null".into(),
-        Value::Bool(b) => b.to_string(),
-        Value::Number(n) => serde_json::to_string(n).unwrap_or_else(|_| "null".into()),
-        Value::BigInt(n) => format!(
-            "\"{}\"",
-            n.map_or_else(|| "overflow".into(), |n| n.to_string())
-        ),
-        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
-        Value::Array(items) => format!(
-            "[{}]",
-            items.iter().map(canonical).collect::<Vec<_>>().join(",")
-        ),
-        Value::Object(fields) => format!(
-            "{{{}}}",
-            fields
-                .iter()
-                .map(|(k, v)| format!(
-                    "{}:{}",
-                    serde_json::to_string(k).unwrap_or_default(),
-                    canonical(v)
-                ))
-                .collect::<Vec<_>>()
-                .join(",")
-        ),
-    }
+    sha256(crate::json::text(value).as_bytes())
 }
 
 /// A fresh identifier such as `sbx-3f9a…`: unique per process and across processes and time.

@@ -47,6 +47,41 @@ pub fn string_len(s: &str) -> usize {
     serde_json::to_string(s).map_or(s.len() + 2, |quoted| quoted.len())
 }
 
+/// `value` as JSON text, keys in their given order (undefined, functions and foreign values as
+/// `null`, a bigint as its decimal string): the digests' canonical form, and the reaper's wire.
+pub fn text(value: &Value) -> String {
+    match value {
+        Value::Null
+        | Value::Undefined
+        | Value::Function
+        | Value::Symbol
+        | Value::Foreign(_)
+        | Value::Refused(_) => "null".into(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => serde_json::to_string(n).unwrap_or_else(|_| "null".into()),
+        Value::BigInt(n) => format!(
+            "\"{}\"",
+            n.map_or_else(|| "overflow".into(), |n| n.to_string())
+        ),
+        Value::String(s) => serde_json::to_string(s).unwrap_or_default(),
+        Value::Array(items) => {
+            format!("[{}]", items.iter().map(text).collect::<Vec<_>>().join(","))
+        }
+        Value::Object(fields) => format!(
+            "{{{}}}",
+            fields
+                .iter()
+                .map(|(k, v)| format!(
+                    "{}:{}",
+                    serde_json::to_string(k).unwrap_or_default(),
+                    text(v)
+                ))
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1,6 +1,7 @@
 //! native-sandbox: the Rust core of an owned, policy-checked sandbox library for Node.js, and
 //! its Node-API binding. Everything outside `binding` is plain Rust and knows nothing of JS.
 
+pub mod debug;
 pub mod digest;
 pub mod docker;
 pub mod input;

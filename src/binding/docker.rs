@@ -78,12 +78,12 @@ pub struct NativeDockerBackend {
 impl NativeDockerBackend {
     /// Connects; never waits on the engine (an image reference resolves in the background).
     #[napi(constructor)]
-    pub fn new(options: Captured) -> Result<Self> {
+    pub fn new(options: Captured, reaper: Vec<String>) -> Result<Self> {
         let options = parse_docker_options(&options.0).map_err(|issues| {
             let detail: Vec<String> = issues.iter().map(ToString::to_string).collect();
             napi::Error::new(Status::InvalidArg, detail.join("; "))
         })?;
-        let backend = super::runtime::within(|| DockerBackend::new(options))?
+        let backend = super::runtime::within(|| DockerBackend::new(options, reaper))?
             .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
         Ok(Self {
             backend: Arc::new(backend),
@@ -113,7 +113,7 @@ impl NativeDockerBackend {
         invoke: Invoke,
     ) -> Result<NativeOwner> {
         let request = request_of(&request.0)?;
-        let (id, record, reservation) = self.backend.reserve(&request);
+        let (id, record, reservation) = self.backend.reserve(&request, !persisted);
         let persist: Option<Arc<dyn Persist>> =
             persisted.then(|| JsPersist::new(JsPort::new(invoke)) as Arc<dyn Persist>);
         Ok(NativeOwner::wrap(SandboxOwner::new(

@@ -11,6 +11,7 @@ mod js_value;
 mod owner;
 mod parsers;
 mod process_streams;
+mod reaper;
 mod runtime;
 mod staging_writer;
 mod transfers;

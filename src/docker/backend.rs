@@ -17,6 +17,7 @@ use super::objects::{
     volume_fingerprint,
 };
 use super::options::DockerOptions;
+use super::reaper::link::{shared, ReaperCommand, ReaperEntry};
 use super::reservation::{DockerReservation, PendingReservation, Settings};
 use crate::digest::{fresh_id, sha256_of};
 use crate::input::ToValue;
@@ -32,6 +33,8 @@ pub struct DockerBackend {
     docker: Docker,
     dialer: Dialer,
     image: ImageSource,
+    /// The process's reaper, for this backend's engine (`None` with `reaper: false`).
+    reaper: Option<ReaperEntry>,
 }
 
 /// The runtime that gives only network mode `none` here (gVisor's `runsc`, registered with
@@ -65,8 +68,9 @@ pub enum Reconciled {
 impl DockerBackend {
     /// Connects without waiting on the engine: an image ID is pinned at once, a reference
     /// starts resolving in the background (every sandbox of this backend then runs exactly
-    /// the ID it names, and its records say so). Needs a tokio runtime context.
-    pub fn new(options: DockerOptions) -> Result<Self, OwnerError> {
+    /// the ID it names, and its records say so). `reaper` runs this process's reaper (with
+    /// `reaper: false` in the options, none runs). Needs a tokio runtime context.
+    pub fn new(options: DockerOptions, reaper: ReaperCommand) -> Result<Self, OwnerError> {
         let spill = std::fs::metadata(&options.spill_directory).map_err(|e| {
             OwnerError::state(format!(
                 "spillDirectory {} is not an existing directory: {e}",
@@ -81,11 +85,21 @@ impl DockerBackend {
         }
         let Connected { docker, dialer } = connect(&options.engine)?;
         let image = ImageSource::new(&docker, &options);
+        let reaper = match options.reaper {
+            // The engine as resolved now: the reaper reaches exactly this backend's engine.
+            true => Some(shared(reaper).entry(
+                super::engine::resolved(&options.engine).map_err(|e| {
+                    OwnerError::driver(format!("cannot reach the Docker engine: {e}"))
+                })?,
+            )?),
+            false => None,
+        };
         Ok(Self {
             options,
             docker,
             dialer,
             image,
+            reaper,
         })
     }
 
@@ -101,9 +115,11 @@ impl DockerBackend {
 
     /// Inert: assigns identities and names, acquires nothing. While a reference is still
     /// being resolved, the record carries `UNRESOLVED_IMAGE` until the start completes it.
+    /// `reapable` (an `in_process` sandbox) registers its records with the reaper.
     pub fn reserve(
         &self,
         request: &SandboxRequest,
+        reapable: bool,
     ) -> (String, SandboxRecoveryRecord, Arc<dyn DriverReservation>) {
         let sandbox_id = fresh_id("sbx");
         let names = Names::new(&self.options.namespace, &sandbox_id);
@@ -132,7 +148,8 @@ impl DockerBackend {
             authority: Authority::Unverified,
             resources,
         };
-        let settings = self.settings(&pinned);
+        let mut settings = self.settings(&pinned);
+        settings.reaper = self.reaper.clone().filter(|_| reapable);
         let reservation: Arc<dyn DriverReservation> = match (&self.image, now) {
             (ImageSource::Resolving(resolver), None) => {
                 PendingReservation::new(resolver.clone(), settings, request.clone(), record.clone())
@@ -151,6 +168,7 @@ impl DockerBackend {
             user: self.options.user.clone(),
             runtime: self.options.runtime.clone(),
             configuration_digest: pinned.configuration_digest.clone(),
+            reaper: None,
         }
     }
 

@@ -89,6 +89,17 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
         .map_err(unreachable)
 }
 
+/// The engine `engine` reaches, named explicitly (the default resolved as the docker CLI would,
+/// context and TLS material included): what this controller's reaper is told to reach, so it
+/// acts on exactly the engine the backend's sandboxes live on.
+pub fn resolved(engine: &Engine) -> Result<Engine, String> {
+    Ok(match endpoint(engine)?.0 {
+        Endpoint::Unix(path) => Engine::Socket(path),
+        Endpoint::Plain(url) => Engine::Url(url),
+        Endpoint::Tls(url, material) => Engine::Tls { url, material },
+    })
+}
+
 /// The endpoint as the docker CLI would find it, and where it came from (for messages): the
 /// caller's engine, else `DOCKER_HOST` (over TLS when `DOCKER_TLS_VERIFY` asks for it), else the
 /// Docker context that `DOCKER_CONTEXT` or the configuration's `currentContext` names, else the

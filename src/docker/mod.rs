@@ -22,6 +22,7 @@ pub mod oom_events;
 pub mod options;
 pub mod output_end;
 pub mod prepare_image;
+pub mod reaper;
 pub mod reservation;
 pub mod seed;
 pub mod tls;

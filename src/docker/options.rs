@@ -1,6 +1,6 @@
 //! `createDockerSandboxBackend(options)`: parsed and checked before anything talks to an engine.
 
-use crate::input::read::{object, string};
+use crate::input::read::{boolean, object, string};
 use crate::input::{Issue, IssueCode, Issues, Seg, Value};
 use crate::paths::{self, Anchor};
 use crate::policy::ids::identifier;
@@ -30,6 +30,9 @@ pub struct DockerOptions {
     /// `uid:gid` of the guest process.
     pub user: String,
     pub runtime: Option<String>,
+    /// Whether this controller's reaper removes the `in_process` sandboxes it leaves behind
+    /// (`src/docker/reaper/`); default true.
+    pub reaper: bool,
 }
 
 pub const DEFAULT_USER: &str = "65532:65532";
@@ -63,6 +66,10 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         None => Some(None),
         Some(v) => identifier(v, &f.at("runtime"), issues).map(Some),
     };
+    let reaper = match f.optional("reaper") {
+        None => Some(true),
+        Some(v) => boolean(v, &f.at("reaper"), issues),
+    };
     f.finish(issues);
     Some(DockerOptions {
         image: image?,
@@ -71,6 +78,7 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         engine: engine?,
         user: user?,
         runtime: runtime?,
+        reaper: reaper?,
     })
 }
 
@@ -213,6 +221,34 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
     };
     f.finish(issues);
     result
+}
+
+/// An explicit engine as the options give one (`{ socketPath }`, `{ url, tls? }`): how a resolved
+/// engine travels to this controller's reaper. `None` for the default, which names no engine.
+pub fn engine_value(engine: &Engine) -> Option<Value> {
+    Some(match engine {
+        Engine::Default => return None,
+        Engine::Socket(path) => Value::object([("socketPath", Value::string(path.clone()))]),
+        Engine::Url(url) => Value::object([("url", Value::string(url.clone()))]),
+        Engine::Tls { url, material } => Value::object([
+            ("url", Value::string(url.clone())),
+            (
+                "tls",
+                Value::object([
+                    ("ca", Value::string(material.ca.clone())),
+                    ("cert", Value::string(material.cert.clone())),
+                    ("key", Value::string(material.key.clone())),
+                ]),
+            ),
+        ]),
+    })
+}
+
+/// Reads what `engine_value` wrote, by the options' own rules.
+pub fn parse_engine(value: &Value) -> Result<Engine, Vec<Issue>> {
+    let mut issues = Issues::new();
+    let engine = engine(value, &[], &mut issues);
+    issues.finish(engine)
 }
 
 /// PEM texts, each bounded; checked by building the client configuration they describe, so a

@@ -61,6 +61,9 @@ pub struct Settings {
     pub user: String,
     pub runtime: Option<String>,
     pub configuration_digest: String,
+    /// The reaper every record of an `in_process` sandbox goes to (before its effect), and
+    /// which forgets it once destroyed.
+    pub reaper: Option<crate::docker::reaper::link::ReaperEntry>,
 }
 
 pub struct DockerReservation {
@@ -122,6 +125,9 @@ impl DockerReservation {
         next: SandboxRecoveryRecord,
     ) -> Result<(), OwnerError> {
         journal.checkpoint(next.clone()).await?;
+        if let Some(reaper) = &self.settings.reaper {
+            reaper.register(&next).await?;
+        }
         self.state.lock().await.record = next;
         Ok(())
     }
@@ -504,7 +510,11 @@ impl DockerReservation {
 
     async fn run_destroy(&self) -> Result<(), OwnerError> {
         let record = self.record().await;
-        remove_all(&self.settings.docker, &record).await
+        remove_all(&self.settings.docker, &record).await?;
+        if let Some(reaper) = &self.settings.reaper {
+            reaper.forget(&record.sandbox_id);
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,195 @@
+// The reaper: a controller that dies without destroying its in_process sandboxes (SIGINT with no
+// handler, sent to its process group as a terminal's Ctrl-C is, or SIGKILL) leaves nothing on
+// the engine within 10 s: with a process running, in the middle of an import, or idle. Two live
+// controllers never reap each other's sandboxes, persisted sandboxes are never reaped, and
+// `reaper: false` runs none.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { fileURLToPath } from 'node:url';
+import { test } from 'node:test';
+import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+
+const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
+
+/** What a child controller does once its sandboxes started, before it prints `ready`. */
+const MODES = {
+  process: `
+    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
+    await process.start();
+    report();`,
+  import: `
+    async function* files() {
+      yield fileFromBytes('first', new Uint8Array(1024 * 1024));
+      report();
+      await new Promise(() => {});
+    }
+    void sandbox.importTree(files());`,
+  idle: `report();`,
+};
+/** A controller that destroyed its sandbox before it died. */
+const DESTROYED = `await sandbox.destroy(); report();`;
+
+/**
+ * A controller in a child process, in a process group of its own (as a terminal's foreground
+ * job): `count` in_process sandboxes of `namespace` (and one persisted, with `persisted`), then
+ * `mode`; it prints `ready <ids as JSON>` and waits to be ended.
+ */
+function controller(namespace, mode, { count = 1, persisted = false, backendOptions = {}, env = {} } = {}) {
+  const source = `
+    import { fileFromBytes } from 'native-sandbox';
+    import { dockerBackend, request } from ${JSON.stringify(helpers)};
+    const backend = dockerBackend(${JSON.stringify(namespace)}, ${JSON.stringify(backendOptions)});
+    const ids = [];
+    const report = () => console.log('ready ' + JSON.stringify(ids));
+    for (let i = 0; i < ${count}; i++) {
+      const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+      ids.push(sandbox.id);
+      if (i === ${count} - 1) {
+        if (${persisted}) {
+          const kept = await backend.reserve(request(), { kind: 'persisted', persist: async () => {} }).start();
+          ids.push(kept.id);
+        }
+        ${MODES[mode] ?? DESTROYED}
+      }
+    }
+    setInterval(() => {}, 1000);
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', source], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'pipe'],
+    detached: true,
+    env: { ...process.env, ...env },
+  });
+  let stderr = '';
+  child.stderr.on('data', (chunk) => (stderr += chunk));
+  const ended = new Promise((resolve) => child.stderr.on('end', resolve));
+  const ready = new Promise((resolve, reject) => {
+    let stdout = '';
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+      const line = stdout.split('\n').find((l) => l.startsWith('ready '));
+      if (line) resolve(JSON.parse(line.slice('ready '.length)));
+    });
+    child.once('exit', (code, signal) => reject(new Error(`controller ended early (${code ?? signal}): ${stderr}`)));
+  });
+  return { child, ready, stderr: () => stderr, stderrEnded: ended };
+}
+
+/** Ends the controller: SIGINT to its whole process group (a terminal's Ctrl-C), or SIGKILL. */
+async function end({ child }, signal) {
+  const exited = once(child, 'exit');
+  if (signal === 'SIGINT') process.kill(-child.pid, 'SIGINT');
+  else child.kill('SIGKILL');
+  const [code, received] = await exited;
+  assert.equal(received, signal, `the controller ended by ${signal} (exit code ${code})`);
+}
+
+/** Polls the engine census of `namespace` until it is empty, at most `ms`; the last census. */
+async function emptiedWithin(namespace, ms) {
+  const deadline = Date.now() + ms;
+  let census = leftovers(namespace);
+  while (JSON.stringify(census) !== JSON.stringify(NOTHING) && Date.now() < deadline) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    census = leftovers(namespace);
+  }
+  return census;
+}
+
+/** Removes by label what a test deliberately left (sandboxes nothing else may remove). */
+function removeByLabel(namespace) {
+  const { containers, volumes, networks } = leftovers(namespace);
+  if (containers.length) execFileSync('docker', ['rm', '-f', ...containers]);
+  if (volumes.length) execFileSync('docker', ['volume', 'rm', ...volumes]);
+  if (networks.length) execFileSync('docker', ['network', 'rm', ...networks]);
+}
+
+for (const mode of Object.keys(MODES)) {
+  for (const signal of ['SIGINT', 'SIGKILL']) {
+    test(`a controller ended by ${signal} ${mode === 'process' ? 'with a process running' : mode === 'import' ? 'mid-import' : 'that never destroys'} leaves nothing within 10 s`, async () => {
+      const namespace = uniqueNamespace(`reap-${mode}-${signal.toLowerCase()}`);
+      const running = controller(namespace, mode);
+      const ids = await running.ready;
+      assert.equal(ids.length, 1);
+      const before = leftovers(namespace);
+      assert.ok(before.containers.length >= 1 && before.volumes.length === 1, JSON.stringify(before));
+      if (mode === 'process') {
+        const processes = execFileSync('docker', ['ps', '-q', '--filter', `label=dev.native-sandbox.sandbox=${ids[0]}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
+        assert.notEqual(processes, '', 'the process container runs');
+      }
+      await end(running, signal);
+      const census = await emptiedWithin(namespace, 10_000);
+      assert.deepEqual(census, NOTHING);
+    });
+  }
+}
+
+test('the reaper says what it removed under NODE_DEBUG, and exits once done', async () => {
+  const namespace = uniqueNamespace('reap-debug');
+  const running = controller(namespace, 'idle', { count: 2, env: { NODE_DEBUG: 'native-sandbox' } });
+  const ids = await running.ready;
+  await end(running, 'SIGKILL');
+  // The reaper shares the controller's stderr when debugging: it ends once the reaper exits.
+  await running.stderrEnded;
+  assert.deepEqual(leftovers(namespace), NOTHING);
+  const lines = running.stderr().split('\n');
+  assert.ok(lines.some((l) => /^NATIVE-SANDBOX \d+: reaper started \(pid \d+\)$/.test(l)), running.stderr());
+  for (const id of ids) assert.ok(lines.some((l) => new RegExp(`^NATIVE-SANDBOX \\d+: reaper removed ${id} in \\d+ ms$`).test(l)), running.stderr());
+});
+
+test("two live controllers never reap each other's sandboxes", async () => {
+  const namespace = uniqueNamespace('reap-two');
+  const first = controller(namespace, 'process');
+  const second = controller(namespace, 'process');
+  const [firstIds, secondIds] = await Promise.all([first.ready, second.ready]);
+  await end(first, 'SIGKILL');
+  const ofFirst = () => execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${firstIds[0]}`], { encoding: 'utf8' }).trim();
+  const deadline = Date.now() + 10_000;
+  while (ofFirst() !== '' && Date.now() < deadline) await new Promise((resolve) => setTimeout(resolve, 200));
+  assert.equal(ofFirst(), '', "the first controller's sandbox was reaped");
+  const running = execFileSync('docker', ['ps', '-q', '--filter', `label=dev.native-sandbox.sandbox=${secondIds[0]}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
+  assert.notEqual(running, '', "the live controller's process still runs");
+  assert.equal(leftovers(namespace).volumes.length, 1, "the live controller's workspace is there");
+  await end(second, 'SIGKILL');
+  assert.deepEqual(await emptiedWithin(namespace, 10_000), NOTHING);
+});
+
+test('a persisted sandbox is never reaped, even beside a reaped one', async () => {
+  const namespace = uniqueNamespace('reap-persisted');
+  const running = controller(namespace, 'idle', { persisted: true, env: { NODE_DEBUG: 'native-sandbox' } });
+  const [reaped, kept] = await running.ready;
+  await end(running, 'SIGKILL');
+  await running.stderrEnded; // the reaper finished
+  assert.match(running.stderr(), new RegExp(`reaper removed ${reaped} `));
+  const left = (id) => execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${id}`], { encoding: 'utf8' }).trim();
+  assert.equal(left(reaped), '');
+  assert.notEqual(left(kept), '', 'the persisted sandbox is untouched');
+  assert.equal(leftovers(namespace).volumes.length, 1);
+  removeByLabel(namespace);
+});
+
+test('reaper: false runs no reaper', async () => {
+  const namespace = uniqueNamespace('reap-off');
+  const running = controller(namespace, 'idle', { backendOptions: { reaper: false }, env: { NODE_DEBUG: 'native-sandbox' } });
+  await running.ready;
+  await end(running, 'SIGKILL');
+  await running.stderrEnded; // no reaper holds it open
+  assert.doesNotMatch(running.stderr(), /reaper/);
+  assert.equal(leftovers(namespace).volumes.length, 1, 'nothing removed the sandbox');
+  removeByLabel(namespace);
+});
+
+test('a sandbox destroyed by its controller is forgotten: the reaper has nothing to remove', async () => {
+  const namespace = uniqueNamespace('reap-forgotten');
+  const running = controller(namespace, 'destroyed', { env: { NODE_DEBUG: 'native-sandbox' } });
+  await running.ready;
+  assert.deepEqual(leftovers(namespace), NOTHING);
+  await end(running, 'SIGKILL');
+  await running.stderrEnded; // the reaper exited
+  assert.match(running.stderr(), /reaper started/);
+  assert.doesNotMatch(running.stderr(), /reaper (removed|gave up)/);
+});
+
+test('reaper must be a boolean', () => {
+  assert.throws(() => dockerBackend(uniqueNamespace('reap-bad'), { reaper: 'yes' }), (error) => error.name === 'SandboxValidationError' && error.issues.some((issue) => issue.path.join('.') === 'reaper'));
+});
