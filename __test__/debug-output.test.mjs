@@ -25,8 +25,10 @@ test('without NODE_DEBUG nothing is printed', () => {
 
 test('with NODE_DEBUG=native-sandbox: one line per step, in order, with counts and no caller value', () => {
   const lines = run(true).trim().split('\n');
-  const steps = lines.map((line) => line.replace(/^NATIVE-SANDBOX \d+: sbx-[0-9a-f]+ /, '').replace(/ \d+ ms$/, ''));
+  const steps = lines.map((line) => line.replace(/^NATIVE-SANDBOX \d+: (sbx-[0-9a-f]+ )?/, '').replace(/ \d+ ms$/, '').replace(/\(pid \d+\)$/, '(pid)'));
   assert.deepEqual(steps, [
+    // The Rust core's line: the reaper starts with the first in_process sandbox's first record.
+    'reaper started (pid)',
     'start ok',
     'import ok 1 files, 0 directories, 20 bytes',
     'process start ok',

@@ -193,3 +193,39 @@ test('a sandbox destroyed by its controller is forgotten: the reaper has nothing
 test('reaper must be a boolean', () => {
   assert.throws(() => dockerBackend(uniqueNamespace('reap-bad'), { reaper: 'yes' }), (error) => error.name === 'SandboxValidationError' && error.issues.some((issue) => issue.path.join('.') === 'reaper'));
 });
+
+test("the README's Ctrl-C recipe destroys the sandbox before the controller exits (no reaper needed)", async () => {
+  const namespace = uniqueNamespace('reap-recipe');
+  const source = `
+    import { withSandbox } from 'native-sandbox';
+    import { dockerBackend, request } from ${JSON.stringify(helpers)};
+    const backend = dockerBackend(${JSON.stringify(namespace)}, { reaper: false });
+    const interrupted = new AbortController();
+    process.once('SIGINT', () => interrupted.abort(new Error('interrupted')));
+    try {
+      await withSandbox(backend, request(), async (sandbox) => {
+        const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
+        const { exit } = await process.start();
+        console.log('ready []');
+        await exit;
+      }, { recovery: { kind: 'in_process' }, signal: interrupted.signal });
+    } catch (error) {
+      console.log('ended ' + error.code);
+    }
+  `;
+  const child = spawn(process.execPath, ['--input-type=module', '-e', source], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    stdio: ['ignore', 'pipe', 'inherit'],
+    detached: true,
+  });
+  let stdout = '';
+  child.stdout.on('data', (chunk) => (stdout += chunk));
+  while (!stdout.includes('ready')) await new Promise((resolve) => setTimeout(resolve, 50));
+  assert.equal(leftovers(namespace).volumes.length, 1);
+  const exited = once(child, 'exit');
+  process.kill(-child.pid, 'SIGINT');
+  const [code] = await exited;
+  assert.equal(code, 0, 'the controller ended on its own after the abort');
+  assert.match(stdout, /ended cancelled/);
+  assert.deepEqual(leftovers(namespace), NOTHING, 'destroyed before the exit, with no reaper');
+});
