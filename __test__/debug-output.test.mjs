@@ -24,7 +24,15 @@ test('without NODE_DEBUG nothing is printed', () => {
 });
 
 test('with NODE_DEBUG=native-sandbox: one line per step, in order, with counts and no caller value', () => {
-  const lines = run(true).trim().split('\n');
+  const all = run(true).trim().split('\n');
+  // The engine requests behind the steps: method, path (never its query), status, duration.
+  const requests = all.filter((line) => /^NATIVE-SANDBOX \d+: engine /.test(line));
+  assert.ok(requests.length >= 10, all.join('\n'));
+  for (const line of requests) assert.match(line, /^NATIVE-SANDBOX \d+: engine (GET|POST|PUT|DELETE|HEAD) \/[^\s?]* (\d{3}|failed) \d+ ms$/);
+  for (const [method, path] of [['POST', '/containers/create'], ['POST', '/volumes/create'], ['DELETE', '/volumes/']]) {
+    assert.ok(requests.some((line) => new RegExp(`engine ${method} (/v[0-9.]+)?${path}`).test(line)), `${method} ${path}`);
+  }
+  const lines = all.filter((line) => !requests.includes(line));
   const steps = lines.map((line) => line.replace(/^NATIVE-SANDBOX \d+: (sbx-[0-9a-f]+ )?/, '').replace(/ \d+ ms$/, '').replace(/\(pid \d+\)$/, '(pid)'));
   assert.deepEqual(steps, [
     // The Rust core's line: the reaper starts with the first in_process sandbox's first record.
@@ -37,6 +45,6 @@ test('with NODE_DEBUG=native-sandbox: one line per step, in order, with counts a
     'export ok 1 files, 1 directories, 20 bytes',
     'destroy ok',
   ]);
-  const text = lines.join('\n');
+  const text = all.join('\n');
   for (const secret of ['file-secret-contents', 'tok-secret-123', 'API_TOKEN', 'secret-dir', 'notes.txt']) assert.ok(!text.includes(secret), secret);
 });

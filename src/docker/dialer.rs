@@ -63,7 +63,7 @@ pub enum AttachError {
 }
 
 /// Anything an attach connection can run over.
-trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
+pub(super) trait Transport: AsyncRead + AsyncWrite + Send + Unpin + 'static {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin + 'static> Transport for T {}
 
 pub type Upgraded = TokioIo<hyper::upgrade::Upgraded>;
@@ -106,7 +106,8 @@ impl Dialer {
             .map_err(|_| AttachError::Timeout(limit))?
     }
 
-    async fn connect(&self) -> Result<Box<dyn Transport>, AttachError> {
+    /// A fresh connection to the engine (also each traced request's: `traced.rs`).
+    pub(super) async fn connect(&self) -> Result<Box<dyn Transport>, AttachError> {
         Ok(match self {
             Dialer::Unix(path) => Box::new(
                 UnixStream::connect(path)
@@ -127,7 +128,7 @@ impl Dialer {
         })
     }
 
-    fn host(&self) -> &str {
+    pub(super) fn host(&self) -> &str {
         match self {
             Dialer::Unix(_) => "docker",
             Dialer::Tcp(authority) | Dialer::Tls { authority, .. } => authority,

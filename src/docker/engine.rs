@@ -81,12 +81,22 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
             })
         }
     };
-    connected
-        .map(|c| Connected {
-            docker: c.docker.with_timeout(REQUEST_TIMEOUT),
-            dialer: c.dialer,
-        })
-        .map_err(unreachable)
+    let connected = connected.map_err(unreachable)?;
+    // With NODE_DEBUG, every request of this client is traced (one connection per request).
+    let docker = if crate::debug::enabled() {
+        super::traced::client(
+            connected.dialer.clone(),
+            origin.clone(),
+            REQUEST_TIMEOUT.as_secs(),
+        )
+        .map_err(|e| unreachable(e.to_string()))?
+    } else {
+        connected.docker
+    };
+    Ok(Connected {
+        docker: docker.with_timeout(REQUEST_TIMEOUT),
+        dialer: connected.dialer,
+    })
 }
 
 /// The engine `engine` reaches, named explicitly (the default resolved as the docker CLI would,

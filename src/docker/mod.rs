@@ -26,3 +26,4 @@ pub mod reaper;
 pub mod reservation;
 pub mod seed;
 pub mod tls;
+pub mod traced;
