@@ -38,6 +38,21 @@ after(() => {
 
 const daemon = { executable: '/usr/local/bin/node', args: ['/opt/mcp/server.mjs'] };
 const spec = (edit = (s) => s) => edit({ provider: 'docker', config: { image: IMAGE, daemon } });
+
+// A daemon that runs but never speaks MCP: its boot is started now, in a namespace and state
+// directory of its own, and observed by the file's last test, so its 60 s startup deadline passes
+// while the other tests run.
+const silentNamespace = uniqueNamespace('agentproto-silent');
+const silentState = mkdtempSync(join(tmpdir(), 'native-sandbox-agentproto-silent-'));
+const SILENT = { executable: '/usr/local/bin/node', args: ['-e', "console.error('loading a model that never arrives'); setInterval(() => {}, 1000)"] };
+const silentBoot = (() => {
+  const started = Date.now();
+  const silentProvider = createDockerSandboxProvider({ namespace: silentNamespace, spillDirectory: spillDirectory(), stateDirectory: silentState });
+  return silentProvider.boot(spec((s) => ({ ...s, config: { ...s.config, daemon: SILENT } })), { env: {} }).then(
+    (booted) => ({ booted, ms: Date.now() - started }),
+    (error) => ({ error, ms: Date.now() - started }),
+  );
+})();
 const inspect = (format, id) => execFileSync('docker', ['inspect', '--format', format, id], { encoding: 'utf8' }).trim();
 const processContainer = (sandboxId) =>
   execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${sandboxId}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
@@ -598,4 +613,16 @@ test('a corrupt, foreign or linked state file is a typed error, never a crash', 
     await assert.rejects(local.connect(sandboxId, spec(), { env: {} }), (e) => e instanceof SandboxProviderError && e.code === 'sandbox_state_invalid' && e.sandboxId === sandboxId, sandboxId);
   }
   assert.deepEqual(leftovers(namespace), NOTHING);
+});
+
+test('a daemon that never answers MCP fails the boot at the startup deadline (60 s) with its stderr, and nothing is left', async () => {
+  const { booted, error, ms } = await silentBoot;
+  if (booted) await booted.stop();
+  assert.ok(error instanceof SandboxProviderError, String(error));
+  assert.equal(error.code, 'sandbox_daemon_gone');
+  assert.match(error.message, /did not become ready: it did not answer an MCP ping within 60000 ms; the boot destroys the sandbox/);
+  assert.match(error.message, /its last stderr: loading a model that never arrives/);
+  assert.ok(ms >= 60_000, `the boot waited for the whole deadline (${ms} ms)`);
+  assert.deepEqual(leftovers(silentNamespace), NOTHING);
+  assert.deepEqual(stateFiles(silentState), []);
 });
