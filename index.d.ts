@@ -82,8 +82,25 @@ export interface SandboxTemporaryStorage {
   readonly tempBytes: number;
 }
 
-/** `isolated`: no network but loopback. `outbound`: broad egress, not an allowlist. */
-export type SandboxNetwork = { readonly kind: 'isolated' } | { readonly kind: 'outbound' };
+/**
+ * `isolated`: no network but loopback. `outbound`: broad egress, not an allowlist. `allowlist`:
+ * egress only to `hosts` (see `SandboxEgressHost`); a backend whose `support.network` lacks it
+ * refuses it at `reserve` with `SandboxUnsupportedError` (the Docker backend does, for now).
+ */
+export type SandboxNetwork =
+  | { readonly kind: 'isolated' }
+  | { readonly kind: 'outbound' }
+  | { readonly kind: 'allowlist'; readonly hosts: readonly SandboxEgressHost[] };
+
+/**
+ * One allowlist entry: a DNS name, exact (`api.example.com`) or a wildcard (`*.example.com`,
+ * names one or more labels deeper, never `example.com` itself), with an optional `:port`
+ * (without one, 443 and 80). Parsed names are lower-case ASCII (a Unicode label as its `xn--`
+ * form). IP literals, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
+ * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
+ * resolve to loopback, link-local or private addresses.
+ */
+export type SandboxEgressHost = string | { readonly host: string; readonly allowPrivate?: boolean };
 
 export interface SandboxDeadlines {
   /** How long `start()` is observed, 1..60,000 ms. Expiry never proves entered work ended. */
@@ -159,7 +176,7 @@ export interface SandboxRequest {
 export interface SandboxSupport {
   readonly backendId: string;
   readonly backendRevision: string;
-  readonly network: readonly ('isolated' | 'outbound')[];
+  readonly network: readonly ('isolated' | 'outbound' | 'allowlist')[];
   readonly execution: readonly ('until_stopped' | 'deadline')[];
   readonly workspaceDiskQuota: boolean;
 }
@@ -168,7 +185,7 @@ export interface SandboxSupport {
 export interface SandboxEffectivePolicy {
   readonly resources: SandboxResources;
   readonly temporaryStorage: SandboxTemporaryStorage;
-  readonly network: { readonly kind: 'isolated' | 'outbound' };
+  readonly network: SandboxNetwork;
   readonly workspaceDiskQuota: { readonly kind: 'not_requested' } | { readonly kind: 'enforced'; readonly bytes: number };
 }
 

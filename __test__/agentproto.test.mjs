@@ -122,6 +122,7 @@ test('every refusal is typed, names its field, and comes before any engine objec
     [spec((s) => ({ ...s, config: { ...s.config, daemon: { ...daemon, executable: 'node' } } })), SandboxValidationError, ['spec', 'config', 'daemon', 'executable']],
     [spec((s) => ({ ...s, read_only: true })), SandboxProviderError, 'sandbox_read_only'],
     [spec((s) => ({ ...s, network: { egress: ['api.example.com'] } })), SandboxUnsupportedError, /network\.egress/],
+    [spec((s) => ({ ...s, network: { egress: ['api.example.com', '10.0.0.1'] } })), SandboxValidationError, ['spec', 'network', 'egress', 1]],
     [spec((s) => ({ ...s, mounts: [{ source: 'workspace', at: '/w' }] })), SandboxUnsupportedError, /mounts/],
   ];
   for (const [input, kind, expected] of refusals) {

@@ -36,12 +36,17 @@ function checkOptions(options) {
 
 /** A small, explicit policy; the network is the strictest kind the backend offers. */
 function requestFor(support, edit = () => {}) {
-  const network = support.network.includes('isolated') ? 'isolated' : support.network[0];
+  // An allowlist-only backend gets a host nothing answers for: the strictest list there is.
+  const network = support.network.includes('isolated')
+    ? { kind: 'isolated' }
+    : support.network.includes('allowlist')
+      ? { kind: 'allowlist', hosts: ['conformance.invalid'] }
+      : { kind: support.network[0] };
   const policy = {
     // Room for runtimes whose PID limit also counts their own threads (gVisor: about 45).
     resources: { cpus: 1, memoryBytes: 128 * MiB, pids: 256 },
     temporaryStorage: { homeBytes: 8 * MiB, tempBytes: 8 * MiB },
-    network: { kind: network },
+    network,
     deadlines: { startupMs: 60_000, cleanupMs: 30_000 },
     transfers: SANDBOX_DEFAULT_TRANSFER_BUFFERS,
     streams: { ...SANDBOX_DEFAULT_STREAM_LIMITS },

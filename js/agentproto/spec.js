@@ -131,14 +131,20 @@ function readStructure(spec, issues, required) {
   if (spec.metadata !== undefined && !isPlainObject(spec.metadata)) issues.type(['spec', 'metadata'], 'a plain object', spec.metadata);
 }
 
-/** `network.egress` as a network kind; an allowlist cannot be enforced on a Docker bridge. */
+/** `network.egress` as the request's network: [] isolated, ['*'] outbound, else an allowlist. */
 function networkOf(spec) {
   const egress = spec.network?.egress ?? [];
-  if (egress.length === 0) return 'isolated';
-  if (egress.length === 1 && egress[0] === '*') return 'outbound';
-  throw new SandboxUnsupportedError(
-    `spec.network.egress lists hosts (${egress.length}); a Docker bridge cannot enforce a host allowlist, so the provider refuses it rather than allow more than asked (use [] for no network or ['*'] for outbound)`,
-  );
+  if (egress.length === 0) return { kind: 'isolated' };
+  if (egress.length === 1 && egress[0] === '*') return { kind: 'outbound' };
+  return { kind: 'allowlist', hosts: egress };
+}
+
+/** Where a request issue came from in the spec. */
+function specPath(path) {
+  const exact = REQUEST_FIELDS.get(path.join('.'));
+  if (exact !== undefined) return exact;
+  if (path[0] === 'policy' && path[1] === 'network' && path[2] === 'hosts') return ['spec', 'network', 'egress', ...path.slice(3)];
+  return ['spec', ...path];
 }
 
 /** Issue paths of the request parser, as the spec fields they came from. */
@@ -154,7 +160,7 @@ function requestOf(spec, network) {
     policy: {
       resources: { cpus: spec.config.cpus ?? SPEC_DEFAULTS.cpus, memoryBytes: memoryMb * MIB, pids: spec.config.pids ?? SPEC_DEFAULTS.pids },
       temporaryStorage: { homeBytes: 64 * MIB, tempBytes: 64 * MIB },
-      network: { kind: network },
+      network,
       deadlines: { startupMs: 60_000, cleanupMs: 30_000 },
       transfers: SANDBOX_DEFAULT_TRANSFER_BUFFERS,
       // A daemon lives long: no total on its streams, and staging that holds the largest MCP
@@ -168,7 +174,7 @@ function requestOf(spec, network) {
   } catch (error) {
     if (!(error instanceof SandboxValidationError)) throw error;
     throw new SandboxValidationError(
-      error.issues.map((issue) => ({ ...issue, path: REQUEST_FIELDS.get(issue.path.join('.')) ?? ['spec', ...issue.path] })),
+      error.issues.map((issue) => ({ ...issue, path: specPath(issue.path) })),
     );
   }
 }
@@ -191,6 +197,12 @@ export function readSandboxSpec(spec, { required }) {
     throw new SandboxUnsupportedError(`spec.mounts lists ${spec.mounts.length} mount(s); the Docker provider mounts nothing from the host (only [] is accepted)`);
   }
   const request = requestOf(spec, network);
+  if (request.policy.network.kind === 'allowlist') {
+    // The hosts were read strictly above (a bad one is a validation error naming it).
+    throw new SandboxUnsupportedError(
+      `spec.network.egress lists hosts (${request.policy.network.hosts.length}); the Docker backend does not enforce a host allowlist yet, so the provider refuses it rather than allow more than asked (use [] for no network or ['*'] for outbound)`,
+    );
+  }
   const unenforced = ['timeout_ms', 'cpu_ms'].filter((key) => spec.limits?.[key] !== undefined);
   if (unenforced.length > 0) {
     process.emitWarning(

@@ -9,7 +9,7 @@ use super::gvisor;
 use super::layout::{HOME, TMPDIR, WORKSPACE};
 use crate::lifecycle::error::OwnerError;
 use crate::policy::effective::{EffectiveDiskQuota, SandboxEffectivePolicy};
-use crate::policy::network::NetworkKind;
+use crate::policy::network::{NetworkKind, NetworkPolicy};
 use crate::policy::request::Policy;
 use crate::policy::resources::{Resources, TemporaryStorage};
 
@@ -52,7 +52,7 @@ pub fn host_config(policy: &Policy, placement: &Placement<'_>) -> HostConfig {
                 tmpfs(policy.temporary_storage.temp_bytes),
             ),
         ])),
-        network_mode: Some(match (policy.network, placement.network) {
+        network_mode: Some(match (policy.network.kind, placement.network) {
             (NetworkKind::Outbound, Some(name)) => name.to_owned(),
             _ => "none".to_owned(),
         }),
@@ -198,7 +198,7 @@ pub fn applied(
             home_bytes: home.unwrap_or(0),
             temp_bytes: temp.unwrap_or(0),
         },
-        network,
+        network: NetworkPolicy::of(network),
         workspace_disk_quota: EffectiveDiskQuota::NotRequested,
     })
 }
@@ -258,10 +258,10 @@ pub fn check_exact(policy: &Policy, effective: &SandboxEffectivePolicy) -> Resul
             "the engine applied {:?} / {:?} / {} where {:?} / {:?} / {} was requested",
             effective.resources,
             effective.temporary_storage,
-            effective.network.as_str(),
+            effective.network.kind.as_str(),
             asked,
             policy.temporary_storage,
-            policy.network.as_str()
+            policy.network.kind.as_str()
         )));
     }
     Ok(())
@@ -306,7 +306,7 @@ mod tests {
 
     fn read_back(host: &HostConfig, expected: &HostConfig) -> Result<NetworkKind, String> {
         applied(host, Some("65532:65532"), "65532:65532", expected)
-            .map(|effective| effective.network)
+            .map(|effective| effective.network.kind)
             .map_err(|e| e.to_string())
     }
 

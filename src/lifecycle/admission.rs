@@ -13,11 +13,11 @@ pub fn check_supported(
     support: &SandboxSupport,
 ) -> Result<(), OwnerError> {
     let policy = &request.policy;
-    if !support.network.contains(&policy.network) {
+    if !support.network.contains(&policy.network.kind) {
         return Err(OwnerError::Unsupported(format!(
             "backend {} cannot enforce policy.network.kind '{}'",
             support.backend_id,
-            policy.network.as_str()
+            policy.network.kind.as_str()
         )));
     }
     let execution = match policy.execution {
@@ -77,8 +77,30 @@ pub fn check_effective(
         .filter(|(_, observed, requested)| observed > requested)
         .map(|(field, observed, requested)| format!("{field} {observed} > {requested}"))
         .collect();
-    if asked.network == NetworkKind::Isolated && effective.network != NetworkKind::Isolated {
-        looser.push("network.kind outbound where isolated was requested".into());
+    match (asked.network.kind, effective.network.kind) {
+        (_, NetworkKind::Isolated) | (NetworkKind::Outbound, _) => {}
+        (NetworkKind::Isolated, observed) => looser.push(format!(
+            "network.kind {} where isolated was requested",
+            observed.as_str()
+        )),
+        (NetworkKind::Allowlist, NetworkKind::Outbound) => {
+            looser.push("network.kind outbound where an allowlist was requested".into())
+        }
+        (NetworkKind::Allowlist, NetworkKind::Allowlist) => {
+            let extra: Vec<String> = effective
+                .network
+                .hosts
+                .iter()
+                .filter(|host| !asked.network.hosts.contains(host))
+                .map(|host| format!("{host:?}"))
+                .collect();
+            if !extra.is_empty() {
+                looser.push(format!(
+                    "network.hosts allows {} beyond the requested allowlist",
+                    extra.join(", ")
+                ));
+            }
+        }
     }
     match (asked.workspace_disk_quota, effective.workspace_disk_quota) {
         (WorkspaceDiskQuota::NotRequested, EffectiveDiskQuota::NotRequested) => {}
@@ -104,5 +126,69 @@ pub fn check_effective(
             "the backend observed a policy looser than the request: {}",
             looser.join("; ")
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::from_json;
+    use crate::policy::effective::parse_sandbox_effective_policy;
+    use crate::policy::request::parse_sandbox_request;
+    use serde_json::json;
+
+    fn request(network: serde_json::Value) -> SandboxRequest {
+        parse_sandbox_request(&from_json(json!({ "policy": {
+            "resources": { "cpus": 1, "memoryBytes": 1048576, "pids": 16 },
+            "temporaryStorage": { "homeBytes": 1048576, "tempBytes": 1048576 },
+            "network": network,
+            "deadlines": { "startupMs": 1000, "cleanupMs": 1000 },
+            "transfers": { "chunkBytes": 65536, "metadataBatchBytes": 65536, "mergeFanIn": 8 },
+            "streams": { "maxBufferedInputBytes": 65536, "maxBufferedOutputBytes": 65536, "highWaterMark": 1024 }
+        }})))
+        .expect("a valid request")
+    }
+
+    fn effective(network: serde_json::Value) -> SandboxEffectivePolicy {
+        parse_sandbox_effective_policy(&from_json(json!({
+            "resources": { "cpus": 1, "memoryBytes": 1048576, "pids": 16 },
+            "temporaryStorage": { "homeBytes": 1048576, "tempBytes": 1048576 },
+            "network": network,
+            "workspaceDiskQuota": { "kind": "not_requested" }
+        })))
+        .expect("a valid effective policy")
+    }
+
+    #[test]
+    fn an_allowlist_may_be_applied_as_asked_narrower_or_isolated_never_wider() {
+        let asked = request(json!({ "kind": "allowlist", "hosts": ["a.example", "b.example"] }));
+        for fine in [
+            json!({ "kind": "allowlist", "hosts": ["a.example", "b.example"] }),
+            json!({ "kind": "allowlist", "hosts": ["b.example"] }),
+            json!({ "kind": "isolated" }),
+        ] {
+            assert!(check_effective(&asked, &effective(fine.clone())).is_ok(), "{fine}");
+        }
+        for (wider, why) in [
+            (json!({ "kind": "outbound" }), "outbound where an allowlist"),
+            (
+                json!({ "kind": "allowlist", "hosts": ["a.example", "c.example"] }),
+                "c.example",
+            ),
+            (
+                json!({ "kind": "allowlist", "hosts": ["a.example:8443"] }),
+                "8443",
+            ),
+        ] {
+            let error = check_effective(&asked, &effective(wider.clone())).expect_err("wider");
+            assert!(error.to_string().contains(why), "{wider}: {error}");
+        }
+        let isolated = request(json!({ "kind": "isolated" }));
+        let error = check_effective(
+            &isolated,
+            &effective(json!({ "kind": "allowlist", "hosts": ["a.example"] })),
+        )
+        .expect_err("wider than isolated");
+        assert!(error.to_string().contains("allowlist where isolated"), "{error}");
     }
 }

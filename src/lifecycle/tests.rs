@@ -159,7 +159,7 @@ fn exact_effective() -> SandboxEffectivePolicy {
             home_bytes: 1024,
             temp_bytes: 1024,
         },
-        network: NetworkKind::Isolated,
+        network: crate::policy::network::NetworkPolicy::of(NetworkKind::Isolated),
         workspace_disk_quota: EffectiveDiskQuota::NotRequested,
     }
 }
@@ -523,7 +523,7 @@ async fn checkpoints_persist_before_effects_and_keep_identity() {
 async fn a_looser_effective_policy_fails_startup_closed() {
     let mut loose = exact_effective();
     loose.resources.memory_bytes = 4096;
-    loose.network = NetworkKind::Outbound;
+    loose.network = crate::policy::network::NetworkPolicy::of(NetworkKind::Outbound);
     let driver = TestDriver::new(|s| s.effective = Some(loose));
     let owner = owner(&driver);
     match start_cause(owner.start(None).await.expect_err("looser policy")) {

@@ -1,6 +1,6 @@
 //! `parseSandboxEffectivePolicy`: what a backend observed the engine apply after startup.
 
-use super::network::{network, NetworkKind};
+use super::network::{network, NetworkPolicy};
 use super::resources::{resources, temporary_storage, Resources, TemporaryStorage};
 use crate::input::read::{kind, object, positive_integer};
 use crate::input::{Issue, Issues, Seg, ToValue, Value};
@@ -9,7 +9,7 @@ use crate::input::{Issue, Issues, Seg, ToValue, Value};
 pub struct SandboxEffectivePolicy {
     pub resources: Resources,
     pub temporary_storage: TemporaryStorage,
-    pub network: NetworkKind,
+    pub network: NetworkPolicy,
     pub workspace_disk_quota: EffectiveDiskQuota,
 }
 

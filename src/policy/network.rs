@@ -1,21 +1,25 @@
-//! The network kind: `isolated` (no interfaces but loopback) or `outbound` (broad egress).
+//! The network policy: `isolated` (no interfaces but loopback), `outbound` (broad egress), or
+//! `allowlist` (egress only to the listed hosts; see `egress.rs` for the entries).
 
-use crate::input::read::bare_kind;
+use super::egress::{egress_hosts, EgressHost};
+use crate::input::read::{kind, object};
 use crate::input::{Issues, Seg, ToValue, Value};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum NetworkKind {
     Isolated,
     Outbound,
+    Allowlist,
 }
 
-pub const NETWORK_KINDS: &[&str] = &["isolated", "outbound"];
+pub const NETWORK_KINDS: &[&str] = &["isolated", "outbound", "allowlist"];
 
 impl NetworkKind {
     pub fn from_literal(s: &str) -> Option<Self> {
         match s {
             "isolated" => Some(NetworkKind::Isolated),
             "outbound" => Some(NetworkKind::Outbound),
+            "allowlist" => Some(NetworkKind::Allowlist),
             _ => None,
         }
     }
@@ -24,17 +28,68 @@ impl NetworkKind {
         match self {
             NetworkKind::Isolated => "isolated",
             NetworkKind::Outbound => "outbound",
+            NetworkKind::Allowlist => "allowlist",
         }
     }
-}
-
-/// Reads `{ kind: 'isolated' | 'outbound' }`.
-pub fn network(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<NetworkKind> {
-    bare_kind(value, path, NETWORK_KINDS, issues).and_then(NetworkKind::from_literal)
 }
 
 impl ToValue for NetworkKind {
     fn to_value(&self) -> Value {
         Value::object([("kind", Value::string(self.as_str()))])
+    }
+}
+
+/// A request's network: its kind and, for `allowlist`, the hosts (empty for the other kinds).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NetworkPolicy {
+    pub kind: NetworkKind,
+    pub hosts: Vec<EgressHost>,
+}
+
+impl NetworkPolicy {
+    pub fn of(kind: NetworkKind) -> Self {
+        Self {
+            kind,
+            hosts: Vec::new(),
+        }
+    }
+}
+
+/// A policy compares with a bare kind by its kind.
+impl PartialEq<NetworkKind> for NetworkPolicy {
+    fn eq(&self, kind: &NetworkKind) -> bool {
+        self.kind == *kind
+    }
+}
+
+/// Reads `{ kind: 'isolated' | 'outbound' }` or `{ kind: 'allowlist', hosts: [...] }`.
+pub fn network(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<NetworkPolicy> {
+    let mut f = object(value, path, issues)?;
+    let found = kind(&mut f, NETWORK_KINDS, issues).and_then(NetworkKind::from_literal);
+    let hosts = match found {
+        Some(NetworkKind::Allowlist) => f
+            .required("hosts", issues)
+            .and_then(|v| egress_hosts(v, &f.at("hosts"), issues)),
+        _ => Some(Vec::new()),
+    };
+    f.finish(issues);
+    Some(NetworkPolicy {
+        kind: found?,
+        hosts: hosts?,
+    })
+}
+
+impl ToValue for NetworkPolicy {
+    fn to_value(&self) -> Value {
+        match self.kind {
+            NetworkKind::Allowlist => Value::object([
+                ("kind", Value::string(self.kind.as_str())),
+                (
+                    "hosts",
+                    Value::Array(self.hosts.iter().map(ToValue::to_value).collect()),
+                ),
+            ]),
+            kind => kind.to_value(),
+        }
     }
 }

@@ -1,6 +1,6 @@
 //! `parseSandboxRequest`: the whole requested policy, normalized with its defaults.
 
-use super::network::{network, NetworkKind};
+use super::network::{network, NetworkPolicy};
 use super::resources::{resources, temporary_storage, Resources, TemporaryStorage};
 use crate::input::read::{
     integer_in, kind, nonnegative_integer, object, positive_integer, Fields, MAX_SAFE_INTEGER,
@@ -17,7 +17,7 @@ pub struct SandboxRequest {
 pub struct Policy {
     pub resources: Resources,
     pub temporary_storage: TemporaryStorage,
-    pub network: NetworkKind,
+    pub network: NetworkPolicy,
     pub deadlines: Deadlines,
     pub transfers: TransferBuffers,
     pub streams: StreamLimits,

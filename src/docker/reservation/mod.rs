@@ -161,9 +161,10 @@ impl DockerReservation {
         self.admit_image().await?;
         context.cancel.check()?;
 
-        let network = match self.request.policy.network {
+        let network = match self.request.policy.network.kind {
             NetworkKind::Outbound => Some(self.create_network(context).await?),
-            NetworkKind::Isolated => None,
+            // Refused at reserve (see `backend::support`); fail closed were it reached.
+            NetworkKind::Isolated | NetworkKind::Allowlist => None,
         };
         context.cancel.check()?;
         let volume = self.create_volume(context).await?;

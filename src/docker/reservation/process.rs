@@ -40,11 +40,13 @@ impl DockerReservation {
         let volume = crate::docker::objects::name_of(&record, Role::Storage)
             .unwrap_or_default()
             .to_owned();
-        let network = match self.request.policy.network {
+        let network = match self.request.policy.network.kind {
             NetworkKind::Outbound => {
                 crate::docker::objects::name_of(&record, Role::Network).map(str::to_owned)
             }
-            NetworkKind::Isolated => None,
+            // An allowlist never reaches this driver (its support refuses it at reserve); were
+            // it to, the sandbox would have no network at all.
+            NetworkKind::Isolated | NetworkKind::Allowlist => None,
         };
         let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
         let asked = body.host_config.clone().unwrap_or_default();

@@ -1,0 +1,49 @@
+// network: { kind: 'allowlist', hosts }: parsed strictly in Rust (names lower-cased to ASCII,
+// wildcards, ports, the private-address opt-in), every bad entry named; a backend that cannot
+// enforce it refuses it at reserve, before any engine object exists.
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { assertSandboxRequestSupported, parseSandboxRequest, SandboxUnsupportedError } from 'native-sandbox';
+import { assertDeepFrozen, assertIssues, request } from './helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, uniqueNamespace } from './docker-helpers.mjs';
+
+const allowlist = (hosts) => request((p) => (p.network = { kind: 'allowlist', hosts }));
+
+test('an allowlist parses to lower-case ASCII names, ports and opt-ins, deeply frozen', () => {
+  const parsed = parseSandboxRequest(allowlist(['API.Example.com', '*.example.org:8443', 'bücher.example', { host: 'db.internal:5432', allowPrivate: true }]));
+  assert.deepEqual(parsed.policy.network, {
+    kind: 'allowlist',
+    hosts: ['api.example.com', '*.example.org:8443', 'xn--bcher-kva.example', { host: 'db.internal:5432', allowPrivate: true }],
+  });
+  assertDeepFrozen(parsed);
+});
+
+test('every bad entry is refused with an issue naming it', () => {
+  assertIssues(parseSandboxRequest, allowlist(['ok.example', '10.1.2.3', '10.0.0.0/8', '*', '*.com', 'a..b', 'ok.example', 'x.example:99999', { host: 'y.example', extra: 1 }]), [
+    ['invalid_value', ['policy', 'network', 'hosts', 1]],
+    ['invalid_value', ['policy', 'network', 'hosts', 2]],
+    ['invalid_value', ['policy', 'network', 'hosts', 3]],
+    ['invalid_value', ['policy', 'network', 'hosts', 4]],
+    ['invalid_value', ['policy', 'network', 'hosts', 5]],
+    ['invalid_value', ['policy', 'network', 'hosts', 6]],
+    ['invalid_value', ['policy', 'network', 'hosts', 7]],
+    ['unknown_field', ['policy', 'network', 'hosts', 8, 'extra']],
+  ]);
+  assertIssues(parseSandboxRequest, allowlist([]), [['invalid_value', ['policy', 'network', 'hosts']]]);
+  assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'allowlist' })), [['required', ['policy', 'network', 'hosts']]]);
+  assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'isolated', hosts: ['a.example'] })), [['unknown_field', ['policy', 'network', 'hosts']]]);
+  const many = Array.from({ length: 257 }, (_, i) => `h${i}.example`);
+  assertIssues(parseSandboxRequest, allowlist(many), [['too_long', ['policy', 'network', 'hosts']]]);
+});
+
+test('the Docker backend refuses an allowlist at reserve, before any engine object exists', () => {
+  const namespace = uniqueNamespace('egress');
+  const backend = dockerBackend(namespace);
+  assert.deepEqual([...backend.support.network], ['isolated', 'outbound']);
+  assert.throws(() => assertSandboxRequestSupported(allowlist(['api.example.com']), backend.support), SandboxUnsupportedError);
+  assert.throws(
+    () => backend.reserve(allowlist(['api.example.com']), { kind: 'in_process' }),
+    (error) => error instanceof SandboxUnsupportedError && /allowlist/.test(error.message),
+  );
+  assert.deepEqual(leftovers(namespace), NOTHING);
+});

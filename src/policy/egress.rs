@@ -1,0 +1,474 @@
+//! The hosts of `network: { kind: 'allowlist', hosts }`: each entry a DNS name (exact, or `*.`
+//! and a name of at least two labels, which matches names one or more labels deeper and never
+//! the name itself) with an optional `:port` (without one, 443 and 80). An entry is a string, or
+//! `{ host, allowPrivate: true }` for a name that may resolve to loopback, link-local or private
+//! addresses. Names are lower-cased and held in their ASCII form (a Unicode label as its `xn--`
+//! Punycode; an `xn--` label must decode). IP literals, CIDRs, `*` alone, empty labels and names
+//! over 253 bytes are refused, each with an issue naming the entry.
+
+use crate::input::read::{array, boolean, object, string};
+use crate::input::{IssueCode, Issues, Seg, ToValue, Value};
+
+/// At most this many entries in one allowlist.
+pub const EGRESS_HOSTS_MAX: usize = 256;
+/// A name's longest form, as DNS allows (without the trailing dot).
+const NAME_BYTES_MAX: usize = 253;
+const LABEL_BYTES_MAX: usize = 63;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressHost {
+    /// Lower-case ASCII; a wildcard entry keeps its leading `*.`.
+    pub name: String,
+    /// `None`: 443 and 80.
+    pub port: Option<u16>,
+    /// Whether the name may resolve to loopback, link-local or private addresses.
+    pub allow_private: bool,
+}
+
+impl EgressHost {
+    fn rendered(&self) -> String {
+        match self.port {
+            Some(port) => format!("{}:{port}", self.name),
+            None => self.name.clone(),
+        }
+    }
+}
+
+impl ToValue for EgressHost {
+    fn to_value(&self) -> Value {
+        if self.allow_private {
+            Value::object([
+                ("host", Value::string(self.rendered())),
+                ("allowPrivate", Value::Bool(true)),
+            ])
+        } else {
+            Value::string(self.rendered())
+        }
+    }
+}
+
+/// Reads the `hosts` array: between 1 and `EGRESS_HOSTS_MAX` distinct entries.
+pub fn egress_hosts(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<Vec<EgressHost>> {
+    let items = array(value, path, EGRESS_HOSTS_MAX, issues)?;
+    if items.is_empty() {
+        issues.add(
+            IssueCode::InvalidValue,
+            path,
+            "an allowlist names at least one host (use { kind: 'isolated' } for none)",
+        );
+        return None;
+    }
+    let mut hosts: Vec<EgressHost> = Vec::with_capacity(items.len());
+    let mut complete = true;
+    for (index, item) in items.iter().enumerate() {
+        let mut at = path.to_vec();
+        at.push(Seg::Index(index));
+        match entry(item, &at, issues) {
+            Some(host)
+                if hosts
+                    .iter()
+                    .any(|h| h.name == host.name && h.port == host.port) =>
+            {
+                issues.add(
+                    IssueCode::InvalidValue,
+                    &at,
+                    format!("{} is listed twice", host.rendered()),
+                );
+                complete = false;
+            }
+            Some(host) => hosts.push(host),
+            None => complete = false,
+        }
+    }
+    complete.then_some(hosts)
+}
+
+fn entry(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<EgressHost> {
+    match value {
+        Value::Object(_) => {
+            let mut f = object(value, path, issues)?;
+            let host = f.required("host", issues).and_then(|v| {
+                let at = f.at("host");
+                string(v, &at, 512, issues).and_then(|s| host_and_port(&s, &at, issues))
+            });
+            let allow_private = match f.optional("allowPrivate") {
+                None => Some(false),
+                Some(v) => boolean(v, &f.at("allowPrivate"), issues),
+            };
+            f.finish(issues);
+            let (name, port) = host?;
+            Some(EgressHost {
+                name,
+                port,
+                allow_private: allow_private?,
+            })
+        }
+        _ => {
+            let s = string(value, path, 512, issues)?;
+            let (name, port) = host_and_port(&s, path, issues)?;
+            Some(EgressHost {
+                name,
+                port,
+                allow_private: false,
+            })
+        }
+    }
+}
+
+fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, Option<u16>)> {
+    let refuse = |issues: &mut Issues, why: String| {
+        issues.add(IssueCode::InvalidValue, path, why);
+        None
+    };
+    if s.starts_with('[') || s.matches(':').count() > 1 {
+        return refuse(
+            issues,
+            format!("{s:?} is an IP address; an allowlist names hosts by DNS name"),
+        );
+    }
+    if s.contains('/') {
+        return refuse(
+            issues,
+            format!("{s:?} is an address range; an allowlist names hosts by DNS name"),
+        );
+    }
+    let (name, port) = match s.rsplit_once(':') {
+        Some((name, port)) => match port.parse::<u16>() {
+            Ok(p) if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) => (name, Some(p)),
+            _ => {
+                return refuse(
+                    issues,
+                    format!("{s:?} has port {port:?}; a port is an integer from 1 to 65535"),
+                )
+            }
+        },
+        None => (s, None),
+    };
+    match dns_name(name) {
+        Ok(name) => Some((name, port)),
+        Err(why) => refuse(issues, format!("{s:?} {why}")),
+    }
+}
+
+/// The name in lower-case ASCII, or why it is not one an allowlist takes.
+fn dns_name(name: &str) -> Result<String, String> {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    if name == "*" {
+        return Err("would allow every host; list the names (or use { kind: 'outbound' })".into());
+    }
+    let (wildcard, rest) = match name.strip_prefix("*.") {
+        Some(rest) => (true, rest),
+        None => (false, name),
+    };
+    let mut labels = Vec::new();
+    for label in rest.split('.') {
+        if label.is_empty() {
+            return Err("has an empty label".into());
+        }
+        labels.push(ascii_label(label)?);
+    }
+    if labels
+        .last()
+        .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
+    {
+        return Err("is an IP address; an allowlist names hosts by DNS name".into());
+    }
+    if wildcard && labels.len() < 2 {
+        return Err(
+            "is a wildcard over a top-level domain; name at least two labels after *.".into(),
+        );
+    }
+    let ascii = labels.join(".");
+    let ascii = if wildcard {
+        format!("*.{ascii}")
+    } else {
+        ascii
+    };
+    if ascii.len() > NAME_BYTES_MAX {
+        return Err(format!(
+            "is {} bytes long in its ASCII form; a name has at most {NAME_BYTES_MAX}",
+            ascii.len()
+        ));
+    }
+    Ok(ascii)
+}
+
+/// One label in lower-case ASCII: letters, digits and inner hyphens, at most 63 bytes; a Unicode
+/// label becomes `xn--` and its Punycode, and an `xn--` label must decode to one.
+fn ascii_label(label: &str) -> Result<String, String> {
+    let lower = label.to_lowercase();
+    let ascii = if lower.is_ascii() {
+        if let Some(encoded) = lower.strip_prefix("xn--") {
+            match punycode::decode(encoded) {
+                Some(decoded) if !decoded.is_ascii() && decoded.to_lowercase() == decoded => {}
+                _ => {
+                    return Err(format!(
+                        "has the label {label:?}, which is not valid Punycode"
+                    ))
+                }
+            }
+        }
+        lower
+    } else {
+        if lower.contains('*') || lower.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("has the label {label:?}, which is not a DNS label"));
+        }
+        format!("xn--{}", punycode::encode(&lower))
+    };
+    let ldh = ascii
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if !ldh || ascii.starts_with('-') || ascii.ends_with('-') {
+        return Err(format!(
+            "has the label {label:?}; a label holds letters, digits and inner hyphens (a wildcard only as a leading *.)"
+        ));
+    }
+    if ascii.len() > LABEL_BYTES_MAX {
+        return Err(format!(
+            "has a label of {} bytes; a label has at most {LABEL_BYTES_MAX}",
+            ascii.len()
+        ));
+    }
+    Ok(ascii)
+}
+
+/// RFC 3492 Punycode, as IDNA uses it for one label.
+mod punycode {
+    const BASE: u32 = 36;
+    const T_MIN: u32 = 1;
+    const T_MAX: u32 = 26;
+    const SKEW: u32 = 38;
+    const DAMP: u32 = 700;
+    const INITIAL_BIAS: u32 = 72;
+    const INITIAL_N: u32 = 128;
+
+    fn adapt(mut delta: u32, points: u32, first: bool) -> u32 {
+        delta /= if first { DAMP } else { 2 };
+        delta += delta / points;
+        let mut k = 0;
+        while delta > ((BASE - T_MIN) * T_MAX) / 2 {
+            delta /= BASE - T_MIN;
+            k += BASE;
+        }
+        k + (BASE - T_MIN + 1) * delta / (delta + SKEW)
+    }
+
+    fn digit(d: u32) -> char {
+        // d < 36 by construction: a–z then 0–9.
+        char::from(if d < 26 {
+            b'a' + d as u8
+        } else {
+            b'0' + (d - 26) as u8
+        })
+    }
+
+    fn value(c: u8) -> Option<u32> {
+        match c {
+            b'a'..=b'z' => Some(u32::from(c - b'a')),
+            b'0'..=b'9' => Some(u32::from(c - b'0') + 26),
+            _ => None,
+        }
+    }
+
+    fn threshold(k: u32, bias: u32) -> u32 {
+        if k <= bias {
+            T_MIN
+        } else if k >= bias + T_MAX {
+            T_MAX
+        } else {
+            k - bias
+        }
+    }
+
+    pub fn encode(input: &str) -> String {
+        let points: Vec<u32> = input.chars().map(u32::from).collect();
+        let mut output: String = input.chars().filter(char::is_ascii).collect();
+        let basic = output.len() as u32;
+        let mut handled = basic;
+        if basic > 0 {
+            output.push('-');
+        }
+        let (mut n, mut delta, mut bias) = (INITIAL_N, 0u32, INITIAL_BIAS);
+        while (handled as usize) < points.len() {
+            let m = points
+                .iter()
+                .copied()
+                .filter(|&p| p >= n)
+                .min()
+                .unwrap_or(n);
+            delta = delta.saturating_add((m - n).saturating_mul(handled + 1));
+            n = m;
+            for &p in &points {
+                if p < n {
+                    delta = delta.saturating_add(1);
+                }
+                if p == n {
+                    let mut q = delta;
+                    let mut k = BASE;
+                    loop {
+                        let t = threshold(k, bias);
+                        if q < t {
+                            break;
+                        }
+                        output.push(digit(t + (q - t) % (BASE - t)));
+                        q = (q - t) / (BASE - t);
+                        k += BASE;
+                    }
+                    output.push(digit(q));
+                    bias = adapt(delta, handled + 1, handled == basic);
+                    delta = 0;
+                    handled += 1;
+                }
+            }
+            delta = delta.saturating_add(1);
+            n += 1;
+        }
+        output
+    }
+
+    pub fn decode(input: &str) -> Option<String> {
+        let (basic, extended) = match input.rfind('-') {
+            Some(at) => (&input[..at], &input[at + 1..]),
+            None => ("", input),
+        };
+        if !basic.is_ascii() {
+            return None;
+        }
+        let mut output: Vec<char> = basic.chars().collect();
+        let (mut n, mut i, mut bias) = (INITIAL_N, 0u32, INITIAL_BIAS);
+        let mut bytes = extended.bytes().peekable();
+        while bytes.peek().is_some() {
+            let old = i;
+            let mut w = 1u32;
+            let mut k = BASE;
+            loop {
+                let d = value(bytes.next()?)?;
+                i = i.checked_add(d.checked_mul(w)?)?;
+                let t = threshold(k, bias);
+                if d < t {
+                    break;
+                }
+                w = w.checked_mul(BASE - t)?;
+                k += BASE;
+            }
+            let length = output.len() as u32 + 1;
+            bias = adapt(i - old, length, old == 0);
+            n = n.checked_add(i / length)?;
+            i %= length;
+            output.insert(i as usize, char::from_u32(n)?);
+            i += 1;
+        }
+        Some(output.into_iter().collect())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::input::value::{from_json, issue_list};
+    use serde_json::json;
+
+    fn parse(hosts: serde_json::Value) -> Result<Vec<EgressHost>, Vec<crate::input::Issue>> {
+        let mut issues = Issues::new();
+        let parsed = egress_hosts(&from_json(hosts), &[Seg::from("hosts")], &mut issues);
+        issues.finish(parsed)
+    }
+
+    #[test]
+    fn names_are_lower_cased_ascii_with_optional_ports() {
+        let hosts = parse(json!([
+            "API.Example.com",
+            "*.example.com:8443",
+            "registry.npmjs.org.",
+            "bücher.example",
+            { "host": "db.internal:5432", "allowPrivate": true }
+        ]))
+        .expect("parses");
+        let rendered: Vec<Value> = hosts.iter().map(ToValue::to_value).collect();
+        assert_eq!(
+            rendered,
+            vec![
+                Value::string("api.example.com"),
+                Value::string("*.example.com:8443"),
+                Value::string("registry.npmjs.org"),
+                Value::string("xn--bcher-kva.example"),
+                Value::object([
+                    ("host", Value::string("db.internal:5432")),
+                    ("allowPrivate", Value::Bool(true)),
+                ]),
+            ]
+        );
+        assert_eq!(hosts[0].port, None);
+        assert_eq!(hosts[1].port, Some(8443));
+    }
+
+    #[test]
+    fn punycode_matches_rfc_3492() {
+        for (unicode, ascii) in [
+            ("bücher", "bcher-kva"),
+            ("münchen", "mnchen-3ya"),
+            ("例え", "r8jz45g"),
+            ("ü", "tda"),
+        ] {
+            assert_eq!(punycode::encode(unicode), ascii);
+            assert_eq!(punycode::decode(ascii).as_deref(), Some(unicode));
+        }
+        assert_eq!(punycode::decode("99999999999"), None);
+    }
+
+    #[test]
+    fn every_bad_entry_is_named() {
+        let long = format!("{}.com", vec!["a".repeat(63); 4].join("."));
+        let result = parse(json!([
+            "1.2.3.4",
+            "10.0.0.0/8",
+            "[::1]",
+            "fe80::1",
+            "*",
+            "*.com",
+            "a..b",
+            "-a.example",
+            "a_b.example",
+            "example.com:0",
+            "example.com:http",
+            "xn--zz-.example",
+            long,
+            "ok.example",
+            "ok.example",
+            { "host": "x.example", "allowPrivate": "yes" },
+            7
+        ]));
+        let listed = issue_list(result);
+        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "hosts[0]",
+                "hosts[1]",
+                "hosts[2]",
+                "hosts[3]",
+                "hosts[4]",
+                "hosts[5]",
+                "hosts[6]",
+                "hosts[7]",
+                "hosts[8]",
+                "hosts[9]",
+                "hosts[10]",
+                "hosts[11]",
+                "hosts[12]",
+                "hosts[14]",
+                "hosts[15].allowPrivate",
+                "hosts[16]",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_allowlist_has_between_1_and_256_entries() {
+        assert!(!issue_list(parse(json!([]))).is_empty());
+        let many: Vec<String> = (0..257).map(|i| format!("h{i}.example")).collect();
+        assert!(!issue_list(parse(json!(many))).is_empty());
+        let most: Vec<String> = (0..256).map(|i| format!("h{i}.example")).collect();
+        assert_eq!(parse(json!(most)).map(|h| h.len()).ok(), Some(256));
+    }
+}
