@@ -73,12 +73,33 @@ function controller(namespace, mode, { count = 1, persisted = false, backendOpti
     });
     child.once('exit', (code, signal) => reject(new Error(`controller ended early (${code ?? signal}): ${stderr}`)));
   });
-  return { child, ready, stderr: () => stderr, stderrEnded: ended };
+  return { child, ready: within(ready, 60_000, 'the controller is ready'), stderr: () => stderr, stderrEnded: within(ended, 60_000, "the controller's stderr (held by its reaper) ends") };
 }
+
+/** `promise`, or a failure naming `what` after `ms` (no wait in these tests is unbounded). */
+function within(promise, ms, what) {
+  let timer;
+  const late = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
+  return Promise.race([promise, late]).finally(() => clearTimeout(timer));
+}
+
+/** Polls `check` every 100 ms until it returns a truthy value, at most `ms`. */
+async function waitFor(check, ms, what) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** The pids of the reapers a controller's debug output says it started. */
+const reaperPids = (stderr) => [...stderr.matchAll(/reaper started \(pid (\d+)\)/g)].map((m) => Number(m[1]));
 
 /** Ends the controller: SIGINT to its whole process group (a terminal's Ctrl-C), or SIGKILL. */
 async function end({ child }, signal) {
-  const exited = once(child, 'exit');
+  const exited = within(once(child, 'exit'), 10_000, 'the controller exits');
   if (signal === 'SIGINT') process.kill(-child.pid, 'SIGINT');
   else child.kill('SIGKILL');
   const [code, received] = await exited;
@@ -124,10 +145,14 @@ for (const mode of Object.keys(MODES)) {
   }
 }
 
-test('the reaper says what it removed under NODE_DEBUG, and exits once done', async () => {
+test('the reaper runs in a process group of its own, says what it removed under NODE_DEBUG, and exits once done', async () => {
   const namespace = uniqueNamespace('reap-debug');
   const running = controller(namespace, 'idle', { count: 2, env: { NODE_DEBUG: 'native-sandbox' } });
   const ids = await running.ready;
+  const [reaper] = reaperPids(running.stderr());
+  const group = (pid) => Number(execFileSync('ps', ['-o', 'pgid=', '-p', String(pid)], { encoding: 'utf8' }).trim());
+  assert.equal(group(running.child.pid), running.child.pid, "the controller leads its own group (a terminal's job)");
+  assert.equal(group(reaper), reaper, 'the reaper leads a group of its own: Ctrl-C to the job never reaches it');
   await end(running, 'SIGKILL');
   // The reaper shares the controller's stderr when debugging: it ends once the reaper exits.
   await running.stderrEnded;
@@ -220,12 +245,27 @@ test("the README's Ctrl-C recipe destroys the sandbox before the controller exit
   });
   let stdout = '';
   child.stdout.on('data', (chunk) => (stdout += chunk));
-  while (!stdout.includes('ready')) await new Promise((resolve) => setTimeout(resolve, 50));
+  await waitFor(() => stdout.includes('ready'), 60_000, 'the recipe controller is ready');
   assert.equal(leftovers(namespace).volumes.length, 1);
-  const exited = once(child, 'exit');
+  const exited = within(once(child, 'exit'), 30_000, 'the recipe controller exits');
   process.kill(-child.pid, 'SIGINT');
   const [code] = await exited;
   assert.equal(code, 0, 'the controller ended on its own after the abort');
   assert.match(stdout, /ended cancelled/);
   assert.deepEqual(leftovers(namespace), NOTHING, 'destroyed before the exit, with no reaper');
+});
+
+test('a reaper killed while its controller lives is replaced and told every sandbox again', async () => {
+  const namespace = uniqueNamespace('reap-restart');
+  const running = controller(namespace, 'process', { env: { NODE_DEBUG: 'native-sandbox' } });
+  const [id] = await running.ready;
+  const [first] = reaperPids(running.stderr());
+  process.kill(first, 'SIGKILL');
+  const second = await waitFor(() => reaperPids(running.stderr())[1], 10_000, 'a new reaper');
+  assert.notEqual(second, first);
+  // The sandbox was left alone: the killed reaper was told nothing had ended.
+  const running_ = execFileSync('docker', ['ps', '-q', '--filter', `label=dev.native-sandbox.sandbox=${id}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
+  assert.notEqual(running_, '', 'the process still runs');
+  await end(running, 'SIGKILL');
+  assert.deepEqual(await emptiedWithin(namespace, 10_000), NOTHING, 'the new reaper removed it');
 });

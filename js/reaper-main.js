@@ -5,8 +5,10 @@
 // It never touches process.stdin or process.stdout: the native side owns both pipes.
 import { native } from './native.js';
 
-// A terminal's signals are for the controller; the link alone says when this process ends.
-for (const signal of ['SIGINT', 'SIGHUP', 'SIGQUIT']) process.on(signal, () => {});
+// Signals are for the controller (a terminal's, or a service manager's SIGTERM to the whole
+// group or cgroup): the link alone says when this process ends, and it ends within 10 s of it.
+for (const signal of ['SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGTERM']) process.on(signal, () => {});
 
 const reaped = await native.runReaper();
-process.exitCode = reaped.failed.length === 0 ? 0 : 1;
+// Whatever else holds the event loop (a preload's timer), the work is done.
+process.exit(reaped.failed.length === 0 ? 0 : 1);

@@ -83,15 +83,15 @@ impl DockerBackend {
                 options.spill_directory
             )));
         }
-        let Connected { docker, dialer } = connect(&options.engine)?;
+        let Connected {
+            docker,
+            dialer,
+            engine,
+        } = connect(&options.engine)?;
         let image = ImageSource::new(&docker, &options);
         let reaper = match options.reaper {
-            // The engine as resolved now: the reaper reaches exactly this backend's engine.
-            true => Some(shared(reaper).entry(
-                super::engine::resolved(&options.engine).map_err(|e| {
-                    OwnerError::driver(format!("cannot reach the Docker engine: {e}"))
-                })?,
-            )?),
+            // The engine as resolved for this backend: the reaper reaches exactly the same one.
+            true => Some(shared(reaper).entry(engine)?),
             false => None,
         };
         Ok(Self {

@@ -32,11 +32,22 @@ enum Endpoint {
 pub struct Connected {
     pub docker: Docker,
     pub dialer: Dialer,
+    /// The engine reached, named explicitly (the default resolved once, here): what this
+    /// controller's reaper is told, so it reaches exactly the same engine.
+    pub engine: Engine,
 }
 
 pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
     let (endpoint, origin) = endpoint(engine)
         .map_err(|e| OwnerError::driver(format!("cannot reach the Docker engine: {e}")))?;
+    let resolved = match &endpoint {
+        Endpoint::Unix(path) => Engine::Socket(path.clone()),
+        Endpoint::Plain(url) => Engine::Url(url.clone()),
+        Endpoint::Tls(url, material) => Engine::Tls {
+            url: url.clone(),
+            material: material.clone(),
+        },
+    };
     let unreachable =
         |e: String| OwnerError::driver(format!("cannot reach the Docker engine ({origin}): {e}"));
     let connected = match endpoint {
@@ -47,10 +58,7 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
                 origin.clone(),
                 REQUEST_TIMEOUT.as_secs(),
             )
-            .map(|docker| Connected {
-                docker,
-                dialer: Dialer::Unix(path.into()),
-            })
+            .map(|docker| (docker, Dialer::Unix(path.into())))
             .map_err(|e| e.to_string())
         }
         Endpoint::Unix(path) => Docker::connect_with_unix(
@@ -58,17 +66,11 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
             REQUEST_TIMEOUT.as_secs(),
             bollard::API_DEFAULT_VERSION,
         )
-        .map(|docker| Connected {
-            docker,
-            dialer: Dialer::Unix(path.into()),
-        })
+        .map(|docker| (docker, Dialer::Unix(path.into())))
         .map_err(|e| e.to_string()),
         Endpoint::Plain(url) => {
             let authority = address::authority(&url, address::PLAIN_PORT);
-            plain_tcp(&authority).map(|docker| Connected {
-                docker,
-                dialer: Dialer::Tcp(authority),
-            })
+            plain_tcp(&authority).map(|docker| (docker, Dialer::Tcp(authority)))
         }
         Endpoint::Tls(url, material) => {
             let config = tls::client_config(&material)
@@ -76,37 +78,22 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
                 .map_err(unreachable)?;
             let authority = address::authority(&url, address::TLS_PORT);
             Dialer::tls(authority.clone(), config.clone()).and_then(|dialer| {
-                tls::connect(&authority, config, REQUEST_TIMEOUT)
-                    .map(|docker| Connected { docker, dialer })
+                tls::connect(&authority, config, REQUEST_TIMEOUT).map(|docker| (docker, dialer))
             })
         }
     };
-    let connected = connected.map_err(unreachable)?;
+    let (docker, dialer) = connected.map_err(unreachable)?;
     // With NODE_DEBUG, every request of this client is traced (one connection per request).
     let docker = if crate::debug::enabled() {
-        super::traced::client(
-            connected.dialer.clone(),
-            origin.clone(),
-            REQUEST_TIMEOUT.as_secs(),
-        )
-        .map_err(|e| unreachable(e.to_string()))?
+        super::traced::client(dialer.clone(), origin.clone(), REQUEST_TIMEOUT.as_secs())
+            .map_err(|e| unreachable(e.to_string()))?
     } else {
-        connected.docker
+        docker
     };
     Ok(Connected {
         docker: docker.with_timeout(REQUEST_TIMEOUT),
-        dialer: connected.dialer,
-    })
-}
-
-/// The engine `engine` reaches, named explicitly (the default resolved as the docker CLI would,
-/// context and TLS material included): what this controller's reaper is told to reach, so it
-/// acts on exactly the engine the backend's sandboxes live on.
-pub fn resolved(engine: &Engine) -> Result<Engine, String> {
-    Ok(match endpoint(engine)?.0 {
-        Endpoint::Unix(path) => Engine::Socket(path),
-        Endpoint::Plain(url) => Engine::Url(url),
-        Endpoint::Tls(url, material) => Engine::Tls { url, material },
+        dialer,
+        engine: resolved,
     })
 }
 

@@ -223,34 +223,6 @@ fn engine(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Engine> {
     result
 }
 
-/// An explicit engine as the options give one (`{ socketPath }`, `{ url, tls? }`): how a resolved
-/// engine travels to this controller's reaper. `None` for the default, which names no engine.
-pub fn engine_value(engine: &Engine) -> Option<Value> {
-    Some(match engine {
-        Engine::Default => return None,
-        Engine::Socket(path) => Value::object([("socketPath", Value::string(path.clone()))]),
-        Engine::Url(url) => Value::object([("url", Value::string(url.clone()))]),
-        Engine::Tls { url, material } => Value::object([
-            ("url", Value::string(url.clone())),
-            (
-                "tls",
-                Value::object([
-                    ("ca", Value::string(material.ca.clone())),
-                    ("cert", Value::string(material.cert.clone())),
-                    ("key", Value::string(material.key.clone())),
-                ]),
-            ),
-        ]),
-    })
-}
-
-/// Reads what `engine_value` wrote, by the options' own rules.
-pub fn parse_engine(value: &Value) -> Result<Engine, Vec<Issue>> {
-    let mut issues = Issues::new();
-    let engine = engine(value, &[], &mut issues);
-    issues.finish(engine)
-}
-
 /// PEM texts, each bounded; checked by building the client configuration they describe, so a
 /// path passed where the file's text belongs, a broken PEM or a key that does not match the
 /// certificate fails here and names its field.

@@ -167,7 +167,10 @@ mod tests {
             json!({ "kind": "allowlist", "hosts": ["b.example"] }),
             json!({ "kind": "isolated" }),
         ] {
-            assert!(check_effective(&asked, &effective(fine.clone())).is_ok(), "{fine}");
+            assert!(
+                check_effective(&asked, &effective(fine.clone())).is_ok(),
+                "{fine}"
+            );
         }
         for (wider, why) in [
             (json!({ "kind": "outbound" }), "outbound where an allowlist"),
@@ -189,6 +192,9 @@ mod tests {
             &effective(json!({ "kind": "allowlist", "hosts": ["a.example"] })),
         )
         .expect_err("wider than isolated");
-        assert!(error.to_string().contains("allowlist where isolated"), "{error}");
+        assert!(
+            error.to_string().contains("allowlist where isolated"),
+            "{error}"
+        );
     }
 }

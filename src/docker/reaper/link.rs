@@ -2,20 +2,24 @@
 //! the first `in_process` sandbox's first checkpoint and linked by a pipe to its stdin.
 //!
 //! Invariants:
-//! - A sandbox's record reaches the pipe before the effect it announces: `register` resolves
-//!   only once the writer wrote the line (bounded by `WRITE_BOUND`), and the pipe keeps what
-//!   was written even if this process dies the next instant.
-//! - The link remembers every registered sandbox until `forget`; a reaper that is replaced (it
-//!   died, or the runtime that wrote to it shut down) is told all of them again before anything
-//!   newer, so no replacement ever knows less than its predecessor.
+//! - A sandbox's record is in the pipe of a reaper that said it runs before the effect the
+//!   record announces: `register` resolves only once the writer wrote the line to such a reaper
+//!   (bounded by `WRITE_BOUND`). The pipe keeps what was written even if this process dies the
+//!   next instant. (A reaper that dies holding unread lines loses them; its replacement is told
+//!   every registered sandbox again once it runs, after `RESTART_DELAY`.)
+//! - The link remembers every registered sandbox until `forget`; a reaper that is replaced is
+//!   told all of them again, after it said it runs and before anything newer, so no replacement
+//!   knows less than its predecessor, and no line reaches a reaper that may have given up.
 //! - The state lock is never held across an `.await`: writes go through the writer task's
-//!   channel, and callers only wait for its acknowledgement.
-//! - The reaper runs in a process group of its own, so a terminal's Ctrl-C (SIGINT to the
-//!   foreground group) ends the controller but never the reaper.
+//!   channel, and callers only wait for its acknowledgement. Every write is bounded by
+//!   `WRITE_BOUND`; a reaper that does not take one is killed and waited for.
+//! - The reaper runs in a process group of its own (a terminal's Ctrl-C, SIGINT to the
+//!   foreground group, never reaches it), with none of this process's descriptors but its three
+//!   standard ones, and without `NODE_OPTIONS` (no preload of the controller's runs in it).
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError, Weak};
 use std::time::Duration;
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -23,17 +27,26 @@ use tokio::net::unix::pipe;
 use tokio::sync::{mpsc, oneshot};
 
 use super::super::options::Engine;
-use super::wire::{encode, Message};
+use super::wire::{decode, encode, Message, LINE_BYTES_MAX};
 use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::SandboxRecoveryRecord;
 
-/// How long a checkpoint waits for its record to reach the reaper's pipe (the reaper started,
-/// if it was not running) before the start fails: a write to a live reaper takes microseconds.
+/// How long a checkpoint waits for its record to reach a running reaper (the reaper started, if
+/// none ran), and how long any single write to a reaper may take: a write to a live reaper takes
+/// microseconds, its start well under a second.
 pub const WRITE_BOUND: Duration = Duration::from_secs(10);
 
-/// How long a reaper that died waits before its replacement starts (only while sandboxes are
-/// registered; a reaper that cannot run does not spin).
+/// The first wait before a reaper that died (or could not start) is replaced, doubled after each
+/// failure up to `RESTART_DELAY_MAX`; registrations made meanwhile fail at once. Only while
+/// sandboxes are registered.
 const RESTART_DELAY: Duration = Duration::from_secs(1);
+const RESTART_DELAY_MAX: Duration = Duration::from_secs(60);
+
+/// What a reaper writes once it runs (`src/docker/reaper/serve.rs`), on a line of its own.
+pub const READY: &[u8] = b"ready";
+/// Other output a reaper's stdout may carry before `READY` (a runtime's banner) is skipped, up to
+/// this much.
+const READY_SEARCH_BYTES: usize = 64 * 1024;
 
 /// The command that runs a reaper: the Node.js executable and the package's reaper script.
 pub type ReaperCommand = Vec<String>;
@@ -83,7 +96,9 @@ impl ReaperLink {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// The entry for sandboxes on `engine` (resolved: never `Engine::Default`).
+    /// The entry for sandboxes on `engine` (as the backend resolved it). An engine the reaper
+    /// could not read back exactly is refused here, at the backend's creation, rather than
+    /// leaving its sandboxes unprotected.
     pub fn entry(self: &Arc<Self>, engine: Engine) -> Result<ReaperEntry, OwnerError> {
         let mut state = self.state();
         if let Some(index) = state.engines.iter().position(|(e, _)| *e == engine) {
@@ -93,11 +108,17 @@ impl ReaperLink {
             });
         }
         let index = state.engines.len() as u32;
-        let line = encode(&Message::Engine {
+        let message = Message::Engine {
             index,
             engine: engine.clone(),
-        })
-        .ok_or_else(|| OwnerError::driver("the reaper needs the engine resolved"))?;
+        };
+        let line = encode(&message)
+            .filter(|line| line.len() <= LINE_BYTES_MAX && decode(line).as_ref() == Ok(&message))
+            .ok_or_else(|| {
+                OwnerError::driver(
+                    "the reaper cannot be told this engine (its address or TLS material is too large to pass on); set reaper: false to run without one",
+                )
+            })?;
         state.engines.push((engine, line.clone()));
         if let Some(writer) = &state.writer {
             // A writer that ended replays every engine to its successor.
@@ -141,7 +162,7 @@ impl ReaperLink {
 
 impl ReaperEntry {
     /// Tells the reaper `record` (before the effect it announces) and waits until it is in the
-    /// pipe, within `WRITE_BOUND`.
+    /// pipe of a running reaper, within `WRITE_BOUND`.
     pub async fn register(&self, record: &SandboxRecoveryRecord) -> Result<(), OwnerError> {
         let line = encode(&Message::Sandbox {
             engine: self.engine,
@@ -197,47 +218,92 @@ impl ReaperEntry {
     }
 }
 
-/// Starts a reaper and writes to it until the link has nothing more to say; a reaper that dies
-/// while sandboxes are registered is replaced (after `RESTART_DELAY`) and told everything again.
-async fn run_writer(
-    link: std::sync::Weak<ReaperLink>,
-    mut receiver: mpsc::UnboundedReceiver<Outgoing>,
-) {
+/// Set while the writer task runs: if the task is dropped with its runtime (the last Node
+/// environment holding the addon exited), its reaper reaps every registered sandbox, so the link
+/// forgets them (a later runtime's reaper must not be told sandboxes nobody owns any more).
+struct DroppedWithRuntime {
+    link: Weak<ReaperLink>,
+    armed: bool,
+}
+
+impl Drop for DroppedWithRuntime {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Some(link) = self.link.upgrade() {
+            let mut state = link.state();
+            state.live.clear();
+            state.writer = None;
+        }
+    }
+}
+
+/// Starts a reaper and writes to it while the link has something to say; a reaper that dies (or
+/// cannot start) while sandboxes are registered is replaced after a growing delay, and told
+/// everything again.
+async fn run_writer(link: Weak<ReaperLink>, mut receiver: mpsc::UnboundedReceiver<Outgoing>) {
+    let mut guard = DroppedWithRuntime {
+        link: link.clone(),
+        armed: true,
+    };
+    let mut delay = RESTART_DELAY;
     loop {
-        let Some(strong) = link.upgrade() else { return };
-        let command = strong.command.clone();
-        let replay = strong.replay();
-        drop(strong);
-        let ended = match start(command).await {
-            Ok(reaper) => serve(reaper, replay, &mut receiver).await,
+        let Some(command) = link.upgrade().map(|l| l.command.clone()) else {
+            guard.armed = false;
+            return;
+        };
+        match start(command).await {
+            Ok(reaper) => {
+                let served = serve(reaper, &link, &mut receiver).await;
+                if served.was_ready {
+                    delay = RESTART_DELAY;
+                }
+            }
             Err(why) => {
                 crate::debug::line(&format!("reaper could not start: {why}"));
                 fail_queued(&mut receiver, &why);
-                Ended::Died
             }
-        };
-        if matches!(ended, Ended::LinkClosed) {
-            return;
         }
-        let Some(strong) = link.upgrade() else { return };
+        let Some(strong) = link.upgrade() else {
+            guard.armed = false;
+            return;
+        };
         {
             let mut state = strong.state();
             if state.live.is_empty() {
                 // Nothing to protect: the next registration starts a new writer.
                 state.writer = None;
+                guard.armed = false;
                 return;
             }
         }
         drop(strong);
-        tokio::time::sleep(RESTART_DELAY).await;
+        // Meanwhile, a registration fails at once instead of waiting on a reaper to come.
+        let why = format!(
+            "the reaper ended; a new one starts in {} s",
+            delay.as_secs()
+        );
+        let pause = tokio::time::sleep(delay);
+        tokio::pin!(pause);
+        loop {
+            tokio::select! {
+                () = &mut pause => break,
+                next = receiver.recv() => match next {
+                    Some(Outgoing { written: Some(written), .. }) => {
+                        let _ = written.send(Err(why.clone()));
+                    }
+                    Some(_) => {}
+                    // Unreachable while the link holds its sender; nothing more to write.
+                    None => {
+                        guard.armed = false;
+                        return;
+                    }
+                },
+            }
+        }
+        delay = (delay * 2).min(RESTART_DELAY_MAX);
     }
-}
-
-enum Ended {
-    /// The link dropped its queue: this process is ending.
-    LinkClosed,
-    /// The reaper died or could not be written to.
-    Died,
 }
 
 struct Running {
@@ -246,23 +312,45 @@ struct Running {
     stdout: pipe::Receiver,
 }
 
+impl Running {
+    /// Ends the reaper for good and collects its exit status (the wait, a blocking call, runs
+    /// off the async threads). A reaper that already exited only has its status collected.
+    async fn end(mut self) {
+        let _ = self.child.kill();
+        drop((self.stdin, self.stdout));
+        let mut child = self.child;
+        let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+    }
+}
+
 /// Starts the reaper (the spawn is a blocking system call, so it runs off the async threads).
 async fn start(command: ReaperCommand) -> Result<Running, String> {
-    let child = tokio::task::spawn_blocking(move || spawn(&command))
+    let mut child = tokio::task::spawn_blocking(move || spawn(&command))
         .await
         .map_err(|e| e.to_string())??;
-    let mut child = child;
-    let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+    let pipes = (child.stdin.take(), child.stdout.take());
+    let (Some(stdin), Some(stdout)) = pipes else {
+        let _ = child.kill();
+        let _ = tokio::task::spawn_blocking(move || child.wait()).await;
         return Err("the reaper's pipes were not made".into());
     };
-    let stdin = pipe::Sender::from_owned_fd(stdin.into()).map_err(|e| e.to_string())?;
-    let stdout = pipe::Receiver::from_owned_fd(stdout.into()).map_err(|e| e.to_string())?;
-    crate::debug::line(&format!("reaper started (pid {})", child.id()));
-    Ok(Running {
-        child,
-        stdin,
-        stdout,
-    })
+    let stdin = pipe::Sender::from_owned_fd(stdin.into()).map_err(|e| e.to_string());
+    let stdout = pipe::Receiver::from_owned_fd(stdout.into()).map_err(|e| e.to_string());
+    match (stdin, stdout) {
+        (Ok(stdin), Ok(stdout)) => {
+            crate::debug::line(&format!("reaper started (pid {})", child.id()));
+            Ok(Running {
+                child,
+                stdin,
+                stdout,
+            })
+        }
+        (Err(why), _) | (_, Err(why)) => {
+            let _ = child.kill();
+            let _ = tokio::task::spawn_blocking(move || child.wait()).await;
+            Err(why)
+        }
+    }
 }
 
 fn spawn(command: &[String]) -> Result<Child, String> {
@@ -270,16 +358,32 @@ fn spawn(command: &[String]) -> Result<Child, String> {
     let (program, arguments) = command
         .split_first()
         .ok_or_else(|| "no reaper command".to_owned())?;
-    Command::new(program)
+    let mut reaper = Command::new(program);
+    reaper
         .args(arguments)
+        // The controller's preloads (`-r`, `--import`, `--inspect-brk`) are not the reaper's.
+        .env_remove("NODE_OPTIONS")
+        // Under Electron, `process.execPath` is the app: run it as plain Node.js.
+        .env("ELECTRON_RUN_AS_NODE", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         // Its account of what it removed is debug output, seen only when asked for (this
         // process's stderr is passed explicitly: Node marks its own close-on-exec).
         .stderr(stderr_for_reaper())
-        .process_group(0)
-        .spawn()
-        .map_err(|e| format!("{program}: {e}"))
+        .process_group(0);
+    #[cfg(target_os = "linux")]
+    // SAFETY: runs in the child between fork and exec, where only async-signal-safe calls are
+    // allowed; `close_range` is a single system call that allocates nothing and takes no lock.
+    // It closes every descriptor above the three standard ones, so the reaper, which outlives
+    // its controller by design, never holds one of the controller's pipes or sockets open (an
+    // error, such as ENOSYS before Linux 5.9, leaves them to their close-on-exec flags).
+    unsafe {
+        reaper.pre_exec(|| {
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            Ok(())
+        });
+    }
+    reaper.spawn().map_err(|e| format!("{program}: {e}"))
 }
 
 fn stderr_for_reaper() -> Stdio {
@@ -293,76 +397,99 @@ fn stderr_for_reaper() -> Stdio {
         .map_or_else(|_| Stdio::null(), Stdio::from)
 }
 
+/// How a reaper's service ended.
+struct Served {
+    /// It said it runs (a later failure restarts with the first delay again).
+    was_ready: bool,
+}
+
+/// Waits until the reaper runs, tells it everything registered, then writes what is queued,
+/// until the reaper ends or a write fails; the reaper is then ended for good.
 async fn serve(
     mut reaper: Running,
-    replay: Vec<String>,
+    link: &Weak<ReaperLink>,
     receiver: &mut mpsc::UnboundedReceiver<Outgoing>,
-) -> Ended {
+) -> Served {
+    let ready = tokio::time::timeout(WRITE_BOUND, wait_ready(&mut reaper.stdout))
+        .await
+        .unwrap_or(false);
+    if !ready {
+        crate::debug::line("reaper did not say it runs");
+        fail_queued(receiver, "the reaper did not start");
+        reaper.end().await;
+        return Served { was_ready: false };
+    }
+    // Told only now: a reaper that never ran is never told anything it could act on.
+    let replay = link.upgrade().map(|l| l.replay()).unwrap_or_default();
     let mut first = String::new();
     for line in replay {
         first.push_str(&line);
         first.push('\n');
     }
     let ended = async {
-        if reaper.stdin.write_all(first.as_bytes()).await.is_err() {
-            return Ended::Died;
+        if !write_bounded(&mut reaper.stdin, first.as_bytes()).await {
+            return;
         }
-        // Its one word: it runs (the addon loaded, its stdin read). A reaper that cannot run
-        // fails the registrations waiting on it, rather than leaving them unprotected.
-        match tokio::time::timeout(WRITE_BOUND, ready(&mut reaper.stdout)).await {
-            Ok(true) => {}
-            _ => return Ended::Died,
-        }
-        // Then it never writes again: its stdout ends only when it does.
+        // From now on it never writes: its stdout ends only when it does.
         let mut probe = [0u8; 64];
         loop {
             tokio::select! {
                 next = receiver.recv() => {
-                    let Some(Outgoing { mut line, written }) = next else { return Ended::LinkClosed };
+                    let Some(Outgoing { mut line, written }) = next else { return };
                     line.push('\n');
-                    let result = reaper.stdin.write_all(line.as_bytes()).await.map_err(|e| e.to_string());
-                    let failed = result.is_err();
+                    let ok = write_bounded(&mut reaper.stdin, line.as_bytes()).await;
                     if let Some(written) = written {
-                        let _ = written.send(result);
+                        let _ = written.send(if ok { Ok(()) } else { Err("the reaper stopped taking records".into()) });
                     }
-                    if failed {
-                        return Ended::Died;
+                    if !ok {
+                        return;
                     }
                 }
                 read = reaper.stdout.read(&mut probe) => {
                     if matches!(read, Ok(0) | Err(_)) {
-                        return Ended::Died;
+                        return;
                     }
                 }
             }
         }
-    }
-    .await;
-    if matches!(ended, Ended::Died) {
-        crate::debug::line("reaper ended");
-        fail_queued(receiver, "the reaper ended");
-        // Collects its exit status (no zombie); a reaper still running is never waited for.
-        let _ = reaper.child.try_wait();
-    }
-    ended
+    };
+    ended.await;
+    crate::debug::line("reaper ended");
+    fail_queued(receiver, "the reaper ended");
+    reaper.end().await;
+    Served { was_ready: true }
 }
 
-/// Reads the reaper's `ready` line.
-async fn ready(stdout: &mut pipe::Receiver) -> bool {
-    let mut said = Vec::new();
+/// One write, within `WRITE_BOUND`.
+async fn write_bounded(stdin: &mut pipe::Sender, bytes: &[u8]) -> bool {
+    matches!(
+        tokio::time::timeout(WRITE_BOUND, stdin.write_all(bytes)).await,
+        Ok(Ok(()))
+    )
+}
+
+/// Reads the reaper's stdout until a line that is exactly `READY` (other lines are skipped, up
+/// to `READY_SEARCH_BYTES`).
+async fn wait_ready(stdout: &mut pipe::Receiver) -> bool {
+    let mut line = Vec::new();
+    let mut seen = 0usize;
     let mut byte = [0u8; 1];
-    while said.len() <= READY.len() {
+    while seen < READY_SEARCH_BYTES {
         match stdout.read(&mut byte).await {
-            Ok(1) if byte[0] == b'\n' => return said == READY,
-            Ok(1) => said.push(byte[0]),
+            Ok(1) => seen += 1,
             _ => return false,
+        }
+        if byte[0] == b'\n' {
+            if line == READY {
+                return true;
+            }
+            line.clear();
+        } else if line.len() <= READY.len() {
+            line.push(byte[0]);
         }
     }
     false
 }
-
-/// What a reaper writes once it runs (`src/binding/reaper.rs`).
-pub const READY: &[u8] = b"ready";
 
 /// Fails the acknowledgements already queued (their lines are replayed to the next reaper).
 fn fail_queued(receiver: &mut mpsc::UnboundedReceiver<Outgoing>, why: &str) {

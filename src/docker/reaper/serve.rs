@@ -80,9 +80,9 @@ pub async fn serve(
 }
 
 /// Applies every message until the input ends (or fails). A line that is not a message, or is
-/// longer than `LINE_BYTES_MAX`, is skipped: what it would have said is then unknown, and the
-/// record before it (always a superset of what existed, since a record precedes its effect)
-/// stays registered.
+/// longer than `LINE_BYTES_MAX`, is skipped. The controller never sends one (it checks that
+/// every engine line reads back, and records are at most 16 KiB), so a skipped line means a
+/// foreign writer, and is reported under `NODE_DEBUG`.
 pub async fn watch(input: impl AsyncRead + Unpin) -> Registry {
     let mut registry = Registry::default();
     let mut reader = BufReader::new(input);
@@ -149,7 +149,8 @@ pub async fn reap(registry: Registry) -> Reaped {
             Ok(connected) => {
                 engines.insert(*index, connected.docker);
             }
-            Err(e) => debug::line(&format!("reaper cannot reach engine {index}: {e}")),
+            // Its address is the caller's: the line says only which engine.
+            Err(_) => debug::line(&format!("reaper cannot reach engine {index}")),
         }
     }
     let work = registry.live.into_values().map(|(engine, record)| {
@@ -166,7 +167,7 @@ pub async fn reap(registry: Registry) -> Reaped {
             loop {
                 let attempt =
                     tokio::time::timeout_at(deadline.into(), remove_all(&docker, &record)).await;
-                let why = match attempt {
+                let (why, kind) = match attempt {
                     Ok(Ok(())) => {
                         debug::line(&format!(
                             "reaper removed {id} in {} ms",
@@ -174,11 +175,19 @@ pub async fn reap(registry: Registry) -> Reaped {
                         ));
                         return (id, Ok(()));
                     }
-                    Ok(Err(e)) => e.to_string(),
-                    Err(_) => "its removal did not finish in time".to_owned(),
+                    // An object whose labels or incarnation differ is left untouched.
+                    Ok(Err(e @ crate::lifecycle::error::OwnerError::State(_))) => {
+                        (e.to_string(), "an object is not provably its own")
+                    }
+                    Ok(Err(e)) => (e.to_string(), "an engine error"),
+                    Err(_) => (
+                        "its removal did not finish in time".to_owned(),
+                        "out of time",
+                    ),
                 };
                 if Instant::now() + RETRY_DELAY >= deadline {
-                    debug::line(&format!("reaper gave up on {id}: {why}"));
+                    // Only the kind: the engine's words name objects (and the caller's namespace).
+                    debug::line(&format!("reaper gave up on {id} ({kind})"));
                     return (id, Err(why));
                 }
                 tokio::time::sleep(RETRY_DELAY).await;

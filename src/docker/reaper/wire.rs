@@ -1,8 +1,9 @@
 //! The reaper's wire: what a controller tells its reaper, one JSON object per line on the
 //! reaper's stdin. Three messages, each idempotent, so a line replayed to a new reaper is harmless:
 //!
-//! - `{"engine":{"index":0,"options":{"socketPath":"/var/run/docker.sock"}}}`: the engine that
-//!   records naming `index` live on (as the backend options give one, resolved);
+//! - `{"engine":{"index":0,"socket":"/var/run/docker.sock"}}` (or `"url"`, with `"ca"`, `"cert"`
+//!   and `"key"` for TLS): the engine that records naming `index` live on, as the backend
+//!   resolved it (taken as it is: what reached the engine once reaches it again);
 //! - `{"sandbox":{"engine":0,"record":{…}}}`: a sandbox's latest recovery record, sent before
 //!   the effect it announces, so the reaper always knows every object that may exist;
 //! - `{"forget":"sbx-…"}`: the sandbox was destroyed; nothing of it remains to remove.
@@ -11,11 +12,14 @@ use crate::input::value::from_json;
 use crate::input::{ToValue, Value};
 use crate::recovery::record::{parse_sandbox_recovery_record, SandboxRecoveryRecord};
 
-use super::super::options::{engine_value, parse_engine, Engine};
+use super::super::options::Engine;
+use super::super::tls::TlsMaterial;
 
-/// The longest line a reaper reads: a record is at most `RECOVERY_RECORD_BYTES_MAX` (16 KiB) and
-/// an engine's TLS material three 64 KiB PEM texts.
-pub const LINE_BYTES_MAX: usize = 256 * 1024;
+/// The longest line a reaper reads: a record is at most `RECOVERY_RECORD_BYTES_MAX` (16 KiB); an
+/// engine's TLS material from the environment or a context has no bound of its own (a CA bundle
+/// can be hundreds of KiB), so a backend whose engine line would be longer is refused a reaper
+/// at its creation (`link::ReaperLink::entry`).
+pub const LINE_BYTES_MAX: usize = 4 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Message {
@@ -36,13 +40,22 @@ pub enum Message {
 /// which a reaper is never told (the controller resolves it first).
 pub fn encode(message: &Message) -> Option<String> {
     let value = match message {
-        Message::Engine { index, engine } => Value::object([(
-            "engine",
-            Value::object([
-                ("index", Value::Number(f64::from(*index))),
-                ("options", engine_value(engine)?),
-            ]),
-        )]),
+        Message::Engine { index, engine } => {
+            let mut fields = vec![("index".to_owned(), Value::Number(f64::from(*index)))];
+            let text = |s: &str| Value::string(s.to_owned());
+            match engine {
+                Engine::Default => return None,
+                Engine::Socket(path) => fields.push(("socket".into(), text(path))),
+                Engine::Url(url) => fields.push(("url".into(), text(url))),
+                Engine::Tls { url, material } => fields.extend([
+                    ("url".into(), text(url)),
+                    ("ca".into(), text(&material.ca)),
+                    ("cert".into(), text(&material.cert)),
+                    ("key".into(), text(&material.key)),
+                ]),
+            }
+            Value::object([("engine", Value::Object(fields))])
+        }
         Message::Sandbox { engine, record } => Value::object([(
             "sandbox",
             Value::object([
@@ -80,12 +93,35 @@ pub fn decode(line: &str) -> Result<Message, String> {
     };
     match kind.as_str() {
         "engine" => {
-            let options = field("options").ok_or("engine.options is missing")?;
-            let engine = parse_engine(options).map_err(|issues| describe(&issues))?;
-            Ok(Message::Engine {
-                index: index("index")?,
-                engine,
-            })
+            let text = |name: &str| match field(name) {
+                Some(Value::String(s)) if !s.is_empty() => Some(s.clone()),
+                _ => None,
+            };
+            let engine = match (
+                text("socket"),
+                text("url"),
+                text("ca"),
+                text("cert"),
+                text("key"),
+            ) {
+                (Some(path), None, None, None, None) => Engine::Socket(path),
+                (None, Some(url), None, None, None) => Engine::Url(url),
+                (None, Some(url), Some(ca), Some(cert), Some(key)) => Engine::Tls {
+                    url,
+                    material: TlsMaterial { ca, cert, key },
+                },
+                _ => return Err("engine names no socket, URL or TLS material".into()),
+            };
+            let index = index("index")?;
+            let known = ["index", "socket", "url", "ca", "cert", "key"];
+            match body {
+                Value::Object(fields)
+                    if fields.iter().all(|(k, _)| known.contains(&k.as_str())) =>
+                {
+                    Ok(Message::Engine { index, engine })
+                }
+                _ => Err("engine has a field it does not know".into()),
+            }
         }
         "sandbox" => {
             let record = field("record").ok_or("sandbox.record is missing")?;
@@ -130,6 +166,22 @@ mod tests {
                 index: 0,
                 engine: Engine::Url("tcp://127.0.0.1:2375".into()),
             },
+            // Taken as resolved: a relative socket or a PEM of any size reads back as written.
+            Message::Engine {
+                index: 1,
+                engine: Engine::Socket("docker.sock".into()),
+            },
+            Message::Engine {
+                index: 2,
+                engine: Engine::Tls {
+                    url: "tcp://engine:2376".into(),
+                    material: TlsMaterial {
+                        ca: "x".repeat(300 * 1024),
+                        cert: "c".into(),
+                        key: "k".into(),
+                    },
+                },
+            },
             Message::Sandbox {
                 engine: 3,
                 record: test_record(Identity::Identified {
@@ -172,13 +224,14 @@ mod tests {
             (r#"{"forget":""}"#, "names no sandbox"),
             (r#"{"forget":1}"#, "names no sandbox"),
             (r#"{"reap":"all"}"#, "unknown message reap"),
+            (r#"{"engine":{"index":-1,"socket":"/s"}}"#, "not an index"),
             (
-                r#"{"engine":{"index":-1,"options":{"socketPath":"/s"}}}"#,
-                "not an index",
+                r#"{"engine":{"index":0,"socket":"/s","url":"tcp://h"}}"#,
+                "names no socket",
             ),
             (
-                r#"{"engine":{"index":0,"options":{"socketPath":"s"}}}"#,
-                "socketPath",
+                r#"{"engine":{"index":0,"socket":"/s","more":1}}"#,
+                "does not know",
             ),
             (
                 r#"{"sandbox":{"engine":0,"record":{}}}"#,

@@ -122,11 +122,16 @@ impl DockerReservation {
     async fn checkpoint(
         &self,
         journal: &Journal,
+        cancel: &Cancel,
         next: SandboxRecoveryRecord,
     ) -> Result<(), OwnerError> {
         journal.checkpoint(next.clone()).await?;
         if let Some(reaper) = &self.settings.reaper {
-            reaper.register(&next).await?;
+            // Cancellable: a stop never waits on a reaper that is slow to take the record.
+            tokio::select! {
+                taken = reaper.register(&next) => taken?,
+                reason = cancel.cancelled() => return Err(reason),
+            }
         }
         self.state.lock().await.record = next;
         Ok(())
@@ -156,7 +161,7 @@ impl DockerReservation {
         next.authority = Authority::Verified {
             backend_identity: format!("docker-engine:{engine_id}"),
         };
-        self.checkpoint(journal, next).await?;
+        self.checkpoint(journal, &context.cancel, next).await?;
         self.admit_runtime().await?;
         self.admit_image().await?;
         context.cancel.check()?;
@@ -197,7 +202,7 @@ impl DockerReservation {
 
         let mut ready = self.record().await;
         ready.phase = Phase::Ready;
-        self.checkpoint(journal, ready).await?;
+        self.checkpoint(journal, &context.cancel, ready).await?;
         self.state.lock().await.effective = Some(effective.clone());
         Ok(ReadyFacts {
             effective,
@@ -271,17 +276,23 @@ impl DockerReservation {
     async fn announce(
         &self,
         journal: &Journal,
+        cancel: &Cancel,
         role: Role,
         identity: Identity,
     ) -> Result<SandboxRecoveryRecord, OwnerError> {
         let next = with_identity(&self.record().await, role, identity);
-        self.checkpoint(journal, next.clone()).await?;
+        self.checkpoint(journal, cancel, next.clone()).await?;
         Ok(next)
     }
 
     async fn create_network(&self, context: &StartContext) -> Result<String, OwnerError> {
         let record = self
-            .announce(&context.journal, Role::Network, Identity::Creating)
+            .announce(
+                &context.journal,
+                &context.cancel,
+                Role::Network,
+                Identity::Creating,
+            )
             .await?;
         let name = super::objects::name_of(&record, Role::Network)
             .unwrap_or_default()
@@ -308,6 +319,7 @@ impl DockerReservation {
         let fingerprint = network_fingerprint(&created.id, inspect.created.as_deref());
         self.announce(
             &context.journal,
+            &context.cancel,
             Role::Network,
             Identity::Identified {
                 id: created.id.clone(),
@@ -320,7 +332,12 @@ impl DockerReservation {
 
     async fn create_volume(&self, context: &StartContext) -> Result<String, OwnerError> {
         let record = self
-            .announce(&context.journal, Role::Storage, Identity::Creating)
+            .announce(
+                &context.journal,
+                &context.cancel,
+                Role::Storage,
+                Identity::Creating,
+            )
             .await?;
         let name = super::objects::name_of(&record, Role::Storage)
             .unwrap_or_default()
@@ -346,6 +363,7 @@ impl DockerReservation {
         let fingerprint = volume_fingerprint(&volume.name, &volume.labels);
         self.announce(
             &context.journal,
+            &context.cancel,
             Role::Storage,
             Identity::Identified {
                 id: volume.name.clone(),
@@ -399,7 +417,12 @@ impl DockerReservation {
         helper: &GuestHelper,
     ) -> Result<String, OwnerError> {
         let record = self
-            .announce(&context.journal, Role::Export, Identity::Creating)
+            .announce(
+                &context.journal,
+                &context.cancel,
+                Role::Export,
+                Identity::Creating,
+            )
             .await?;
         let name = super::objects::name_of(&record, Role::Export)
             .unwrap_or_default()
@@ -419,7 +442,7 @@ impl DockerReservation {
         body.open_stdin = Some(true);
         body.stdin_once = Some(true);
         let id = self.create_container(&name, body).await?;
-        self.identify_container(&context.journal, Role::Export, &id)
+        self.identify_container(&context.journal, &context.cancel, Role::Export, &id)
             .await?;
         Ok(id)
     }
@@ -441,6 +464,7 @@ impl DockerReservation {
     async fn identify_container(
         &self,
         journal: &Journal,
+        cancel: &Cancel,
         role: Role,
         id: &str,
     ) -> Result<(), OwnerError> {
@@ -453,6 +477,7 @@ impl DockerReservation {
         let fingerprint = container_fingerprint(&inspect);
         self.announce(
             journal,
+            cancel,
             role,
             Identity::Identified {
                 id: id.to_owned(),

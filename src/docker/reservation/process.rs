@@ -32,7 +32,7 @@ impl DockerReservation {
         };
         cancel.check()?;
         let record = self
-            .announce(&journal, Role::Compute, Identity::Creating)
+            .announce(&journal, &cancel, Role::Compute, Identity::Creating)
             .await?;
         let name = crate::docker::objects::name_of(&record, Role::Compute)
             .unwrap_or_default()
@@ -71,7 +71,7 @@ impl DockerReservation {
         cancel.check()?;
         let id = self.create_container(&name, body).await?;
         self.state.lock().await.compute = Some(id.clone());
-        self.identify_container(&journal, Role::Compute, &id)
+        self.identify_container(&journal, &cancel, Role::Compute, &id)
             .await?;
 
         let docker = &self.settings.docker;
