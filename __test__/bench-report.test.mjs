@@ -3,13 +3,16 @@
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';
-import { BEGIN, END, goalsOf, readmeWith, referencesOf, render } from '../bench/report.mjs';
+import { BEGIN, END, HEADLINE_BEGIN, HEADLINE_END, goalsOf, performanceWith, readmeWith, referencesOf, render } from '../bench/report.mjs';
 
 const readme = readFileSync(new URL('../README.md', import.meta.url), 'utf8');
+const performance = readFileSync(new URL('../docs/performance.md', import.meta.url), 'utf8');
 const results = JSON.parse(readFileSync(new URL('../bench/results.json', import.meta.url), 'utf8'));
 
-test('the README performance section is exactly what bench/report.mjs renders from bench/results.json', () => {
-  assert.ok(readme.includes(BEGIN) && readme.includes(END), 'the README has the generated section');
+test('docs/performance.md and the README headline are exactly what bench/report.mjs renders from bench/results.json', () => {
+  assert.ok(performance.includes(BEGIN) && performance.includes(END), 'docs/performance.md has the generated section');
+  assert.equal(performanceWith(performance, results), performance);
+  assert.ok(readme.includes(HEADLINE_BEGIN) && readme.includes(HEADLINE_END), 'the README has the headline section');
   assert.equal(readmeWith(readme, results), readme);
 });
 

@@ -102,7 +102,7 @@ describe('parseSandboxRequest: issues name the exact field', () => {
     ['unknown resource', request((p) => (p.resources.gpus = 1)), [['unknown_field', P('resources', 'gpus')]]],
     ['homeBytes zero', request((p) => (p.temporaryStorage.homeBytes = 0)), [['too_small', P('temporaryStorage', 'homeBytes')]]],
     ['tempBytes fraction', request((p) => (p.temporaryStorage.tempBytes = 0.5)), [['not_integer', P('temporaryStorage', 'tempBytes')]]],
-    ['network kind unknown', request((p) => (p.network = { kind: 'allowlist' })), [['invalid_value', P('network', 'kind')]]],
+    ['network kind unknown', request((p) => (p.network = { kind: 'proxy' })), [['invalid_value', P('network', 'kind')]]],
     ['network kind missing', request((p) => (p.network = {})), [['required', P('network', 'kind')]]],
     ['network extra field', request((p) => (p.network = { kind: 'outbound', hosts: [] })), [['unknown_field', P('network', 'hosts')]]],
     ['network as string', request((p) => (p.network = 'isolated')), [['invalid_type', P('network')]]],

@@ -1,7 +1,7 @@
 // `npm run bench`: every contender of every measurement, interleaved in rounds (the order rotates
 // each round, so machine noise hits every contender alike), each run in its own process
 // (bench/one.mjs). Writes bench/results.json (date, machine, engine, versions, every sample, the
-// goals as ratios inside each round) and regenerates the README's tables from it (bench/report.mjs).
+// goals as ratios inside each round) and regenerates docs/performance.md and the README headline from it (bench/report.mjs).
 // Sizes: NATIVE_SANDBOX_BENCH_ROUNDS (3), _SMALL_FILES (20,000 of 4 KiB), _LARGE_BYTES (1 GiB),
 // _STDOUT_BYTES (1 GiB), _STDIN_BYTES (1 GiB, written in 64 KiB and again in 1 KiB writes; the raw
 // writer also in 1 MiB writes; at this engine's ~400 MB/s, 256 MiB lasted 0.6 s, too short to

@@ -1,0 +1,176 @@
+// The docs run as written: the README's Quick start and every recipe of docs/recipes.md are
+// extracted from their code blocks and run as they are, each in an empty project where only the
+// packages it names are installed (linked), against the engine; each leaves nothing behind. And
+// no relative link of the README or docs/ is dead (files and heading anchors).
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { after, before, test } from 'node:test';
+import { leftovers, NOTHING } from './docker-helpers.mjs';
+
+const root = fileURLToPath(new URL('..', import.meta.url));
+const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const recipesPage = readFileSync(join(root, 'docs', 'recipes.md'), 'utf8');
+
+/** The fenced `js` blocks of `markdown` whose first line is `marker` + a name, by name. */
+function blocks(markdown, marker) {
+  const found = new Map();
+  for (const [, body] of markdown.matchAll(/```js\n([\s\S]*?)```/g)) {
+    const first = body.split('\n')[0];
+    if (first.startsWith(marker)) found.set(first.slice(marker.length).trim(), body);
+  }
+  return found;
+}
+
+// `busybox` is what the docs ask a user to pull; with no registry here, the project's busybox
+// guest image stands in for it when the engine has none (and the tag goes again afterwards).
+let taggedBusybox = false;
+before(() => {
+  try {
+    execFileSync('docker', ['image', 'inspect', 'busybox'], { stdio: 'ignore' });
+  } catch {
+    execFileSync('docker', ['tag', 'native-sandbox/busybox:1', 'busybox:latest']);
+    taggedBusybox = true;
+  }
+});
+after(() => {
+  const tags = ['quickstart-busybox:1', 'recipes-busybox:1', ...(taggedBusybox ? ['busybox:latest'] : [])];
+  for (const tag of tags) {
+    try {
+      execFileSync('docker', ['rmi', tag], { stdio: 'ignore' });
+    } catch {
+      // Not made (a test that failed before its prepare).
+    }
+  }
+});
+
+/** An empty project with only `links` installed (name → path), and `file` holding `source`. */
+function project(source, links) {
+  const dir = mkdtempSync(join(tmpdir(), 'native-sandbox-docs-'));
+  for (const [name, target] of Object.entries(links)) {
+    const at = join(dir, 'node_modules', name);
+    mkdirSync(dirname(at), { recursive: true });
+    symlinkSync(target, at, 'dir');
+  }
+  writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'docs-check', private: true }));
+  writeFileSync(join(dir, 'program.mjs'), source);
+  return dir;
+}
+
+/**
+ * Runs `program.mjs` of `dir` (with `nodeArgs`); `interrupt`: a stdout text after which the
+ * program gets SIGINT. Resolves its exit code and output; fails after two minutes.
+ */
+function run(dir, { nodeArgs = [], interrupt } = {}) {
+  return new Promise((resolveRun, reject) => {
+    const child = spawn(process.execPath, [...nodeArgs, 'program.mjs'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    let interrupted = false;
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`not done within 120 s:\n${stdout}\n${stderr}`));
+    }, 120_000);
+    child.stdout.on('data', (chunk) => {
+      stdout += chunk;
+      if (interrupt && !interrupted && stdout.includes(interrupt)) {
+        interrupted = true;
+        child.kill('SIGINT');
+      }
+    });
+    child.stderr.on('data', (chunk) => (stderr += chunk));
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolveRun({ code, stdout, stderr });
+    });
+  });
+}
+
+const installed = { 'native-sandbox': root };
+
+test('the README Quick start runs as written in an empty project, in at most 40 lines, and leaves nothing', async () => {
+  const quickstart = blocks(readme, '// ').get('quickstart.mjs');
+  assert.ok(quickstart, 'the README has the quickstart.mjs block');
+  assert.ok(quickstart.trimEnd().split('\n').length <= 40, 'at most 40 lines');
+  const dir = project(quickstart, installed);
+  try {
+    const { code, stdout, stderr } = await run(dir);
+    assert.equal(code, 0, stderr);
+    assert.match(stdout, /\[ 'hello from the host\\n', 'done\\n', \{ kind: 'exited', code: 0 \} \]/);
+    assert.match(stdout, /size\.txt: 20/);
+    assert.deepEqual(leftovers('quickstart'), NOTHING);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+/** What each recipe must print, and what else it needs. */
+const RECIPES = {
+  'command-with-timeout': { expect: [/^"started\\n" \{ kind: /m] },
+  'one-file-out': { expect: [/^out\/report\.txt: \S+/m] },
+  'ctrl-c': { interrupt: 'press Ctrl-C', expect: [/^stopped: cancelled \(got SIGINT\); the sandbox is destroyed$/m] },
+  'long-lived-agent': { expect: [/agent: done with parse/, /agent: done with write/, /^exit: \{ kind: 'exited', code: 0 \}$/m] },
+  'several-steps': { expect: [/output: \[ '1', '2', '3' \], status: 0/, /output: \[ '3' \], status: 0/, /status: [12] \}/, /^exit: \{ kind: 'exited', code: 0 \}$/m] },
+  'recover-after-crash': { expect: [/controller: started sbx-\S+, now crashing/, /recovery: sbx-\S+ is matched/, /recovery: destroyed/] },
+  'swap-in': {
+    links: { '@agen-ai/sandbox': root, '@agen-ai/sandbox-docker': join(root, 'packages', 'docker') },
+    // As npm installs the aliases: each package's own dependencies next to it, not in this repository.
+    nodeArgs: ['--preserve-symlinks'],
+    expect: [/ran and destroyed sbx-\S+ through the original's package names/],
+  },
+  'agentproto-mcp': {
+    links: { '@modelcontextprotocol': join(root, 'node_modules', '@modelcontextprotocol') },
+    expect: [/tools: .*read_file/, /read back: hello/],
+  },
+};
+
+test('docs/recipes.md holds every recipe its table of contents promises', () => {
+  assert.deepEqual([...blocks(recipesPage, '// recipe:').keys()].sort(), Object.keys(RECIPES).sort());
+});
+
+for (const [name, { links = {}, nodeArgs, interrupt, expect }] of Object.entries(RECIPES)) {
+  test(`recipe ${name} runs as written and leaves nothing`, async () => {
+    const source = blocks(recipesPage, '// recipe:').get(name);
+    assert.ok(source, `docs/recipes.md has the ${name} block`);
+    const dir = project(source, { ...installed, ...links });
+    try {
+      const { code, stdout, stderr } = await run(dir, { nodeArgs, interrupt });
+      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      for (const pattern of expect) assert.match(stdout, pattern);
+      assert.deepEqual(leftovers('recipes'), NOTHING);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+}
+
+/** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
+const slug = (heading) =>
+  heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N} _-]/gu, '')
+    .replace(/ /g, '-');
+
+test('no relative link of the README or docs/ is dead (files and anchors)', () => {
+  const pages = ['README.md', ...readdirSync(join(root, 'docs')).filter((f) => f.endsWith('.md')).map((f) => join('docs', f))];
+  const anchorsOf = (file) => new Set([...readFileSync(file, 'utf8').replace(/```[\s\S]*?```/g, '').matchAll(/^#+ (.+)$/gm)].map((m) => slug(m[1])));
+  const dead = [];
+  for (const page of pages) {
+    const text = readFileSync(join(root, page), 'utf8').replace(/```[\s\S]*?```/g, '');
+    for (const [, target] of text.matchAll(/\]\(([^)\s]+)\)/g)) {
+      if (/^[a-z]+:/.test(target)) continue;
+      const [path, anchor] = target.split('#');
+      const file = path === '' ? join(root, page) : resolve(dirname(join(root, page)), path);
+      if (!existsSync(file)) dead.push(`${page}: ${target} (no such file)`);
+      else if (anchor !== undefined && file.endsWith('.md') && !anchorsOf(file).has(anchor)) dead.push(`${page}: ${target} (no such heading)`);
+    }
+  }
+  assert.deepEqual(dead, []);
+});
+
+test('the README is at most 250 lines', () => {
+  assert.ok(readme.split('\n').length <= 250, `${readme.split('\n').length} lines`);
+});
