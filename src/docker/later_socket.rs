@@ -4,7 +4,7 @@
 //! still not there. README: an unreachable engine fails the start, never the backend's creation.
 
 use bollard::{BollardRequest, Docker};
-use hyper::header::{HeaderValue, HOST};
+use hyper::header::HeaderValue;
 use hyper_util::rt::TokioIo;
 use tokio::net::UnixStream;
 
@@ -25,17 +25,8 @@ pub fn connect_later(
         let path = path.clone();
         let engine = engine.clone();
         async move {
-            // One request per connection, origin-form, with the Host header the engine requires.
-            let target = request
-                .uri()
-                .path_and_query()
-                .map_or_else(|| "/".to_owned(), ToString::to_string);
-            *request.uri_mut() = target.parse().map_err(|e: hyper::http::uri::InvalidUri| {
-                bollard::errors::Error::HttpClientError { err: e.into() }
-            })?;
-            request
-                .headers_mut()
-                .insert(HOST, HeaderValue::from_static("docker"));
+            // One request per connection.
+            super::traced::for_own_connection(&mut request, HeaderValue::from_static("docker"))?;
             let stream = UnixStream::connect(&path).await.map_err(|e| {
                 std::io::Error::new(
                     e.kind(),

@@ -14,6 +14,23 @@ use hyper_util::rt::TokioIo;
 use super::dialer::Dialer;
 use crate::debug;
 
+/// Makes `request` one for a connection of its own: origin-form (the path and query only), with
+/// the `Host` header the engine requires.
+pub fn for_own_connection(
+    request: &mut BollardRequest,
+    host: HeaderValue,
+) -> Result<(), bollard::errors::Error> {
+    let target = request
+        .uri()
+        .path_and_query()
+        .map_or_else(|| "/".to_owned(), ToString::to_string);
+    *request.uri_mut() = target.parse().map_err(|e: hyper::http::uri::InvalidUri| {
+        bollard::errors::Error::HttpClientError { err: e.into() }
+    })?;
+    request.headers_mut().insert(HOST, host);
+    Ok(())
+}
+
 /// A bollard client that traces every request; a failure to reach the engine names `origin`
 /// (where its address came from).
 pub fn client(
@@ -27,17 +44,9 @@ pub fn client(
         async move {
             let method = request.method().clone();
             let path = request.uri().path().to_owned();
-            // Origin-form on a connection of its own, with the Host header the engine requires.
-            let target = request
-                .uri()
-                .path_and_query()
-                .map_or_else(|| "/".to_owned(), ToString::to_string);
-            *request.uri_mut() = target.parse().map_err(|e: hyper::http::uri::InvalidUri| {
-                bollard::errors::Error::HttpClientError { err: e.into() }
-            })?;
             let host = HeaderValue::from_str(dialer.host())
                 .unwrap_or_else(|_| HeaderValue::from_static("docker"));
-            request.headers_mut().insert(HOST, host);
+            for_own_connection(&mut request, host)?;
             let started = Instant::now();
             let answered = async {
                 let stream = dialer.connect().await.map_err(|e| {
