@@ -1,5 +1,5 @@
-// The README's performance section is generated from bench/results.json: every number in it
-// comes from that one recorded run of `npm run bench`.
+// docs/performance.md's tables and the README's headline table are generated from
+// bench/results.json: every number in them comes from that one recorded run of `npm run bench`.
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { test } from 'node:test';

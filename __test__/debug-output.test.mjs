@@ -33,10 +33,11 @@ test('with NODE_DEBUG=native-sandbox: one line per step, in order, with counts a
     assert.ok(requests.some((line) => new RegExp(`engine ${method} (/v[0-9.]+)?${path}`).test(line)), `${method} ${path}`);
   }
   const lines = all.filter((line) => !requests.includes(line));
-  const steps = lines.map((line) => line.replace(/^NATIVE-SANDBOX \d+: (sbx-[0-9a-f]+ )?/, '').replace(/ \d+ ms$/, '').replace(/\(pid \d+\)$/, '(pid)'));
+  const steps = lines.map((line) => line.replace(/^NATIVE-SANDBOX \d+: (sbx-[0-9a-f]+ )?/, '').replace(/ \d+ ms$/, '').replace(/\(pid \d+\)$/, '(pid)').replace(/\(told \d+ lines\)$/, '(told N lines)'));
   assert.deepEqual(steps, [
     // The Rust core's line: the reaper starts with the first in_process sandbox's first record.
     'reaper started (pid)',
+    'reaper ready (told N lines)',
     'start ok',
     'import ok 1 files, 0 directories, 20 bytes',
     'process start ok',

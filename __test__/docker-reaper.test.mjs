@@ -219,7 +219,7 @@ test('reaper must be a boolean', () => {
   assert.throws(() => dockerBackend(uniqueNamespace('reap-bad'), { reaper: 'yes' }), (error) => error.name === 'SandboxValidationError' && error.issues.some((issue) => issue.path.join('.') === 'reaper'));
 });
 
-test("the README's Ctrl-C recipe destroys the sandbox before the controller exits (no reaper needed)", async () => {
+test("the Ctrl-C recipe (a signal into withSandbox) destroys the sandbox before the controller exits (no reaper needed)", async () => {
   const namespace = uniqueNamespace('reap-recipe');
   const source = `
     import { withSandbox } from 'native-sandbox';
@@ -263,6 +263,8 @@ test('a reaper killed while its controller lives is replaced and told every sand
   process.kill(first, 'SIGKILL');
   const second = await waitFor(() => reaperPids(running.stderr())[1], 10_000, 'a new reaper');
   assert.notEqual(second, first);
+  // Told everything again (it said it runs, then got the engine and the sandbox's record).
+  await waitFor(() => (running.stderr().match(/reaper ready \(told 2 lines\)/g) ?? []).length >= 2, 10_000, 'the new reaper told every sandbox');
   // The sandbox was left alone: the killed reaper was told nothing had ended.
   const running_ = execFileSync('docker', ['ps', '-q', '--filter', `label=dev.native-sandbox.sandbox=${id}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
   assert.notEqual(running_, '', 'the process still runs');

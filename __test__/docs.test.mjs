@@ -64,9 +64,9 @@ function project(source, links) {
  * Runs `program.mjs` of `dir` (with `nodeArgs`); `interrupt`: a stdout text after which the
  * program gets SIGINT. Resolves its exit code and output; fails after two minutes.
  */
-function run(dir, { nodeArgs = [], interrupt } = {}) {
+function run(dir, { nodeArgs = [], interrupt, env = {} } = {}) {
   return new Promise((resolveRun, reject) => {
-    const child = spawn(process.execPath, [...nodeArgs, 'program.mjs'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...nodeArgs, 'program.mjs'], { cwd: dir, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env } });
     let stdout = '';
     let stderr = '';
     let interrupted = false;
@@ -119,6 +119,7 @@ const RECIPES = {
     links: { '@agen-ai/sandbox': root, '@agen-ai/sandbox-docker': join(root, 'packages', 'docker') },
     // As npm installs the aliases: each package's own dependencies next to it, not in this repository.
     nodeArgs: ['--preserve-symlinks'],
+    env: { SANDBOX_IMAGE: 'native-sandbox/busybox:1' },
     expect: [/ran and destroyed sbx-\S+ through the original's package names/],
   },
   'agentproto-mcp': {
@@ -127,17 +128,22 @@ const RECIPES = {
   },
 };
 
-test('docs/recipes.md holds every recipe its table of contents promises', () => {
+test('docs/recipes.md holds every recipe its table of contents promises, each under its heading', () => {
+  const contents = [...recipesPage.matchAll(/^- \[[^\]]+\]\(#([^)]+)\)$/gm)].map((m) => m[1]);
+  const sections = recipesPage.split(/^## /m).slice(1);
+  assert.deepEqual(contents, sections.map((section) => slug(section.split('\n')[0])), 'the list names every section, in order');
+  const coded = sections.filter((section) => section.includes('// recipe:'));
+  assert.equal(coded.length, contents.length - 1, 'every section but the ACP pointer holds a recipe');
   assert.deepEqual([...blocks(recipesPage, '// recipe:').keys()].sort(), Object.keys(RECIPES).sort());
 });
 
-for (const [name, { links = {}, nodeArgs, interrupt, expect }] of Object.entries(RECIPES)) {
+for (const [name, { links = {}, nodeArgs, interrupt, env, expect }] of Object.entries(RECIPES)) {
   test(`recipe ${name} runs as written and leaves nothing`, async () => {
     const source = blocks(recipesPage, '// recipe:').get(name);
     assert.ok(source, `docs/recipes.md has the ${name} block`);
     const dir = project(source, { ...installed, ...links });
     try {
-      const { code, stdout, stderr } = await run(dir, { nodeArgs, interrupt });
+      const { code, stdout, stderr } = await run(dir, { nodeArgs, interrupt, env });
       assert.equal(code, 0, `${stdout}\n${stderr}`);
       for (const pattern of expect) assert.match(stdout, pattern);
       assert.deepEqual(leftovers('recipes'), NOTHING);

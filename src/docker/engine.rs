@@ -41,7 +41,12 @@ pub fn connect(engine: &Engine) -> Result<Connected, OwnerError> {
     let (endpoint, origin) = endpoint(engine)
         .map_err(|e| OwnerError::driver(format!("cannot reach the Docker engine: {e}")))?;
     let resolved = match &endpoint {
-        Endpoint::Unix(path) => Engine::Socket(path.clone()),
+        // Absolute (a relative `unix://` path is this process's working directory's): the
+        // reaper reaches the same socket whatever its own working directory.
+        Endpoint::Unix(path) => Engine::Socket(
+            std::path::absolute(path)
+                .map_or_else(|_| path.clone(), |p| p.to_string_lossy().into_owned()),
+        ),
         Endpoint::Plain(url) => Engine::Url(url.clone()),
         Endpoint::Tls(url, material) => Engine::Tls {
             url: url.clone(),

@@ -1,7 +1,7 @@
 //! A client for an engine whose unix socket does not exist yet (a service constructed before
 //! Docker is up): bollard's own unix client refuses a missing socket at construction, so this
 //! one dials the socket for each request instead, and a request fails only when the engine is
-//! still not there. README: an unreachable engine fails the start, never the backend's creation.
+//! still not there. docs/docker.md: an unreachable engine fails the start, never the backend's creation.
 
 use bollard::{BollardRequest, Docker};
 use hyper::header::HeaderValue;

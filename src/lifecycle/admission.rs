@@ -3,6 +3,7 @@
 
 use super::error::OwnerError;
 use crate::policy::effective::{EffectiveDiskQuota, SandboxEffectivePolicy};
+use crate::policy::egress::EgressHost;
 use crate::policy::network::NetworkKind;
 use crate::policy::request::{Execution, SandboxRequest, WorkspaceDiskQuota};
 use crate::policy::support::SandboxSupport;
@@ -91,7 +92,7 @@ pub fn check_effective(
                 .network
                 .hosts
                 .iter()
-                .filter(|host| !asked.network.hosts.contains(host))
+                .filter(|host| !asked.network.hosts.iter().any(|a| within(host, a)))
                 .map(|host| format!("{host:?}"))
                 .collect();
             if !extra.is_empty() {
@@ -127,6 +128,15 @@ pub fn check_effective(
             looser.join("; ")
         )))
     }
+}
+
+/// Whether an applied allowlist entry allows no more than a requested one: the same name, the
+/// same port (or one of 443 and 80 where none was asked, which means both), and private
+/// addresses only where asked.
+fn within(applied: &EgressHost, asked: &EgressHost) -> bool {
+    let port = applied.port == asked.port
+        || (asked.port.is_none() && matches!(applied.port, Some(443) | Some(80)));
+    applied.name == asked.name && port && (asked.allow_private || !applied.allow_private)
 }
 
 #[cfg(test)]
@@ -165,6 +175,7 @@ mod tests {
         for fine in [
             json!({ "kind": "allowlist", "hosts": ["a.example", "b.example"] }),
             json!({ "kind": "allowlist", "hosts": ["b.example"] }),
+            json!({ "kind": "allowlist", "hosts": ["a.example:443"] }),
             json!({ "kind": "isolated" }),
         ] {
             assert!(
@@ -181,6 +192,10 @@ mod tests {
             (
                 json!({ "kind": "allowlist", "hosts": ["a.example:8443"] }),
                 "8443",
+            ),
+            (
+                json!({ "kind": "allowlist", "hosts": [{ "host": "a.example", "allowPrivate": true }] }),
+                "allow_private: true",
             ),
         ] {
             let error = check_effective(&asked, &effective(wider.clone())).expect_err("wider");

@@ -120,6 +120,12 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
         issues.add(IssueCode::InvalidValue, path, why);
         None
     };
+    if s.contains("://") {
+        return refuse(
+            issues,
+            format!("{s:?} has a scheme; give the host name only (with an optional :port)"),
+        );
+    }
     if s.starts_with('[') || s.matches(':').count() > 1 {
         return refuse(
             issues,
@@ -134,7 +140,11 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
     }
     let (name, port) = match s.rsplit_once(':') {
         Some((name, port)) => match port.parse::<u16>() {
-            Ok(p) if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) => (name, Some(p)),
+            Ok(p)
+                if p > 0 && port.bytes().all(|b| b.is_ascii_digit()) && !port.starts_with('0') =>
+            {
+                (name, Some(p))
+            }
             _ => {
                 return refuse(
                     issues,
@@ -154,7 +164,7 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
 fn dns_name(name: &str) -> Result<String, String> {
     let name = name.strip_suffix('.').unwrap_or(name);
     if name == "*" {
-        return Err("would allow every host; list the names (or use { kind: 'outbound' })".into());
+        return Err("would allow every host; list the names".into());
     }
     let (wildcard, rest) = match name.strip_prefix("*.") {
         Some(rest) => (true, rest),
@@ -167,10 +177,14 @@ fn dns_name(name: &str) -> Result<String, String> {
         }
         labels.push(ascii_label(label)?);
     }
-    if labels
-        .last()
-        .is_some_and(|l| l.bytes().all(|b| b.is_ascii_digit()))
-    {
+    // The WHATWG URL rule: a name whose last label is a number (decimal, or 0x and hex digits)
+    // is an IPv4 address to resolvers (`0x7f000001` is 127.0.0.1).
+    let numeric = |l: &str| {
+        l.bytes().all(|b| b.is_ascii_digit())
+            || l.strip_prefix("0x")
+                .is_some_and(|hex| hex.bytes().all(|b| b.is_ascii_hexdigit()))
+    };
+    if labels.last().is_some_and(|l| numeric(l)) {
         return Err("is an IP address; an allowlist names hosts by DNS name".into());
     }
     if wildcard && labels.len() < 2 {
@@ -199,8 +213,13 @@ fn ascii_label(label: &str) -> Result<String, String> {
     let lower = label.to_lowercase();
     let ascii = if lower.is_ascii() {
         if let Some(encoded) = lower.strip_prefix("xn--") {
+            // Canonical only: what decodes must encode back to the very same label.
             match punycode::decode(encoded) {
-                Some(decoded) if !decoded.is_ascii() && decoded.to_lowercase() == decoded => {}
+                Some(decoded)
+                    if !decoded.is_ascii()
+                        && unicode_label_ok(&decoded)
+                        && decoded.to_lowercase() == decoded
+                        && punycode::encode(&decoded) == encoded => {}
                 _ => {
                     return Err(format!(
                         "has the label {label:?}, which is not valid Punycode"
@@ -210,8 +229,10 @@ fn ascii_label(label: &str) -> Result<String, String> {
         }
         lower
     } else {
-        if lower.contains('*') || lower.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("has the label {label:?}, which is not a DNS label"));
+        if !unicode_label_ok(&lower) {
+            return Err(format!(
+                "has the label {label:?}, which is not a DNS label (write it as clients send it, or in its xn-- form)"
+            ));
         }
         format!("xn--{}", punycode::encode(&lower))
     };
@@ -230,6 +251,23 @@ fn ascii_label(label: &str) -> Result<String, String> {
         ));
     }
     Ok(ascii)
+}
+
+/// A Unicode label this parser takes: no wildcard, space, control or invisible format character,
+/// no full-width dot, no combining mark written apart (no UTS-46 mapping is made, so only the
+/// precomposed forms clients send can ever match).
+fn unicode_label_ok(label: &str) -> bool {
+    !label.chars().any(|c| {
+        c == '*'
+            || c.is_whitespace()
+            || c.is_control()
+            || matches!(c,
+                '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
+                | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
+                | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3002}'
+                | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FF0E}' | '\u{FF61}'
+                | '\u{0300}'..='\u{036F}')
+    })
 }
 
 /// RFC 3492 Punycode, as IDNA uses it for one label.
@@ -327,9 +365,11 @@ mod punycode {
     }
 
     pub fn decode(input: &str) -> Option<String> {
+        // A delimiter at the very start has no basic code points before it: it is then part
+        // of the encoded digits (and invalid there).
         let (basic, extended) = match input.rfind('-') {
-            Some(at) => (&input[..at], &input[at + 1..]),
-            None => ("", input),
+            Some(at) if at > 0 => (&input[..at], &input[at + 1..]),
+            _ => ("", input),
         };
         if !basic.is_ascii() {
             return None;
@@ -432,6 +472,12 @@ mod tests {
             "example.com:0",
             "example.com:http",
             "xn--zz-.example",
+            "xn---tda.example",
+            "0x7f000001",
+            "a.0x7f",
+            "http://x.example",
+            "x.example:01",
+            "zero\u{200B}width.example",
             long,
             "ok.example",
             "ok.example",
@@ -456,9 +502,15 @@ mod tests {
                 "hosts[10]",
                 "hosts[11]",
                 "hosts[12]",
+                "hosts[13]",
                 "hosts[14]",
-                "hosts[15].allowPrivate",
+                "hosts[15]",
                 "hosts[16]",
+                "hosts[17]",
+                "hosts[18]",
+                "hosts[20]",
+                "hosts[21].allowPrivate",
+                "hosts[22]",
             ]
         );
     }

@@ -65,6 +65,9 @@ struct LinkState {
     /// The running writer task's queue; `None` until the first registration, or after the
     /// writer ended with nothing registered.
     writer: Option<mpsc::UnboundedSender<Outgoing>>,
+    /// Which writer `writer` is (each new writer takes the next): a writer dropped late with
+    /// an earlier runtime never clears what a later one holds.
+    generation: u64,
 }
 
 struct Outgoing {
@@ -112,13 +115,20 @@ impl ReaperLink {
             index,
             engine: engine.clone(),
         };
-        let line = encode(&message)
-            .filter(|line| line.len() <= LINE_BYTES_MAX && decode(line).as_ref() == Ok(&message))
-            .ok_or_else(|| {
-                OwnerError::driver(
-                    "the reaper cannot be told this engine (its address or TLS material is too large to pass on); set reaper: false to run without one",
-                )
-            })?;
+        let refused = |why: &str| {
+            OwnerError::driver(format!(
+                "the reaper cannot be told this engine ({why}); set reaper: false to run without one"
+            ))
+        };
+        let line = encode(&message).ok_or_else(|| refused("it names no engine"))?;
+        if line.len() > LINE_BYTES_MAX {
+            return Err(refused(
+                "its address and TLS material are too large to pass on",
+            ));
+        }
+        if decode(&line).as_ref() != Ok(&message) {
+            return Err(refused("its address does not read back as written"));
+        }
         state.engines.push((engine, line.clone()));
         if let Some(writer) = &state.writer {
             // A writer that ended replays every engine to its successor.
@@ -144,7 +154,8 @@ impl ReaperLink {
         }
         let (sender, receiver) = mpsc::unbounded_channel();
         state.writer = Some(sender.clone());
-        tokio::spawn(run_writer(Arc::downgrade(self), receiver));
+        state.generation += 1;
+        tokio::spawn(run_writer(Arc::downgrade(self), receiver, state.generation));
         sender
     }
 
@@ -223,6 +234,7 @@ impl ReaperEntry {
 /// forgets them (a later runtime's reaper must not be told sandboxes nobody owns any more).
 struct DroppedWithRuntime {
     link: Weak<ReaperLink>,
+    generation: u64,
     armed: bool,
 }
 
@@ -233,8 +245,11 @@ impl Drop for DroppedWithRuntime {
         }
         if let Some(link) = self.link.upgrade() {
             let mut state = link.state();
-            state.live.clear();
-            state.writer = None;
+            // Only while this writer is still the link's: a later runtime's is left alone.
+            if state.generation == self.generation {
+                state.live.clear();
+                state.writer = None;
+            }
         }
     }
 }
@@ -242,9 +257,14 @@ impl Drop for DroppedWithRuntime {
 /// Starts a reaper and writes to it while the link has something to say; a reaper that dies (or
 /// cannot start) while sandboxes are registered is replaced after a growing delay, and told
 /// everything again.
-async fn run_writer(link: Weak<ReaperLink>, mut receiver: mpsc::UnboundedReceiver<Outgoing>) {
+async fn run_writer(
+    link: Weak<ReaperLink>,
+    mut receiver: mpsc::UnboundedReceiver<Outgoing>,
+    generation: u64,
+) {
     let mut guard = DroppedWithRuntime {
         link: link.clone(),
+        generation,
         armed: true,
     };
     let mut delay = RESTART_DELAY;
@@ -256,7 +276,9 @@ async fn run_writer(link: Weak<ReaperLink>, mut receiver: mpsc::UnboundedReceive
         match start(command).await {
             Ok(reaper) => {
                 let served = serve(reaper, &link, &mut receiver).await;
-                if served.was_ready {
+                // Only a reaper that ran a while earns its successor the first delay again (one
+                // that dies soon after saying it runs is not restarted every second).
+                if served.ran_for >= RESTART_DELAY_MAX {
                     delay = RESTART_DELAY;
                 }
             }
@@ -303,6 +325,17 @@ async fn run_writer(link: Weak<ReaperLink>, mut receiver: mpsc::UnboundedReceive
             }
         }
         delay = (delay * 2).min(RESTART_DELAY_MAX);
+        // Sandboxes destroyed during the pause need no new reaper.
+        let Some(strong) = link.upgrade() else {
+            guard.armed = false;
+            return;
+        };
+        let mut state = strong.state();
+        if state.live.is_empty() {
+            state.writer = None;
+            guard.armed = false;
+            return;
+        }
     }
 }
 
@@ -374,12 +407,14 @@ fn spawn(command: &[String]) -> Result<Child, String> {
     #[cfg(target_os = "linux")]
     // SAFETY: runs in the child between fork and exec, where only async-signal-safe calls are
     // allowed; `close_range` is a single system call that allocates nothing and takes no lock.
-    // It closes every descriptor above the three standard ones, so the reaper, which outlives
-    // its controller by design, never holds one of the controller's pipes or sockets open (an
-    // error, such as ENOSYS before Linux 5.9, leaves them to their close-on-exec flags).
+    // With CLOSE_RANGE_CLOEXEC it marks every descriptor above the three standard ones
+    // close-on-exec, so the reaper, which outlives its controller by design, never holds one of
+    // the controller's pipes or sockets open, while std's own channel that reports a failed exec
+    // still works until the exec. An error (before Linux 5.11) leaves them to their own flags.
     unsafe {
         reaper.pre_exec(|| {
-            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32);
+            const CLOSE_RANGE_CLOEXEC: u32 = 1 << 2;
+            libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, CLOSE_RANGE_CLOEXEC);
             Ok(())
         });
     }
@@ -399,8 +434,8 @@ fn stderr_for_reaper() -> Stdio {
 
 /// How a reaper's service ended.
 struct Served {
-    /// It said it runs (a later failure restarts with the first delay again).
-    was_ready: bool,
+    /// How long it ran after it said it runs (zero if it never did).
+    ran_for: Duration,
 }
 
 /// Waits until the reaper runs, tells it everything registered, then writes what is queued,
@@ -417,10 +452,14 @@ async fn serve(
         crate::debug::line("reaper did not say it runs");
         fail_queued(receiver, "the reaper did not start");
         reaper.end().await;
-        return Served { was_ready: false };
+        return Served {
+            ran_for: Duration::ZERO,
+        };
     }
+    let ready_at = std::time::Instant::now();
     // Told only now: a reaper that never ran is never told anything it could act on.
     let replay = link.upgrade().map(|l| l.replay()).unwrap_or_default();
+    let told = replay.len();
     let mut first = String::new();
     for line in replay {
         first.push_str(&line);
@@ -430,6 +469,7 @@ async fn serve(
         if !write_bounded(&mut reaper.stdin, first.as_bytes()).await {
             return;
         }
+        crate::debug::line(&format!("reaper ready (told {told} lines)"));
         // From now on it never writes: its stdout ends only when it does.
         let mut probe = [0u8; 64];
         loop {
@@ -457,7 +497,9 @@ async fn serve(
     crate::debug::line("reaper ended");
     fail_queued(receiver, "the reaper ended");
     reaper.end().await;
-    Served { was_ready: true }
+    Served {
+        ran_for: ready_at.elapsed(),
+    }
 }
 
 /// One write, within `WRITE_BOUND`.
