@@ -541,3 +541,121 @@ fn fail_queued(receiver: &mut mpsc::UnboundedReceiver<Outgoing>, why: &str) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::recovery::record::{test_record, Identity};
+
+    /// A link whose reaper is `script` run by `sh` (a stand-in that logs what it is told).
+    fn link(script: String) -> Arc<ReaperLink> {
+        Arc::new(ReaperLink {
+            command: vec!["/bin/sh".into(), "-c".into(), script],
+            state: Mutex::new(LinkState::default()),
+        })
+    }
+
+    fn record(id: &str) -> SandboxRecoveryRecord {
+        let mut record = test_record(Identity::Creating);
+        record.sandbox_id = id.into();
+        record
+    }
+
+    async fn logged_until(log: &std::path::Path, lines: usize) -> Vec<String> {
+        for _ in 0..100 {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let found: Vec<String> = text.lines().map(str::to_owned).collect();
+            if found.len() >= lines {
+                return found;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the reaper was told fewer than {lines} lines");
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("native-sandbox-link-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_file(&dir);
+        dir
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_ready_reaper_is_told_the_engine_each_record_and_each_forget() {
+        let log = scratch("told");
+        let link = link(format!("echo ready; cat >> {}", log.display()));
+        let entry = link
+            .entry(Engine::Socket("/run/docker.sock".into()))
+            .expect("an engine the reaper can be told");
+        entry.register(&record("sbx-a")).await.expect("taken");
+        entry.forget("sbx-a");
+        // The replay holds the record registered before the reaper ran, and the queue holds it
+        // again: harmless, each message is idempotent.
+        let told = logged_until(&log, 4).await;
+        assert!(
+            told[0].starts_with(r#"{"engine":{"index":0.0,"socket":"/run/docker.sock"}}"#),
+            "{told:?}"
+        );
+        assert!(
+            told[1].starts_with(r#"{"sandbox":"#) && told[1].contains("sbx-a"),
+            "{told:?}"
+        );
+        assert!(
+            told.iter().any(|l| l == r#"{"forget":"sbx-a"}"#),
+            "{told:?}"
+        );
+        let _ = std::fs::remove_file(&log);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reaper_that_dies_is_replaced_and_told_every_registered_sandbox_again() {
+        let log = scratch("replaced");
+        // Each incarnation logs what it is told; the first exits right after its first line.
+        let script = format!(
+            "echo ready; if [ -e {log}.first ]; then cat >> {log}; else touch {log}.first; head -n 2 >> {log}; fi",
+            log = log.display()
+        );
+        let link = link(script);
+        let entry = link
+            .entry(Engine::Socket("/run/docker.sock".into()))
+            .expect("an engine");
+        entry.register(&record("sbx-kept")).await.expect("taken");
+        // The first reaper read two lines and exited; its successor (after RESTART_DELAY) is told
+        // the engine and the record again, before anything newer.
+        let told = logged_until(&log, 4).await;
+        assert!(told[2].starts_with(r#"{"engine":"#), "{told:?}");
+        assert!(told[3].contains("sbx-kept"), "{told:?}");
+        let _ = std::fs::remove_file(&log);
+        let _ = std::fs::remove_file(format!("{}.first", log.display()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reaper_that_cannot_start_fails_the_registration_naming_it() {
+        let link = Arc::new(ReaperLink {
+            command: vec!["/nonexistent/node".into()],
+            state: Mutex::new(LinkState::default()),
+        });
+        let entry = link
+            .entry(Engine::Socket("/run/docker.sock".into()))
+            .expect("an engine");
+        let error = entry
+            .register(&record("sbx-b"))
+            .await
+            .expect_err("no reaper");
+        assert!(
+            error.to_string().contains("/nonexistent/node")
+                && error.to_string().contains("reaper: false"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn an_engine_that_does_not_read_back_is_refused_at_entry() {
+        let link = link("true".into());
+        let error = link
+            .entry(Engine::Socket(String::new()))
+            .err()
+            .expect("an empty socket path cannot be told");
+        assert!(error.to_string().contains("does not read back"), "{error}");
+    }
+}
