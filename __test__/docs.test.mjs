@@ -126,6 +126,10 @@ const RECIPES = {
     links: { '@modelcontextprotocol': join(root, 'node_modules', '@modelcontextprotocol') },
     expect: [/tools: .*read_file/, /read back: hello/],
   },
+  'acp-agent': {
+    links: { '@agentclientprotocol': join(root, 'node_modules', '@agentclientprotocol') },
+    expect: [/^turn ended: \w+$/m, /^the agent wrote \S+/m],
+  },
 };
 
 test('docs/recipes.md holds every recipe its table of contents promises, each under its heading', () => {
@@ -133,7 +137,7 @@ test('docs/recipes.md holds every recipe its table of contents promises, each un
   const sections = recipesPage.split(/^## /m).slice(1);
   assert.deepEqual(contents, sections.map((section) => slug(section.split('\n')[0])), 'the list names every section, in order');
   const coded = sections.filter((section) => section.includes('// recipe:'));
-  assert.equal(coded.length, contents.length - 1, 'every section but the ACP pointer holds a recipe');
+  assert.equal(coded.length, contents.length, 'every section holds a recipe');
   assert.deepEqual([...blocks(recipesPage, '// recipe:').keys()].sort(), Object.keys(RECIPES).sort());
 });
 
