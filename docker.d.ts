@@ -39,7 +39,8 @@ export interface DockerSandboxBackendOptions {
    * process group of its own) removes this backend's `in_process` sandboxes when the controller
    * dies without destroying them (SIGKILL, a Ctrl-C it had no handler for, an exit that skipped
    * `destroy`), within 10 s, by ID and proof; it starts with the first such sandbox. Persisted
-   * sandboxes are never reaped. `false` runs none.
+   * sandboxes are never reaped. `false` runs none; so does the environment variable
+   * `NATIVE_SANDBOX_REAPER=0` (or `false`, `off`) for a backend that does not set this option.
    */
   readonly reaper?: boolean;
 }

@@ -193,16 +193,21 @@ test('a persisted sandbox is never reaped, even beside a reaped one', async () =
   removeByLabel(namespace);
 });
 
-test('reaper: false runs no reaper', async () => {
-  const namespace = uniqueNamespace('reap-off');
-  const running = controller(namespace, 'idle', { backendOptions: { reaper: false }, env: { NODE_DEBUG: 'native-sandbox' } });
-  await running.ready;
-  await end(running, 'SIGKILL');
-  await running.stderrEnded; // no reaper holds it open
-  assert.doesNotMatch(running.stderr(), /reaper/);
-  assert.equal(leftovers(namespace).volumes.length, 1, 'nothing removed the sandbox');
-  removeByLabel(namespace);
-});
+for (const [how, backendOptions, env] of [
+  ['reaper: false', { reaper: false }, {}],
+  ['NATIVE_SANDBOX_REAPER=0', {}, { NATIVE_SANDBOX_REAPER: '0' }],
+]) {
+  test(`${how} runs no reaper`, async () => {
+    const namespace = uniqueNamespace('reap-off');
+    const running = controller(namespace, 'idle', { backendOptions, env: { NODE_DEBUG: 'native-sandbox', ...env } });
+    await running.ready;
+    await end(running, 'SIGKILL');
+    await running.stderrEnded; // no reaper holds it open
+    assert.doesNotMatch(running.stderr(), /reaper/);
+    assert.equal(leftovers(namespace).volumes.length, 1, 'nothing removed the sandbox');
+    removeByLabel(namespace);
+  });
+}
 
 test('a sandbox destroyed by its controller is forgotten: the reaper has nothing to remove', async () => {
   const namespace = uniqueNamespace('reap-forgotten');

@@ -67,7 +67,9 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         Some(v) => identifier(v, &f.at("runtime"), issues).map(Some),
     };
     let reaper = match f.optional("reaper") {
-        None => Some(true),
+        None => Some(reaper_by_default(
+            std::env::var("NATIVE_SANDBOX_REAPER").ok().as_deref(),
+        )),
         Some(v) => boolean(v, &f.at("reaper"), issues),
     };
     f.finish(issues);
@@ -80,6 +82,18 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         runtime: runtime?,
         reaper: reaper?,
     })
+}
+
+/// Whether a backend that does not say runs a reaper: yes, unless `NATIVE_SANDBOX_REAPER` is
+/// `0`, `false` or `off` (for places where this process cannot start another, such as a Node.js
+/// run under qemu-user without binfmt_misc, or a sandboxed CI runner).
+fn reaper_by_default(environment: Option<&str>) -> bool {
+    !matches!(
+        environment
+            .map(|v| v.trim().to_ascii_lowercase())
+            .as_deref(),
+        Some("0" | "false" | "off")
+    )
 }
 
 /// A non-empty image reference or ID without whitespace.
@@ -276,6 +290,21 @@ fn user(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<String> {
 mod tests {
     use super::*;
     use crate::input::value::{from_json, issue_list};
+
+    #[test]
+    fn the_reaper_runs_unless_the_environment_turns_it_off() {
+        for (value, runs) in [
+            (None, true),
+            (Some("1"), true),
+            (Some("on"), true),
+            (Some(""), true),
+            (Some("0"), false),
+            (Some("false"), false),
+            (Some(" OFF "), false),
+        ] {
+            assert_eq!(reaper_by_default(value), runs, "{value:?}");
+        }
+    }
     use serde_json::json;
 
     #[test]
