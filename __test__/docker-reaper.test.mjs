@@ -182,15 +182,20 @@ test("two live controllers never reap each other's sandboxes", async () => {
 test('a persisted sandbox is never reaped, even beside a reaped one', async () => {
   const namespace = uniqueNamespace('reap-persisted');
   const running = controller(namespace, 'idle', { persisted: true, env: { NODE_DEBUG: 'native-sandbox' } });
-  const [reaped, kept] = await running.ready;
-  await end(running, 'SIGKILL');
-  await running.stderrEnded; // the reaper finished
-  assert.match(running.stderr(), new RegExp(`reaper removed ${reaped} `));
-  const left = (id) => execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${id}`], { encoding: 'utf8' }).trim();
-  assert.equal(left(reaped), '');
-  assert.notEqual(left(kept), '', 'the persisted sandbox is untouched');
-  assert.equal(leftovers(namespace).volumes.length, 1);
-  removeByLabel(namespace);
+  try {
+    const [reaped, kept] = await running.ready;
+    await end(running, 'SIGKILL');
+    await running.stderrEnded; // the reaper finished
+    assert.match(running.stderr(), new RegExp(`reaper removed ${reaped} `));
+    const left = (id) => execFileSync('docker', ['ps', '-aq', '--filter', `label=dev.native-sandbox.sandbox=${id}`], { encoding: 'utf8' }).trim();
+    assert.equal(left(reaped), '');
+    assert.notEqual(left(kept), '', 'the persisted sandbox is untouched');
+    assert.equal(leftovers(namespace).volumes.length, 1);
+  } finally {
+    // What nothing else may remove goes whether or not the assertions held.
+    if (running.child.exitCode === null && running.child.signalCode === null) running.child.kill('SIGKILL');
+    removeByLabel(namespace);
+  }
 });
 
 for (const [how, backendOptions, env] of [
@@ -200,12 +205,16 @@ for (const [how, backendOptions, env] of [
   test(`${how} runs no reaper`, async () => {
     const namespace = uniqueNamespace('reap-off');
     const running = controller(namespace, 'idle', { backendOptions, env: { NODE_DEBUG: 'native-sandbox', ...env } });
-    await running.ready;
-    await end(running, 'SIGKILL');
-    await running.stderrEnded; // no reaper holds it open
-    assert.doesNotMatch(running.stderr(), /reaper/);
-    assert.equal(leftovers(namespace).volumes.length, 1, 'nothing removed the sandbox');
-    removeByLabel(namespace);
+    try {
+      await running.ready;
+      await end(running, 'SIGKILL');
+      await running.stderrEnded; // no reaper holds it open
+      assert.doesNotMatch(running.stderr(), /reaper/);
+      assert.equal(leftovers(namespace).volumes.length, 1, 'nothing removed the sandbox');
+    } finally {
+      if (running.child.exitCode === null && running.child.signalCode === null) running.child.kill('SIGKILL');
+      removeByLabel(namespace);
+    }
   });
 }
 

@@ -287,20 +287,10 @@ async fn run_writer(
                 fail_queued(&mut receiver, &why);
             }
         }
-        let Some(strong) = link.upgrade() else {
+        if !still_needed(&link) {
             guard.armed = false;
             return;
-        };
-        {
-            let mut state = strong.state();
-            if state.live.is_empty() {
-                // Nothing to protect: the next registration starts a new writer.
-                state.writer = None;
-                guard.armed = false;
-                return;
-            }
         }
-        drop(strong);
         // Meanwhile, a registration fails at once instead of waiting on a reaper to come.
         let why = format!(
             "the reaper ended; a new one starts in {} s",
@@ -326,17 +316,25 @@ async fn run_writer(
         }
         delay = (delay * 2).min(RESTART_DELAY_MAX);
         // Sandboxes destroyed during the pause need no new reaper.
-        let Some(strong) = link.upgrade() else {
-            guard.armed = false;
-            return;
-        };
-        let mut state = strong.state();
-        if state.live.is_empty() {
-            state.writer = None;
+        if !still_needed(&link) {
             guard.armed = false;
             return;
         }
     }
+}
+
+/// Whether a reaper is still needed: the link lives and sandboxes are registered. When none
+/// is, the writer is let go (the next registration starts a new one).
+fn still_needed(link: &Weak<ReaperLink>) -> bool {
+    let Some(link) = link.upgrade() else {
+        return false;
+    };
+    let mut state = link.state();
+    if state.live.is_empty() {
+        state.writer = None;
+        return false;
+    }
+    true
 }
 
 struct Running {
