@@ -43,6 +43,13 @@ export interface DockerSandboxBackendOptions {
    * `NATIVE_SANDBOX_REAPER=0` (or `false`, `off`) for a backend that does not set this option.
    */
   readonly reaper?: boolean;
+  /**
+   * Where the egress gateway of an allowlist sandbox (`network: { kind: 'allowlist', hosts }`)
+   * reaches upstream: `network`, an existing engine network it joins (default the engine's
+   * `'bridge'`), and `resolvers`, at most 3 IPv4 addresses it asks for the allowed names (default
+   * the resolvers the engine gives it). Neither widens what the guest may reach.
+   */
+  readonly egress?: { readonly network?: string; readonly resolvers?: readonly string[] };
 }
 
 /**
@@ -120,3 +127,33 @@ export declare function prepareDockerSandboxImage(options: PrepareDockerSandboxI
  * Throws `SandboxValidationError` for anything else.
  */
 export declare function dockerSandboxRuntime(sandbox: Sandbox): string;
+
+/** One lookup or connection the egress gateway refused. */
+export interface DockerSandboxEgressRefusal {
+  /** The name asked for, or the address when the guest named none. */
+  readonly target: string;
+  /** 53 for a lookup. */
+  readonly port: number;
+  /** Why, e.g. `'not on the allowlist'`, `'resolves only to private or unusable addresses'`. */
+  readonly reason: string;
+  /** Milliseconds since the Unix epoch. */
+  readonly time: number;
+}
+
+/** What an allowlist sandbox's egress gateway counted since the sandbox started. */
+export interface DockerSandboxEgress {
+  /** Lookups answered and connections relayed. */
+  readonly allowed: number;
+  /** Lookups and connections refused. */
+  readonly refused: number;
+  /** The latest refusals (at most 16), oldest first. */
+  readonly recent: readonly DockerSandboxEgressRefusal[];
+}
+
+/**
+ * What the egress gateway of `sandbox` (a started allowlist sandbox of a Docker backend) counted;
+ * `null` for a sandbox without a gateway (`isolated`, `outbound`). Throws `SandboxValidationError`
+ * for anything but a Docker sandbox, and the engine's error when the gateway cannot be asked (a
+ * destroyed sandbox).
+ */
+export declare function dockerSandboxEgress(sandbox: Sandbox): Promise<DockerSandboxEgress | null>;

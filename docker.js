@@ -1,2 +1,2 @@
 // native-sandbox/docker: one hardened container per sandbox process on a Docker engine.
-export { createDockerSandboxBackend, dockerSandboxRuntime, DOCKER_SANDBOX_GUEST, prepareDockerSandboxImage } from './js/docker.js';
+export { createDockerSandboxBackend, dockerSandboxEgress, dockerSandboxRuntime, DOCKER_SANDBOX_GUEST, prepareDockerSandboxImage } from './js/docker.js';

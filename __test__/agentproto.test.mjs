@@ -121,7 +121,6 @@ test('every refusal is typed, names its field, and comes before any engine objec
     [spec((s) => ({ ...s, network: { egress: 'api.example.com' } })), SandboxValidationError, ['spec', 'network', 'egress']],
     [spec((s) => ({ ...s, config: { ...s.config, daemon: { ...daemon, executable: 'node' } } })), SandboxValidationError, ['spec', 'config', 'daemon', 'executable']],
     [spec((s) => ({ ...s, read_only: true })), SandboxProviderError, 'sandbox_read_only'],
-    [spec((s) => ({ ...s, network: { egress: ['api.example.com'] } })), SandboxUnsupportedError, /network\.egress/],
     [spec((s) => ({ ...s, network: { egress: ['api.example.com', '10.0.0.1'] } })), SandboxValidationError, ['spec', 'network', 'egress', 1]],
     [spec((s) => ({ ...s, mounts: [{ source: 'workspace', at: '/w' }] })), SandboxUnsupportedError, /mounts/],
   ];
@@ -142,6 +141,25 @@ test('every refusal is typed, names its field, and comes before any engine objec
   chmodSync(shared, 0o777);
   const careless = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory: shared });
   await assert.rejects(careless.boot(spec(), { env: {} }), (e) => e instanceof SandboxValidationError && /written by group or others/.test(described(e)));
+  assert.deepEqual(leftovers(namespace), NOTHING);
+  assert.deepEqual(stateFiles(), []);
+});
+
+test('spec.network.egress hosts boot the sandbox behind its allowlist gateway, on an internal network', async () => {
+  const booted = await provider.boot(spec((s) => ({ ...s, network: { egress: ['api.example.com', '*.example.org:8443'] } })), { env: {} });
+  try {
+    const client = await mcpClient(booted);
+    try {
+      assert.match(await call(client, 'write_file', { path: 'egress.txt', content: 'inside' }), /wrote 6 bytes/);
+    } finally {
+      await client.close();
+    }
+    const networks = Object.keys(JSON.parse(inspect('{{json .NetworkSettings.Networks}}', processContainer(booted.sandboxId))));
+    assert.equal(networks.length, 1);
+    assert.equal(execFileSync('docker', ['network', 'inspect', '--format', '{{.Internal}}', networks[0]], { encoding: 'utf8' }).trim(), 'true');
+  } finally {
+    await booted.stop();
+  }
   assert.deepEqual(leftovers(namespace), NOTHING);
   assert.deepEqual(stateFiles(), []);
 });

@@ -119,16 +119,16 @@ export function runLeftovers() {
 /**
  * A controller in a child process: a Docker backend of `namespace` (with `backendOptions`) whose
  * sandbox persists its record to `recordFile` and runs `sleep 600`; it prints `running` once the
- * process started, then waits to be killed.
+ * process started, then waits to be killed. `network` is the request's (default isolated).
  */
-export function spawnController(namespace, recordFile, backendOptions = {}, pids = 64) {
+export function spawnController(namespace, recordFile, backendOptions = {}, pids = 64, network = { kind: 'isolated' }) {
   const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
   const source = `
     import { writeFileSync } from 'node:fs';
     import { dockerBackend, request } from ${JSON.stringify(helpers)};
     const backend = dockerBackend(${JSON.stringify(namespace)}, ${JSON.stringify(backendOptions)});
     const recovery = { kind: 'persisted', persist: async (record) => writeFileSync(${JSON.stringify(recordFile)}, JSON.stringify(record)) };
-    const sandbox = await backend.reserve(request((p) => (p.resources.pids = ${pids})), recovery).start();
+    const sandbox = await backend.reserve(request((p) => Object.assign(p, { resources: { ...p.resources, pids: ${pids} }, network: ${JSON.stringify(network)} })), recovery).start();
     const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
     await process.start();
     console.log('running');

@@ -232,7 +232,7 @@ describe('docker runtimes', () => {
   test('a runtime the engine does not have fails startup before any engine object exists', async () => {
     const ns = uniqueNamespace('no-runtime');
     const missing = createDockerSandboxBackend({ image: IMAGE, namespace: ns, spillDirectory: spillDirectory(), runtime: 'no-such-runtime' });
-    assert.deepEqual(missing.support.network, ['isolated', 'outbound']);
+    assert.deepEqual(missing.support.network, ['isolated', 'outbound', 'allowlist']);
     const error = await missing.reserve(request(), { kind: 'in_process' }).start().catch((e) => e);
     assert.ok(error instanceof SandboxStartError, String(error));
     assert.ok(error.cause instanceof SandboxUnsupportedError, String(error.cause));

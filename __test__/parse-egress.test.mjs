@@ -36,14 +36,15 @@ test('every bad entry is refused with an issue naming it', () => {
   assertIssues(parseSandboxRequest, allowlist(many), [['too_long', ['policy', 'network', 'hosts']]]);
 });
 
-test('the Docker backend refuses an allowlist at reserve, before any engine object exists', () => {
+test('a backend whose support lacks allowlist refuses one at reserve, before any engine object exists', () => {
   const namespace = uniqueNamespace('egress');
-  const backend = dockerBackend(namespace);
-  assert.deepEqual([...backend.support.network], ['isolated', 'outbound']);
+  const backend = dockerBackend(namespace, { runtime: 'runsc' });
+  assert.deepEqual([...backend.support.network], ['isolated']);
   assert.throws(() => assertSandboxRequestSupported(allowlist(['api.example.com']), backend.support), SandboxUnsupportedError);
   assert.throws(
     () => backend.reserve(allowlist(['api.example.com']), { kind: 'in_process' }),
     (error) => error instanceof SandboxUnsupportedError && /allowlist/.test(error.message),
   );
   assert.deepEqual(leftovers(namespace), NOTHING);
+  assert.deepEqual([...dockerBackend(namespace).support.network], ['isolated', 'outbound', 'allowlist']);
 });

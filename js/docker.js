@@ -100,3 +100,13 @@ export function dockerSandboxRuntime(sandbox) {
   }
   return runtime;
 }
+
+/** See docker.d.ts. */
+export async function dockerSandboxEgress(sandbox) {
+  const native = nativeTransfersOf(sandbox);
+  if (!native) {
+    throw new SandboxValidationError([{ code: 'invalid_type', path: ['sandbox'], message: 'expected a sandbox of a Docker backend' }]);
+  }
+  const report = settle(await native.owner.egressReport(), { owner: undefined, errors: undefined }, errorFromDescriptor);
+  return report === null ? null : deepFreeze(report);
+}

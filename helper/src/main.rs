@@ -36,9 +36,11 @@
 
 mod failure;
 mod fs;
+mod gateway;
 mod import;
 mod restore;
 mod splice;
+mod stop;
 mod tar;
 
 use std::ffi::CString;
@@ -526,7 +528,27 @@ fn run() -> Result<(), Failure> {
     out.flush().map_err(io)
 }
 
+/// Where the seed image holds this helper (`src/docker/seed.rs`).
+const HELPER_PATH: &str = "/native-sandbox-helper";
+
 fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let other_mode = match args.first().map(String::as_str) {
+        Some("--gateway") => Some(("gateway", gateway::run(&args[1..]))),
+        Some("--egress-report") => Some(("gateway", gateway::print_report())),
+        Some("--stop-transfers") => Some(("workspace helper", stop::stop_transfers(HELPER_PATH))),
+        Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
+        None => None,
+    };
+    if let Some((name, outcome)) = other_mode {
+        return match outcome {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(message) => {
+                eprintln!("native-sandbox {name}: {message}");
+                ExitCode::from(4)
+            }
+        };
+    }
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(Failure::Io(message)) => {

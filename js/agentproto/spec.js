@@ -196,13 +196,10 @@ export function readSandboxSpec(spec, { required }) {
   if (spec.mounts !== undefined && spec.mounts.length > 0) {
     throw new SandboxUnsupportedError(`spec.mounts lists ${spec.mounts.length} mount(s); the Docker provider mounts nothing from the host (only [] is accepted)`);
   }
+  // A host list becomes an allowlist (its hosts read strictly, a bad one a validation error
+  // naming it), enforced by the sandbox's egress gateway; a backend that cannot enforce one
+  // (gVisor) refuses it at reserve.
   const request = requestOf(spec, network);
-  if (request.policy.network.kind === 'allowlist') {
-    // The hosts were read strictly above (a bad one is a validation error naming it).
-    throw new SandboxUnsupportedError(
-      `spec.network.egress lists hosts (${request.policy.network.hosts.length}); the Docker backend does not enforce a host allowlist yet, so the provider refuses it rather than allow more than asked (use [] for no network or ['*'] for outbound)`,
-    );
-  }
   const unenforced = ['timeout_ms', 'cpu_ms'].filter((key) => spec.limits?.[key] !== undefined);
   if (unenforced.length > 0) {
     process.emitWarning(

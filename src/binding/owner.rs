@@ -306,6 +306,16 @@ impl NativeOwner {
         self.owner.driver().applied_runtime()
     }
 
+    /// What the sandbox's egress gateway counted: `{ allowed, refused, recent }` for a started
+    /// allowlist sandbox, `null` for a sandbox without a gateway, or an error descriptor.
+    #[napi(js_name = "egressReport")]
+    pub async fn egress_report(&self) -> JsData {
+        let driver = self.owner.driver();
+        JsData(outcome(driver.egress().await.map(|report| {
+            report.map_or(Value::Null, |report| report.to_value())
+        })))
+    }
+
     /// Queues one chunk at once if the staging has room now (`true`), else `false`: the caller
     /// then waits through `processWrite`. Never waits.
     #[napi(js_name = "processTryWrite")]

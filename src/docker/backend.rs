@@ -38,7 +38,8 @@ pub struct DockerBackend {
 }
 
 /// The runtime that gives only network mode `none` here (gVisor's `runsc`, registered with
-/// `--network=none`): a bridge network under it does not work, so `outbound` is refused.
+/// `--network=none`): a bridge network under it does not work, so `outbound` and `allowlist`
+/// (whose guest sits on an internal bridge network with its gateway) are refused.
 pub const ISOLATED_ONLY_RUNTIME: &str = super::gvisor::RUNTIME;
 
 /// What a Docker backend with `runtime` (the engine's default when `None`) can enforce.
@@ -46,7 +47,11 @@ pub fn support(runtime: Option<&str>) -> SandboxSupport {
     let network = if runtime == Some(ISOLATED_ONLY_RUNTIME) {
         vec![NetworkKind::Isolated]
     } else {
-        vec![NetworkKind::Isolated, NetworkKind::Outbound]
+        vec![
+            NetworkKind::Isolated,
+            NetworkKind::Outbound,
+            NetworkKind::Allowlist,
+        ]
     };
     SandboxSupport {
         backend_id: BACKEND_ID.into(),
@@ -128,7 +133,7 @@ impl DockerBackend {
             planned(Role::Export, names.export),
             planned(Role::Compute, names.compute),
         ];
-        if request.policy.network == NetworkKind::Outbound {
+        if request.policy.network != NetworkKind::Isolated {
             resources.push(planned(Role::Network, names.network));
         }
         let now = self.image.now();
@@ -169,6 +174,7 @@ impl DockerBackend {
             runtime: self.options.runtime.clone(),
             configuration_digest: pinned.configuration_digest.clone(),
             reaper: None,
+            egress: self.options.egress.clone(),
         }
     }
 

@@ -53,7 +53,8 @@ pub fn host_config(policy: &Policy, placement: &Placement<'_>) -> HostConfig {
             ),
         ])),
         network_mode: Some(match (policy.network.kind, placement.network) {
-            (NetworkKind::Outbound, Some(name)) => name.to_owned(),
+            // The sandbox's own network: a bridge for outbound, internal for an allowlist.
+            (NetworkKind::Outbound | NetworkKind::Allowlist, Some(name)) => name.to_owned(),
             _ => "none".to_owned(),
         }),
         cap_drop: Some(vec!["ALL".to_owned()]),
@@ -103,12 +104,14 @@ fn tmpfs_size(options: Option<&String>) -> Option<u64> {
 /// container was created with). Anything that is not exactly the hardening is an error:
 /// startup fails closed and the owner cleans up. The network mode, the log driver, the tmpfs
 /// options and the runtime must be exactly what was asked; the network kind is read from the
-/// mode (`none` isolated, the sandbox's own network outbound, anything else refused).
+/// mode (`none` isolated, the sandbox's own network outbound, or for an `asked` allowlist the
+/// sandbox's own internal network, created internal and read back so: the allowlist as asked).
 pub fn applied(
     host: &HostConfig,
     user: Option<&str>,
     expected_user: &str,
     expected: &HostConfig,
+    asked: &NetworkPolicy,
 ) -> Result<SandboxEffectivePolicy, OwnerError> {
     let mut wrong = placement_differences(host, expected);
     if user != Some(expected_user) {
@@ -184,9 +187,12 @@ pub fn applied(
         )));
     }
     let network = match host.network_mode.as_deref() {
-        Some("none") => NetworkKind::Isolated,
+        Some("none") => NetworkPolicy::of(NetworkKind::Isolated),
+        // Exactly the sandbox's own internal network (checked above), its gateway the only way
+        // out.
+        _ if asked.kind == NetworkKind::Allowlist => asked.clone(),
         // Exactly the sandbox's own bridge network (checked above): outbound.
-        _ => NetworkKind::Outbound,
+        _ => NetworkPolicy::of(NetworkKind::Outbound),
     };
     Ok(SandboxEffectivePolicy {
         resources: Resources {
@@ -198,7 +204,7 @@ pub fn applied(
             home_bytes: home.unwrap_or(0),
             temp_bytes: temp.unwrap_or(0),
         },
-        network: NetworkPolicy::of(network),
+        network,
         workspace_disk_quota: EffectiveDiskQuota::NotRequested,
     })
 }
@@ -305,9 +311,15 @@ mod tests {
     }
 
     fn read_back(host: &HostConfig, expected: &HostConfig) -> Result<NetworkKind, String> {
-        applied(host, Some("65532:65532"), "65532:65532", expected)
-            .map(|effective| effective.network.kind)
-            .map_err(|e| e.to_string())
+        applied(
+            host,
+            Some("65532:65532"),
+            "65532:65532",
+            expected,
+            &NetworkPolicy::of(NetworkKind::Outbound),
+        )
+        .map(|effective| effective.network.kind)
+        .map_err(|e| e.to_string())
     }
 
     #[test]
@@ -380,8 +392,14 @@ mod tests {
             gvisor.pids_limit,
             Some(super::gvisor::engine_pids_limit(64))
         );
-        let effective = applied(&gvisor, Some("65532:65532"), "65532:65532", &gvisor)
-            .expect("what was asked reads back");
+        let effective = applied(
+            &gvisor,
+            Some("65532:65532"),
+            "65532:65532",
+            &gvisor,
+            &NetworkPolicy::of(NetworkKind::Isolated),
+        )
+        .expect("what was asked reads back");
         assert_eq!(effective.resources.pids, 64);
 
         let mut no_guest_limit = gvisor.clone();

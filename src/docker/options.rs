@@ -1,6 +1,6 @@
 //! `createDockerSandboxBackend(options)`: parsed and checked before anything talks to an engine.
 
-use crate::input::read::{boolean, object, string};
+use crate::input::read::{array, boolean, object, string};
 use crate::input::{Issue, IssueCode, Issues, Seg, Value};
 use crate::paths::{self, Anchor};
 use crate::policy::ids::identifier;
@@ -33,6 +33,30 @@ pub struct DockerOptions {
     /// Whether this controller's reaper removes the `in_process` sandboxes it leaves behind
     /// (`src/docker/reaper/`); default true.
     pub reaper: bool,
+    /// Where the egress gateways of allowlist sandboxes reach upstream.
+    pub egress: EgressUpstream,
+}
+
+/// `egress: { network, resolvers }`: the existing engine network an allowlist sandbox's gateway
+/// joins to reach upstream (default the engine's `bridge`), and the resolvers it asks for the
+/// allowed names (default those of its own `/etc/resolv.conf`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EgressUpstream {
+    pub network: String,
+    pub resolvers: Vec<std::net::Ipv4Addr>,
+}
+
+pub const DEFAULT_EGRESS_NETWORK: &str = "bridge";
+/// At most this many upstream resolvers.
+const EGRESS_RESOLVERS_MAX: usize = 3;
+
+impl Default for EgressUpstream {
+    fn default() -> Self {
+        Self {
+            network: DEFAULT_EGRESS_NETWORK.to_owned(),
+            resolvers: Vec::new(),
+        }
+    }
 }
 
 pub const DEFAULT_USER: &str = "65532:65532";
@@ -72,6 +96,10 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         )),
         Some(v) => boolean(v, &f.at("reaper"), issues),
     };
+    let egress = match f.optional("egress") {
+        None => Some(EgressUpstream::default()),
+        Some(v) => egress_upstream(v, &f.at("egress"), issues),
+    };
     f.finish(issues);
     Some(DockerOptions {
         image: image?,
@@ -81,6 +109,46 @@ fn options(value: &Value, issues: &mut Issues) -> Option<DockerOptions> {
         user: user?,
         runtime: runtime?,
         reaper: reaper?,
+        egress: egress?,
+    })
+}
+
+fn egress_upstream(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<EgressUpstream> {
+    let mut f = object(value, at, issues)?;
+    let network = match f.optional("network") {
+        None => Some(DEFAULT_EGRESS_NETWORK.to_owned()),
+        Some(v) => identifier(v, &f.at("network"), issues),
+    };
+    let resolvers = match f.optional("resolvers") {
+        None => Some(Vec::new()),
+        Some(v) => {
+            let path = f.at("resolvers");
+            array(v, &path, EGRESS_RESOLVERS_MAX, issues).and_then(|items| {
+                let mut out = Vec::new();
+                for (index, item) in items.iter().enumerate() {
+                    let mut item_path = path.clone();
+                    item_path.push(Seg::Index(index));
+                    let text = string(item, &item_path, 15, issues)?;
+                    match text.parse::<std::net::Ipv4Addr>() {
+                        Ok(address) if address.to_string() == text => out.push(address),
+                        _ => {
+                            issues.add(
+                                IssueCode::InvalidValue,
+                                &item_path,
+                                "must be an IPv4 address in dotted-decimal form",
+                            );
+                            return None;
+                        }
+                    }
+                }
+                Some(out)
+            })
+        }
+    };
+    f.finish(issues);
+    Some(EgressUpstream {
+        network: network?,
+        resolvers: resolvers?,
     })
 }
 

@@ -143,6 +143,15 @@ pub trait DriverReservation: Send + Sync + 'static {
         None
     }
 
+    /// What the sandbox's egress gateway counted (an allowlist sandbox once started); `None`
+    /// for a sandbox without one.
+    fn egress(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<Option<crate::lifecycle::egress_report::EgressReport>, OwnerError>>
+    {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Who imported files belong to, and where metadata may spill.
     fn transfer_settings(&self) -> TransferSettings {
         TransferSettings::default()

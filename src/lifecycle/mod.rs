@@ -3,6 +3,7 @@
 pub mod admission;
 pub mod cancel;
 pub mod driver;
+pub mod egress_report;
 pub mod error;
 pub mod freeze;
 pub mod journal;

@@ -7,6 +7,7 @@ mod abort_on_drop;
 mod archive;
 mod deferred_bodies;
 mod export_helper;
+mod gateway;
 mod helper_run;
 mod import_bodies;
 mod import_helper;
@@ -49,6 +50,9 @@ use crate::policy::request::SandboxRequest;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
 
+/// The bridge driver's option that leaves the host without an address on the network.
+const INHIBIT_HOST_ADDRESS: &str = "com.docker.network.bridge.inhibit_ipv4";
+
 /// What a reservation needs from its backend, fixed at reservation time.
 #[derive(Clone)]
 pub struct Settings {
@@ -64,6 +68,8 @@ pub struct Settings {
     /// The reaper every record of an `in_process` sandbox goes to (before its effect), and
     /// which forgets it once destroyed.
     pub reaper: Option<crate::docker::reaper::link::ReaperEntry>,
+    /// Where an allowlist sandbox's gateway reaches upstream.
+    pub egress: crate::docker::options::EgressUpstream,
 }
 
 pub struct DockerReservation {
@@ -85,6 +91,8 @@ struct Progress {
     compute: Option<String>,
     /// Set when a stop removed compute: the leader's exit is then unknowable.
     stopped_by_owner: bool,
+    /// An allowlist sandbox's gateway address on its internal network: the guest's resolver.
+    gateway: Option<String>,
 }
 
 impl DockerReservation {
@@ -102,6 +110,7 @@ impl DockerReservation {
                 effective: None,
                 compute: None,
                 stopped_by_owner: false,
+                gateway: None,
             }),
             runtime: std::sync::OnceLock::new(),
             helper_permit: helper_run::helper_permits(),
@@ -166,18 +175,43 @@ impl DockerReservation {
         self.admit_image().await?;
         context.cancel.check()?;
 
-        let network = match self.request.policy.network.kind {
-            NetworkKind::Outbound => Some(self.create_network(context).await?),
-            // Refused at reserve (see `backend::support`); fail closed were it reached.
-            NetworkKind::Isolated | NetworkKind::Allowlist => None,
+        let kind = self.request.policy.network.kind;
+        let network = match kind {
+            NetworkKind::Outbound | NetworkKind::Allowlist => {
+                Some(self.create_network(context).await?)
+            }
+            NetworkKind::Isolated => None,
         };
+        // An allowlist's gateway: the internal network's subnet and the host's addresses it
+        // must refuse, read before the holder that serves them is created.
+        let gateway_command = match (&network, kind) {
+            (Some((_, id)), NetworkKind::Allowlist) => {
+                let internal = gateway::internal_network(docker, id).await?;
+                let denied =
+                    gateway::upstream_host_addresses(docker, &self.settings.egress.network).await?;
+                Some(gateway::gateway_command(self, &internal, &denied))
+            }
+            _ => None,
+        };
+        let network = network.map(|(name, _)| name);
         context.cancel.check()?;
         let volume = self.create_volume(context).await?;
         context.cancel.check()?;
         let holder = self
-            .create_holder(context, &volume, network.as_deref(), helper)
+            .create_holder(
+                context,
+                &volume,
+                network.as_deref(),
+                helper,
+                gateway_command,
+            )
             .await?;
         context.cancel.check()?;
+        if let (Some(internal), NetworkKind::Allowlist) = (network.as_deref(), kind) {
+            let address = self.start_gateway(&holder, internal).await?;
+            self.state.lock().await.gateway = Some(address);
+            context.cancel.check()?;
+        }
 
         let inspect = docker
             .inspect_container(&holder, None)
@@ -194,7 +228,13 @@ impl DockerReservation {
             )
             .host_config
             .unwrap_or_default();
-        let effective = applied(&host, user.as_deref(), &self.settings.user, &expected)?;
+        let effective = applied(
+            &host,
+            user.as_deref(),
+            &self.settings.user,
+            &expected,
+            &self.request.policy.network,
+        )?;
         check_exact(&self.request.policy, &effective)?;
         if let Some(runtime) = host.runtime.clone() {
             let _ = self.runtime.set(runtime);
@@ -285,7 +325,9 @@ impl DockerReservation {
         Ok(next)
     }
 
-    async fn create_network(&self, context: &StartContext) -> Result<String, OwnerError> {
+    /// The sandbox's own network (its name and ID): a bridge for `outbound`, an internal one
+    /// (no route out; the gateway its guest's only peer) for `allowlist`.
+    async fn create_network(&self, context: &StartContext) -> Result<(String, String), OwnerError> {
         let record = self
             .announce(
                 &context.journal,
@@ -297,15 +339,20 @@ impl DockerReservation {
         let name = super::objects::name_of(&record, Role::Network)
             .unwrap_or_default()
             .to_owned();
+        let internal = self.request.policy.network.kind == NetworkKind::Allowlist;
         let created = self
             .settings
             .docker
             .create_network(NetworkCreateRequest {
                 name: name.clone(),
                 driver: Some("bridge".into()),
-                internal: Some(false),
+                internal: Some(internal),
                 attachable: Some(false),
                 labels: Some(self.labels(&record, Role::Network)),
+                // An internal network's bridge gets no address on the host: the guest cannot
+                // reach the host's services through it, only the gateway.
+                options: internal
+                    .then(|| HashMap::from([(INHIBIT_HOST_ADDRESS.to_owned(), "true".to_owned())])),
                 ..Default::default()
             })
             .await
@@ -327,7 +374,7 @@ impl DockerReservation {
             },
         )
         .await?;
-        Ok(name)
+        Ok((name, created.id))
     }
 
     async fn create_volume(&self, context: &StartContext) -> Result<String, OwnerError> {
@@ -415,6 +462,7 @@ impl DockerReservation {
         volume: &str,
         network: Option<&str>,
         helper: &GuestHelper,
+        gateway_command: Option<Vec<String>>,
     ) -> Result<String, OwnerError> {
         let record = self
             .announce(
@@ -435,12 +483,18 @@ impl DockerReservation {
         // Started only for transfers: the workspace helper reads its request on stdin, writes
         // an export archive on stdout or extracts the import archive that follows, then exits
         // (see `helper_run.rs`).
-        body.entrypoint = Some(vec![HELPER_PATH.into()]);
-        body.attach_stdin = Some(true);
-        body.attach_stdout = Some(true);
-        body.attach_stderr = Some(true);
-        body.open_stdin = Some(true);
-        body.stdin_once = Some(true);
+        match gateway_command {
+            // An allowlist's holder runs the gateway from the start (`gateway.rs`).
+            Some(command) => gateway::as_gateway(&mut body, command),
+            None => {
+                body.entrypoint = Some(vec![HELPER_PATH.into()]);
+                body.attach_stdin = Some(true);
+                body.attach_stdout = Some(true);
+                body.attach_stderr = Some(true);
+                body.open_stdin = Some(true);
+                body.stdin_once = Some(true);
+            }
+        }
         let id = self.create_container(&name, body).await?;
         self.identify_container(&context.journal, &context.cancel, Role::Export, &id)
             .await?;
@@ -580,6 +634,20 @@ impl DriverReservation for DockerReservation {
 
     fn applied_runtime(&self) -> Option<String> {
         self.runtime.get().cloned()
+    }
+
+    fn egress(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<Option<crate::lifecycle::egress_report::EgressReport>, OwnerError>>
+    {
+        async move {
+            if self.request.policy.network.kind != NetworkKind::Allowlist {
+                return Ok(None);
+            }
+            let holder = self.holder().await?;
+            self.read_report(&holder).await
+        }
+        .boxed()
     }
 
     fn transfer_settings(&self) -> TransferSettings {

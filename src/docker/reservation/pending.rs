@@ -129,6 +129,19 @@ impl DriverReservation for PendingReservation {
         self.resolved.get()?.applied_runtime()
     }
 
+    fn egress(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<Option<crate::lifecycle::egress_report::EgressReport>, OwnerError>>
+    {
+        async move {
+            match self.resolved.get().cloned() {
+                Some(reservation) => reservation.egress().await,
+                None => Ok(None),
+            }
+        }
+        .boxed()
+    }
+
     fn transfer_settings(&self) -> TransferSettings {
         self.resolved
             .get()

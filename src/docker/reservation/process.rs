@@ -41,14 +41,26 @@ impl DockerReservation {
             .unwrap_or_default()
             .to_owned();
         let network = match self.request.policy.network.kind {
-            NetworkKind::Outbound => {
+            NetworkKind::Outbound | NetworkKind::Allowlist => {
                 crate::docker::objects::name_of(&record, Role::Network).map(str::to_owned)
             }
-            // An allowlist never reaches this driver (its support refuses it at reserve); were
-            // it to, the sandbox would have no network at all.
-            NetworkKind::Isolated | NetworkKind::Allowlist => None,
+            NetworkKind::Isolated => None,
         };
         let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
+        if self.request.policy.network.kind == NetworkKind::Allowlist {
+            // The gateway is the guest's only resolver: a lookup it does not answer never
+            // leaves the sandbox's internal network.
+            let Some(gateway) = self.state.lock().await.gateway.clone() else {
+                return Err(OwnerError::state(
+                    "the sandbox's egress gateway is not serving",
+                ));
+            };
+            if let Some(host) = body.host_config.as_mut() {
+                host.dns = Some(vec![gateway]);
+                host.dns_search = Some(Vec::new());
+                host.dns_options = Some(Vec::new());
+            }
+        }
         let asked = body.host_config.clone().unwrap_or_default();
         let mut env: Vec<String> = fixed_environment()
             .iter()
@@ -81,7 +93,13 @@ impl DockerReservation {
             .map_err(|e| engine_error("inspecting the process container", e))?;
         let host = inspect.host_config.clone().unwrap_or_default();
         let user = inspect.config.as_ref().and_then(|c| c.user.clone());
-        let effective = applied(&host, user.as_deref(), &self.settings.user, &asked)?;
+        let effective = applied(
+            &host,
+            user.as_deref(),
+            &self.settings.user,
+            &asked,
+            &self.request.policy.network,
+        )?;
         if effective != expected {
             return Err(OwnerError::Unsupported(
                 "the process container was not given the sandbox's observed policy".into(),

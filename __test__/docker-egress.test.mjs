@@ -1,0 +1,224 @@
+// Egress by hostname against real traffic on this machine only: an allowlist sandbox's guest
+// reaches the test's own servers through its gateway, by name, without proxy settings, and
+// nothing else; every refusal is counted; the test's resolver sees only allowed names.
+import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { SandboxUnsupportedError } from 'native-sandbox';
+import { createDockerSandboxBackend, dockerSandboxEgress } from 'native-sandbox/docker';
+import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, spawnController, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
+import { NODE_IMAGE, startWorld } from './egress-world.mjs';
+
+const HOSTS = ['allowed.test', 'secure.test', '*.wild.test', 'private.test', 'host.test'];
+const allowlist = (p) => (p.network = { kind: 'allowlist', hosts: HOSTS });
+
+/** The gateway's address on the sandbox's internal network (the guest's resolver). */
+function gatewayOf(sandbox) {
+  const networks = JSON.parse(execFileSync('docker', ['inspect', '--format', '{{json .NetworkSettings.Networks}}', holderOf(sandbox)], { encoding: 'utf8' }));
+  const internal = sandbox.recoveryRecord.resources.find((r) => r.role === 'network').name;
+  return networks[internal].IPAddress;
+}
+
+/** Each `key=value` line the guest printed. */
+function marks(stdout) {
+  return Object.fromEntries(stdout.split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+}
+
+function reasonsOf(report) {
+  return report.recent.map((r) => `${r.target}:${r.port} ${r.reason}`);
+}
+
+describe('allowlist egress', () => {
+  let world;
+  before(() => {
+    world = startWorld();
+  });
+  after(() => world?.stop());
+
+  test('by name over HTTP and a wildcard; unlisted names get NXDOMAIN that never reach upstream; bare IPs, private answers, the host, a wrong Host header and other resolvers are refused and counted', async () => {
+    const ns = uniqueNamespace('egress-http');
+    const backend = dockerBackend(ns, world.backendOptions);
+    assert.deepEqual(backend.support.network, ['isolated', 'outbound', 'allowlist']);
+    // A service of the host's on every address: the guest must not reach it.
+    const listener = createServer((socket) => socket.end('host service\n'));
+    await new Promise((resolve) => listener.listen(0, '0.0.0.0', resolve));
+    const sandbox = await backend.reserve(request(allowlist), { kind: 'in_process' }).start();
+    try {
+      assert.deepEqual(sandbox.effective.network, { kind: 'allowlist', hosts: HOSTS });
+      const gateway = gatewayOf(sandbox);
+      // The address the engine gives the host on the sandbox's internal network (none, here).
+      const internal = sandbox.recoveryRecord.resources.find((r) => r.role === 'network').name;
+      const hostPort = listener.address().port;
+      const hostAddress = execFileSync('docker', ['network', 'inspect', '--format', '{{(index .IPAM.Config 0).Gateway}}', internal], { encoding: 'utf8' }).trim().split('/')[0];
+      const fetch = (url, key) => `out=$(timeout 5 wget -q -O - ${url} 2>/dev/null); echo "${key}=$?:$out"`;
+      const script = [
+        fetch('http://allowed.test/', 'allowed'),
+        fetch('http://a.wild.test/', 'wildcard'),
+        `nslookup nope.test >/dev/null 2>&1; echo "unlisted=$?"`,
+        `nslookup nope.test 2>&1 | grep -q NXDOMAIN; echo "nxdomain=$?"`,
+        `nslookup wild.test >/dev/null 2>&1; echo "wildcard_base=$?"`,
+        fetch('http://private.test/', 'private'),
+        fetch('http://host.test/', 'host'),
+        fetch(`http://${world.addresses.http}/`, 'bare_ip'),
+        fetch(`http://${gateway}/`, 'gateway_ip'),
+        `out=$(printf 'GET / HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n' | timeout 5 nc ${gateway} 80); echo "wrong_host=$out"`,
+        `timeout 5 nslookup allowed.test ${world.addresses.resolver} >/dev/null 2>&1; echo "other_resolver=$?"`,
+        `(echo nameserver ${world.addresses.resolver} > /etc/resolv.conf) 2>/dev/null; echo "resolv_write=$?"`,
+        `timeout 3 nc ${hostAddress} ${hostPort} </dev/null >/dev/null 2>&1; echo "host_bridge=$?"`,
+      ].join('\n');
+      const { stdout } = await runShell(sandbox, script);
+      const seen = marks(stdout);
+      assert.equal(seen.allowed, '0:plain hello', stdout);
+      assert.equal(seen.wildcard, '0:plain hello', stdout);
+      assert.notEqual(seen.unlisted, '0', stdout);
+      assert.equal(seen.nxdomain, '0', stdout);
+      assert.notEqual(seen.wildcard_base, '0', stdout);
+      for (const refused of ['private', 'host', 'bare_ip', 'gateway_ip']) {
+        assert.match(seen[refused], /^[1-9][0-9]*:$/, `${refused}: ${stdout}`);
+      }
+      assert.equal(seen.wrong_host, '', stdout);
+      assert.notEqual(seen.other_resolver, '0', stdout);
+      assert.notEqual(seen.resolv_write, '0', stdout);
+      assert.notEqual(seen.host_bridge, '0', stdout);
+
+      const report = await dockerSandboxEgress(sandbox);
+      assert.ok(Object.isFrozen(report));
+      const reasons = reasonsOf(report);
+      for (const expected of [
+        'nope.test:53 not on the allowlist',
+        'wild.test:53 not on the allowlist',
+        'private.test:80 resolves only to private or unusable addresses',
+        'host.test:80 resolves only to private or unusable addresses',
+        `${gateway}:80 a malformed Host header`,
+        'other.test:80 not on the allowlist',
+      ]) {
+        assert.ok(reasons.includes(expected), `${expected} in ${JSON.stringify(reasons)}`);
+      }
+      assert.ok(report.refused >= 6, JSON.stringify(report));
+      assert.ok(report.allowed >= 2, JSON.stringify(report));
+      for (const r of report.recent) assert.ok(Number.isFinite(r.time) && r.time > 0);
+      // The bare IP never reached the gateway (no route): it is not among the refusals.
+      assert.ok(!reasons.some((r) => r.startsWith(world.addresses.http)), JSON.stringify(reasons));
+    } finally {
+      listener.close();
+      await sandbox.destroy();
+    }
+    const asked = world.queries();
+    for (const name of ['nope.test', 'wild.test', 'other.test']) {
+      assert.ok(!asked.includes(name), `${name} reached the upstream resolver: ${asked}`);
+    }
+    assert.ok(asked.includes('allowed.test'), String(asked));
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
+  test('HTTPS by name with the server name checked: a verified request works, another or no server name is refused', async () => {
+    const ns = uniqueNamespace('egress-tls');
+    const backend = dockerBackend(ns, { ...world.backendOptions, image: NODE_IMAGE });
+    const sandbox = await backend.reserve(request((p) => {
+      allowlist(p);
+      p.resources.memoryBytes = 256 * 1024 * 1024;
+    }), { kind: 'in_process' }).start();
+    try {
+      const gateway = gatewayOf(sandbox);
+      const source = `
+        const https = require('node:https');
+        const tls = require('node:tls');
+        const ca = process.env.CA;
+        const get = (url) => new Promise((resolve) => {
+          https.get(url, { ca, timeout: 5000 }, (res) => { let body = ''; res.on('data', (d) => (body += d)); res.on('end', () => resolve('ok:' + body.trim())); })
+            .on('error', (e) => resolve('error:' + e.code)).on('timeout', function () { this.destroy(new Error('timeout')); });
+        });
+        const hello = (servername) => new Promise((resolve) => {
+          const socket = tls.connect({ host: '${gateway}', port: 443, servername, ca, rejectUnauthorized: false, timeout: 5000 }, () => { socket.end(); resolve('connected'); });
+          socket.on('error', (e) => resolve('error:' + e.code));
+          socket.on('timeout', () => { socket.destroy(); resolve('timeout'); });
+        });
+        (async () => {
+          console.log('verified=' + await get('https://secure.test/'));
+          console.log('other_sni=' + await hello('other.test'));
+          console.log('no_sni=' + await hello(''));
+        })();
+      `;
+      const process = sandbox.reserveProcess({ executable: '/usr/local/bin/node', args: ['-e', source], env: { CA: world.cert }, cwd: sandbox.workspace });
+      const streams = await process.start();
+      const chunks = [];
+      streams.stdout.on('data', (c) => chunks.push(c));
+      streams.stderr.resume();
+      streams.stdin.end();
+      await streams.exit;
+      const stdout = Buffer.concat(chunks).toString();
+      const seen = marks(stdout);
+      assert.equal(seen.verified, 'ok:secure secure.test secure.test', stdout);
+      assert.notEqual(seen.other_sni, 'connected', stdout);
+      assert.notEqual(seen.no_sni, 'connected', stdout);
+      const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
+      assert.ok(reasons.includes('other.test:443 not on the allowlist'), JSON.stringify(reasons));
+      assert.ok(reasons.includes(`${gateway}:443 TLS without a server name (SNI)`), JSON.stringify(reasons));
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
+  test('a controller killed with SIGKILL: reconcile proves the gateway and the internal network and removes them', async () => {
+    const ns = uniqueNamespace('egress-crash');
+    const scratch = mkdtempSync(join(tmpdir(), 'native-sandbox-egress-'));
+    const recordFile = join(scratch, 'record.json');
+    try {
+      const child = spawnController(ns, recordFile, world.backendOptions, 64, { kind: 'allowlist', hosts: ['allowed.test'] });
+      await new Promise((resolve, reject) => {
+        child.stdout.on('data', (chunk) => chunk.toString().includes('running') && resolve());
+        child.on('exit', (code) => reject(new Error(`controller exited early with ${code}`)));
+      });
+      child.kill('SIGKILL');
+      await new Promise((resolve) => child.on('exit', resolve));
+      const left = leftovers(ns);
+      assert.equal(left.containers.length, 2, 'the gateway holder and the process survive the controller');
+      assert.equal(left.networks.length, 1);
+      const record = JSON.parse(readFileSync(recordFile, 'utf8'));
+      assert.deepEqual(record.resources.map((r) => r.role).sort(), ['compute', 'export', 'network', 'storage']);
+      const result = await dockerBackend(ns, world.backendOptions).reconcile(record);
+      assert.equal(result.kind, 'matched');
+      await result.owner.destroy();
+      assert.deepEqual(leftovers(ns), NOTHING);
+    } finally {
+      rmSync(scratch, { recursive: true, force: true });
+    }
+  });
+
+  test('a sandbox without a gateway reports null', async () => {
+    const ns = uniqueNamespace('egress-none');
+    const sandbox = await dockerBackend(ns).reserve(request(), { kind: 'in_process' }).start();
+    try {
+      assert.equal(await dockerSandboxEgress(sandbox), null);
+    } finally {
+      await sandbox.destroy();
+    }
+    await assert.rejects(() => dockerSandboxEgress({}), (error) => error.issues?.[0]?.message === 'expected a sandbox of a Docker backend');
+  });
+});
+
+test("runtime 'runsc' refuses an allowlist at reserve, before any engine object exists", () => {
+  const ns = uniqueNamespace('egress-runsc');
+  const gvisor = createDockerSandboxBackend({ image: 'native-sandbox/busybox:1', namespace: ns, spillDirectory: spillDirectory(), runtime: 'runsc' });
+  assert.deepEqual(gvisor.support.network, ['isolated']);
+  assert.throws(() => gvisor.reserve(request(allowlist), { kind: 'in_process' }), SandboxUnsupportedError);
+  assert.deepEqual(leftovers(ns), NOTHING);
+});
+
+test('backend egress options are checked, naming the field', () => {
+  const ns = uniqueNamespace('egress-options');
+  for (const [egress, path] of [
+    [{ network: '' }, 'egress.network'],
+    [{ resolvers: ['1.2.3'] }, 'egress.resolvers.0'],
+    [{ resolvers: ['010.0.0.1'] }, 'egress.resolvers.0'],
+    [{ resolvers: ['1.1.1.1', '1.1.1.2', '1.1.1.3', '1.1.1.4'] }, 'egress.resolvers'],
+    [{ other: true }, 'egress.other'],
+  ]) {
+    assert.throws(() => dockerBackend(ns, { egress }), (error) => error.issues?.some((i) => i.path.join('.') === path) || assert.fail(`${path}: ${JSON.stringify(error.issues ?? String(error))}`));
+  }
+});

@@ -1,0 +1,118 @@
+// The upstream world of the egress tests, made by the test and removed by it: a network of its
+// own (198.18.N.0/24, outside the private ranges, so the gateway treats it as the internet), a
+// resolver that answers the test's names and logs every query it gets, a plain HTTP server and an
+// HTTPS server with a test certificate. No traffic ever goes to an address the test did not make.
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { RUN } from './docker-helpers.mjs';
+
+export const NODE_IMAGE = 'native-sandbox/node-agent:1';
+export const BUSYBOX_IMAGE = 'native-sandbox/busybox:1';
+
+const docker = (args) => execFileSync('docker', args, { encoding: 'utf8' }).trim();
+
+// A resolver: A records from NAMES (JSON: name -> address), NXDOMAIN for the rest; one log line
+// per query, `query <name>`.
+const RESOLVER = `
+const dgram = require('node:dgram');
+const names = JSON.parse(process.env.NAMES);
+const socket = dgram.createSocket('udp4');
+socket.on('message', (m, from) => {
+  let at = 12; const labels = [];
+  while (m[at]) { labels.push(m.subarray(at + 1, at + 1 + m[at]).toString()); at += m[at] + 1; }
+  const name = labels.join('.').toLowerCase();
+  const qtype = m.readUInt16BE(at + 1);
+  console.log('query ' + name);
+  const question = m.subarray(12, at + 5);
+  const address = names[name];
+  const answer = address && qtype === 1;
+  const head = Buffer.from([m[0], m[1], 0x81, address ? 0x80 : 0x83, 0, 1, 0, answer ? 1 : 0, 0, 0, 0, 0]);
+  const record = answer ? Buffer.from([0xc0, 0x0c, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, ...address.split('.').map(Number)]) : Buffer.alloc(0);
+  socket.send(Buffer.concat([head, question, record]), from.port, from.address);
+});
+socket.bind(53);
+`;
+
+// An HTTPS server that says which server name it was asked for.
+const HTTPS = `
+const https = require('node:https');
+https.createServer({ key: process.env.KEY, cert: process.env.CERT }, (req, res) => {
+  res.end('secure ' + req.socket.servername + ' ' + req.headers.host + '\\n');
+}).listen(443);
+`;
+
+function freeSubnet() {
+  for (let attempt = 0; attempt < 50; attempt++) {
+    const third = (process.pid + attempt * 7) % 250;
+    const subnet = `198.18.${third}.0/24`;
+    const name = `${RUN}-egress-world-${process.pid}-${attempt}`;
+    try {
+      docker(['network', 'create', '--subnet', subnet, '--label', `dev.native-sandbox.test-run=${RUN}`, name]);
+      return { name, prefix: `198.18.${third}` };
+    } catch {
+      // Taken: try the next.
+    }
+  }
+  throw new Error('no free 198.18.N.0/24 subnet for the egress test world');
+}
+
+/** Starts the world; `names` maps extra names to addresses (besides the servers' own). */
+export function startWorld(extraNames = {}) {
+  const { name: network, prefix } = freeSubnet();
+  const dir = mkdtempSync(join(tmpdir(), 'native-sandbox-egress-tls-'));
+  const containers = [];
+  try {
+    execFileSync('openssl', [
+      'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=allowed.test',
+      '-addext', 'subjectAltName=DNS:secure.test,DNS:allowed.test,DNS:*.wild.test,DNS:other.test',
+      '-keyout', join(dir, 'key.pem'), '-out', join(dir, 'cert.pem'),
+    ], { stdio: 'ignore' });
+    const key = readFileSync(join(dir, 'key.pem'), 'utf8');
+    const cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
+    const addresses = { resolver: `${prefix}.53`, http: `${prefix}.80`, https: `${prefix}.43` };
+    const names = {
+      'allowed.test': addresses.http,
+      'secure.test': addresses.https,
+      'a.wild.test': addresses.http,
+      'wild.test': addresses.http,
+      'other.test': addresses.http,
+      'private.test': '10.200.0.5',
+      'host.test': `${prefix}.1`,
+      ...extraNames,
+    };
+    const run = (label, ip, image, args, env = {}) => {
+      const envArgs = Object.entries(env).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+      const id = docker(['run', '-d', '--name', `${network}-${label}`, '--network', network, '--ip', ip, '--label', `dev.native-sandbox.test-run=${RUN}`, ...envArgs, ...args.slice(0, 2), image, ...args.slice(2)]);
+      containers.push(id);
+      return id;
+    };
+    run('resolver', addresses.resolver, NODE_IMAGE, ['--entrypoint', 'node', '-e', RESOLVER], { NAMES: JSON.stringify(names) });
+    run('http', addresses.http, BUSYBOX_IMAGE, ['--entrypoint', 'sh', '-c', 'mkdir -p /tmp/www && echo plain hello > /tmp/www/index.html && exec httpd -f -p 80 -h /tmp/www']);
+    run('https', addresses.https, NODE_IMAGE, ['--entrypoint', 'node', '-e', HTTPS], { KEY: key, CERT: cert });
+    return {
+      network,
+      prefix,
+      addresses,
+      cert,
+      /** The names the resolver was asked for, in order. */
+      queries: () => docker(['logs', containers[0]]).split('\n').filter((l) => l.startsWith('query ')).map((l) => l.slice(6)),
+      backendOptions: { egress: { network, resolvers: [addresses.resolver] } },
+      stop() {
+        for (const id of containers) {
+          try { docker(['rm', '-f', id]); } catch { /* gone */ }
+        }
+        try { docker(['network', 'rm', network]); } catch { /* gone */ }
+        rmSync(dir, { recursive: true, force: true });
+      },
+    };
+  } catch (error) {
+    for (const id of containers) {
+      try { docker(['rm', '-f', id]); } catch { /* gone */ }
+    }
+    try { docker(['network', 'rm', network]); } catch { /* gone */ }
+    rmSync(dir, { recursive: true, force: true });
+    throw error;
+  }
+}

@@ -1,0 +1,70 @@
+//! Which upstream addresses a connection may go to: never an unusable one (unspecified,
+//! multicast, broadcast, reserved); a private one (loopback, link-local such as cloud metadata,
+//! RFC 1918, shared address space, or the host's own) only for an entry that opts in.
+
+use std::net::Ipv4Addr;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    Public,
+    Private,
+    Unusable,
+}
+
+pub fn class(address: Ipv4Addr, host_addresses: &[Ipv4Addr]) -> Class {
+    let [a, b, ..] = address.octets();
+    if address.is_unspecified()
+        || a == 0
+        || address.is_multicast()
+        || address.is_broadcast()
+        || a >= 240
+    {
+        return Class::Unusable;
+    }
+    let shared = a == 100 && (64..128).contains(&b);
+    if address.is_loopback()
+        || address.is_link_local()
+        || address.is_private()
+        || shared
+        || host_addresses.contains(&address)
+    {
+        return Class::Private;
+    }
+    Class::Public
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn of(text: &str) -> Class {
+        class(text.parse().unwrap(), &["198.18.0.1".parse().unwrap()])
+    }
+
+    #[test]
+    fn classes() {
+        for private in [
+            "127.0.0.1",
+            "169.254.169.254",
+            "10.0.0.1",
+            "172.16.5.4",
+            "192.168.1.1",
+            "100.64.0.1",
+            "198.18.0.1",
+        ] {
+            assert_eq!(of(private), Class::Private, "{private}");
+        }
+        for unusable in [
+            "0.0.0.0",
+            "0.1.2.3",
+            "224.0.0.1",
+            "255.255.255.255",
+            "240.0.0.1",
+        ] {
+            assert_eq!(of(unusable), Class::Unusable, "{unusable}");
+        }
+        for public in ["198.18.0.2", "93.184.216.34", "172.32.0.1", "100.128.0.1"] {
+            assert_eq!(of(public), Class::Public, "{public}");
+        }
+    }
+}

@@ -1,0 +1,245 @@
+//! The gateway's configuration, from its command line (written by the controller, never by the
+//! guest): `--subnet A.B.C.D/N` (the sandbox's internal network; the gateway serves only on its
+//! own address there), `--resolver IP` (upstream resolvers; default: `/etc/resolv.conf`'s),
+//! `--deny IP` (the host's own addresses, refused like private ones) and one `--host` per
+//! allowlist entry: `name[:port][!private]`, the name lower-case ASCII, `*.` for a wildcard.
+
+use std::net::Ipv4Addr;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    /// Lower-case ASCII; a wildcard keeps its leading `*.`.
+    pub name: String,
+    /// `None`: 443 and 80.
+    pub port: Option<u16>,
+    /// Whether the name may resolve to loopback, link-local, private or host addresses.
+    pub allow_private: bool,
+}
+
+impl Entry {
+    /// Whether `name` (lower-case, no trailing dot) is this entry's name or, for a wildcard, a
+    /// name one or more labels below it.
+    pub fn matches_name(&self, name: &str) -> bool {
+        match self.name.strip_prefix("*.") {
+            Some(base) => {
+                name.len() > base.len() + 1 && name.ends_with(base) && {
+                    name.as_bytes()[name.len() - base.len() - 1] == b'.'
+                }
+            }
+            None => self.name == name,
+        }
+    }
+
+    pub fn allows_port(&self, port: u16) -> bool {
+        match self.port {
+            Some(own) => own == port,
+            None => port == 443 || port == 80,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    pub subnet: (Ipv4Addr, u8),
+    pub resolvers: Vec<Ipv4Addr>,
+    pub denied: Vec<Ipv4Addr>,
+    pub hosts: Vec<Entry>,
+}
+
+impl Config {
+    /// The entry that admits `name` on `port`, if any (the first that does).
+    pub fn entry_for(&self, name: &str, port: u16) -> Option<&Entry> {
+        self.hosts
+            .iter()
+            .find(|e| e.matches_name(name) && e.allows_port(port))
+    }
+
+    /// Whether any entry names `name`, on any port (what a lookup asks).
+    pub fn names(&self, name: &str) -> bool {
+        self.hosts.iter().any(|e| e.matches_name(name))
+    }
+
+    /// Every port some entry allows, ascending.
+    pub fn ports(&self) -> Vec<u16> {
+        let mut ports: Vec<u16> = self
+            .hosts
+            .iter()
+            .flat_map(|e| match e.port {
+                Some(port) => vec![port],
+                None => vec![80, 443],
+            })
+            .collect();
+        ports.sort_unstable();
+        ports.dedup();
+        ports
+    }
+
+    /// Whether `address` is in the internal subnet.
+    pub fn internal(&self, address: Ipv4Addr) -> bool {
+        in_subnet(address, self.subnet)
+    }
+}
+
+pub fn in_subnet(address: Ipv4Addr, (base, bits): (Ipv4Addr, u8)) -> bool {
+    let mask = if bits == 0 {
+        0
+    } else {
+        u32::MAX << (32 - u32::from(bits))
+    };
+    u32::from(address) & mask == u32::from(base) & mask
+}
+
+pub fn parse(args: &[String]) -> Result<Config, String> {
+    let mut subnet = None;
+    let mut resolvers = Vec::new();
+    let mut denied = Vec::new();
+    let mut hosts = Vec::new();
+    let mut rest = args.iter();
+    while let Some(flag) = rest.next() {
+        let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
+        match flag.as_str() {
+            "--subnet" => subnet = Some(parse_subnet(value)?),
+            "--resolver" => resolvers.push(parse_address(value)?),
+            "--deny" => denied.push(parse_address(value)?),
+            "--host" => hosts.push(parse_entry(value)?),
+            other => return Err(format!("unknown option {other}")),
+        }
+    }
+    let subnet = subnet.ok_or("--subnet is required")?;
+    if hosts.is_empty() {
+        return Err("at least one --host is required".into());
+    }
+    Ok(Config {
+        subnet,
+        resolvers,
+        denied,
+        hosts,
+    })
+}
+
+fn parse_address(value: &str) -> Result<Ipv4Addr, String> {
+    value
+        .parse()
+        .map_err(|_| format!("{value} is not an IPv4 address"))
+}
+
+fn parse_subnet(value: &str) -> Result<(Ipv4Addr, u8), String> {
+    let (base, bits) = value
+        .split_once('/')
+        .ok_or_else(|| format!("{value} is not an IPv4 subnet"))?;
+    let bits: u8 = bits
+        .parse()
+        .ok()
+        .filter(|b| *b <= 32)
+        .ok_or_else(|| format!("{value} is not an IPv4 subnet"))?;
+    Ok((parse_address(base)?, bits))
+}
+
+fn parse_entry(value: &str) -> Result<Entry, String> {
+    let (rest, allow_private) = match value.strip_suffix("!private") {
+        Some(rest) => (rest, true),
+        None => (value, false),
+    };
+    let (name, port) = match rest.rsplit_once(':') {
+        Some((name, port)) => (
+            name,
+            Some(
+                port.parse::<u16>()
+                    .ok()
+                    .filter(|p| *p != 0)
+                    .ok_or_else(|| format!("{value}: {port} is not a port"))?,
+            ),
+        ),
+        None => (rest, None),
+    };
+    let bare = name.strip_prefix("*.").unwrap_or(name);
+    let well_formed = !bare.is_empty()
+        && bare.len() <= 253
+        && bare.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        });
+    if !well_formed {
+        return Err(format!("{value} is not a lower-case host name"));
+    }
+    Ok(Entry {
+        name: name.to_owned(),
+        port,
+        allow_private,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|s| (*s).to_owned()).collect()
+    }
+
+    #[test]
+    fn reads_every_option_and_matches_names_and_ports() {
+        let config = parse(&args(&[
+            "--subnet",
+            "10.9.0.0/16",
+            "--resolver",
+            "10.1.0.2",
+            "--deny",
+            "10.9.0.1",
+            "--host",
+            "api.example.com",
+            "--host",
+            "*.example.org:8443",
+            "--host",
+            "db.internal:5432!private",
+        ]))
+        .unwrap();
+        assert_eq!(config.ports(), vec![80, 443, 5432, 8443]);
+        assert!(config.internal("10.9.200.3".parse().unwrap()));
+        assert!(!config.internal("10.8.0.3".parse().unwrap()));
+        assert!(config.entry_for("api.example.com", 443).is_some());
+        assert!(config.entry_for("api.example.com", 80).is_some());
+        assert!(config.entry_for("api.example.com", 8443).is_none());
+        assert!(config.entry_for("a.b.example.org", 8443).is_some());
+        assert!(config.entry_for("example.org", 8443).is_none());
+        assert!(config.entry_for("badexample.org", 8443).is_none());
+        assert!(config.entry_for("x.example.org", 443).is_none());
+        assert!(config.entry_for("db.internal", 5432).unwrap().allow_private);
+        assert!(config.names("api.example.com"));
+        assert!(!config.names("api.example.com.evil"));
+    }
+
+    #[test]
+    fn refuses_what_the_controller_never_writes() {
+        for bad in [
+            &["--host", "a.example"][..],
+            &["--subnet", "10.0.0.0/33", "--host", "a.example"],
+            &["--subnet", "10.0.0.0/8"],
+            &["--subnet", "10.0.0.0/8", "--host", "A.example"],
+            &["--subnet", "10.0.0.0/8", "--host", "a..example"],
+            &["--subnet", "10.0.0.0/8", "--host", "a.example:0"],
+            &[
+                "--subnet",
+                "10.0.0.0/8",
+                "--resolver",
+                "::1",
+                "--host",
+                "a.example",
+            ],
+            &[
+                "--subnet",
+                "10.0.0.0/8",
+                "--other",
+                "x",
+                "--host",
+                "a.example",
+            ],
+            &["--subnet"],
+        ] {
+            assert!(parse(&args(bad)).is_err(), "{bad:?}");
+        }
+    }
+}

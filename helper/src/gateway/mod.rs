@@ -1,0 +1,404 @@
+//! The egress gateway: the workspace holder's long-running entrypoint in a sandbox whose network
+//! is an allowlist. The guest sits on an internal network whose only other member is the
+//! gateway, and its resolver is the gateway. Lookups of names on the list are answered with the
+//! gateway's own address (after the gateway resolved them upstream); every other lookup gets
+//! NXDOMAIN and never leaves the gateway. A connection to the gateway on an allowed port names
+//! its host (TLS SNI or the HTTP `Host` header, `peek.rs`); when that name is allowed on that
+//! port, the gateway connects to an address it resolved for the name itself (never a private
+//! one unless the entry opts in: `address.rs`) and relays both ways. Everything refused is
+//! counted (`report.rs`). The gateway runs as the sandbox user, with no capabilities: the
+//! holder's namespaced sysctl lets it bind the low ports.
+
+mod address;
+mod config;
+mod dns;
+mod peek;
+mod report;
+mod resolve;
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use address::{class, Class};
+use config::Config;
+use dns::{
+    bare_answer, parse_query, Malformed, RCODE_NXDOMAIN, RCODE_REFUSED, RCODE_SERVFAIL, TYPE_A,
+};
+use peek::{peek, Peeked, PEEK_MAX};
+use report::Report;
+use resolve::{Resolved, Resolver};
+
+pub use report::print as print_report;
+
+/// How long a connection may take to name its host, and an upstream to accept.
+const PEEK_WAIT: Duration = Duration::from_secs(10);
+const CONNECT_WAIT: Duration = Duration::from_secs(10);
+/// At most this many connections and lookups in flight; more are refused.
+const IN_FLIGHT_MAX: usize = 256;
+/// The TTL of the gateway's answers: short, so a changed upstream is asked again soon.
+const ANSWER_TTL: u32 = 30;
+const RELAY_BYTES: usize = 64 * 1_024;
+const THREAD_STACK: usize = 256 * 1_024;
+
+struct Gateway {
+    config: Config,
+    own: Ipv4Addr,
+    /// The host's addresses: the controller's and this network namespace's default routes.
+    host_addresses: Vec<Ipv4Addr>,
+    resolver: Resolver,
+    report: Report,
+    in_flight: AtomicUsize,
+}
+
+/// `--gateway …`: serves until killed; an error before serving is returned.
+pub fn run(args: &[String]) -> Result<(), String> {
+    let config = config::parse(args)?;
+    let own = own_address(&config)?;
+    let mut host_addresses = config.denied.clone();
+    host_addresses.extend(default_routes());
+    let resolver = Resolver::new(config.resolvers.clone())?;
+    let dns = UdpSocket::bind(SocketAddrV4::new(own, 53))
+        .map_err(|e| format!("listening for lookups on {own}:53: {e}"))?;
+    let mut listeners = Vec::new();
+    for port in config.ports() {
+        let listener = TcpListener::bind(SocketAddrV4::new(own, port))
+            .map_err(|e| format!("listening on {own}:{port}: {e}"))?;
+        listeners.push((port, listener));
+    }
+    let gateway = Arc::new(Gateway {
+        config,
+        own,
+        host_addresses,
+        resolver,
+        report: Report::default(),
+        in_flight: AtomicUsize::new(0),
+    });
+    gateway.report.publish();
+    eprintln!("native-sandbox gateway: serving on {own}");
+    let mut threads = Vec::new();
+    for (port, listener) in listeners {
+        let gateway = Arc::clone(&gateway);
+        threads.push(
+            spawn(move || accept_loop(&gateway, port, &listener)).map_err(|e| e.to_string())?,
+        );
+    }
+    serve_lookups(&gateway, &dns);
+    for thread in threads {
+        let _ = thread.join();
+    }
+    Err("the gateway stopped serving".into())
+}
+
+fn spawn<F: FnOnce() + Send + 'static>(work: F) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .stack_size(THREAD_STACK)
+        .spawn(work)
+}
+
+/// Holds one in-flight slot until dropped.
+struct Slot<'a>(&'a AtomicUsize);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+impl Gateway {
+    fn slot(&self) -> Option<Slot<'_>> {
+        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(&self.in_flight);
+        (before < IN_FLIGHT_MAX).then_some(slot)
+    }
+}
+
+fn serve_lookups(gateway: &Arc<Gateway>, socket: &UdpSocket) {
+    let mut buffer = [0u8; 1_500];
+    loop {
+        let Ok((n, from)) = socket.recv_from(&mut buffer) else {
+            continue;
+        };
+        let message = buffer[..n].to_vec();
+        let (Ok(reply), true) = (socket.try_clone(), gateway.config.internal(ip_of(from))) else {
+            continue;
+        };
+        let worker = Arc::clone(gateway);
+        let spawned = spawn(move || {
+            if let Some(answer) = lookup(&worker, &message) {
+                let _ = reply.send_to(&answer, from);
+            }
+        });
+        if spawned.is_err() {
+            gateway
+                .report
+                .refused(&ip_of(from).to_string(), 53, "the gateway is busy");
+        }
+    }
+}
+
+fn ip_of(address: SocketAddr) -> Ipv4Addr {
+    match address {
+        SocketAddr::V4(v4) => *v4.ip(),
+        SocketAddr::V6(_) => Ipv4Addr::UNSPECIFIED,
+    }
+}
+
+/// The answer to one guest lookup, `None` for a message not worth one.
+fn lookup(gateway: &Gateway, message: &[u8]) -> Option<Vec<u8>> {
+    let query = match parse_query(message) {
+        Ok(query) => query,
+        Err(Malformed::Unanswerable) => return None,
+        Err(Malformed::Answer(id, code)) => {
+            gateway
+                .report
+                .refused("a malformed lookup", 53, "not a lookup the gateway answers");
+            return Some(bare_answer(id, code));
+        }
+    };
+    let Some(_slot) = gateway.slot() else {
+        gateway
+            .report
+            .refused(&query.name, 53, "the gateway is busy");
+        return Some(query.answer(RCODE_REFUSED, None, 0));
+    };
+    if !query.is_internet_class() || !gateway.config.names(&query.name) {
+        gateway
+            .report
+            .refused(&query.name, 53, "not on the allowlist");
+        return Some(query.answer(RCODE_NXDOMAIN, None, 0));
+    }
+    if query.qtype != TYPE_A {
+        // Allowed, but only IPv4 goes out: an empty answer, so the guest asks for A.
+        return Some(query.answer(0, None, ANSWER_TTL));
+    }
+    Some(match gateway.resolver.resolve(&query.name) {
+        Resolved::Addresses(addresses) if addresses.is_empty() => query.answer(0, None, ANSWER_TTL),
+        Resolved::Addresses(_) => {
+            gateway.report.allowed();
+            query.answer(0, Some(gateway.own), ANSWER_TTL)
+        }
+        Resolved::NoSuchName => query.answer(RCODE_NXDOMAIN, None, 0),
+        Resolved::Failed(why) => {
+            eprintln!("native-sandbox gateway: resolving {}: {why}", query.name);
+            query.answer(RCODE_SERVFAIL, None, 0)
+        }
+    })
+}
+
+fn accept_loop(gateway: &Arc<Gateway>, port: u16, listener: &TcpListener) {
+    for stream in listener.incoming() {
+        let Ok(stream) = stream else {
+            continue;
+        };
+        let worker = Arc::clone(gateway);
+        let spawned = spawn(move || {
+            let peer = stream
+                .peer_addr()
+                .map(ip_of)
+                .unwrap_or(Ipv4Addr::UNSPECIFIED);
+            match worker.slot() {
+                Some(_slot) => connection(&worker, port, stream),
+                None => worker
+                    .report
+                    .refused(&peer.to_string(), port, "the gateway is busy"),
+            }
+        });
+        if spawned.is_err() {
+            gateway
+                .report
+                .refused("a connection", port, "the gateway is busy");
+        }
+    }
+}
+
+/// One guest connection on `port`: named, judged, then relayed or closed.
+fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
+    let peer = guest
+        .peer_addr()
+        .map(ip_of)
+        .unwrap_or(Ipv4Addr::UNSPECIFIED);
+    if !gateway.config.internal(peer) {
+        gateway
+            .report
+            .refused(&peer.to_string(), port, "not from the sandbox");
+        return;
+    }
+    let mut head = Vec::with_capacity(4_096);
+    let name = match read_name(&mut guest, &mut head) {
+        Ok(name) => name,
+        Err(reason) => {
+            gateway
+                .report
+                .refused(&gateway.own.to_string(), port, reason);
+            return;
+        }
+    };
+    let Some(entry) = gateway.config.entry_for(&name, port) else {
+        let reason = if gateway.config.names(&name) {
+            "port not allowed for this name"
+        } else {
+            "not on the allowlist"
+        };
+        gateway.report.refused(&name, port, reason);
+        return;
+    };
+    let addresses = match gateway.resolver.resolve(&name) {
+        Resolved::Addresses(addresses) => addresses,
+        Resolved::NoSuchName => {
+            gateway
+                .report
+                .refused(&name, port, "the name does not exist");
+            return;
+        }
+        Resolved::Failed(why) => {
+            eprintln!("native-sandbox gateway: resolving {name}: {why}");
+            gateway
+                .report
+                .refused(&name, port, "the name could not be resolved");
+            return;
+        }
+    };
+    let permitted: Vec<Ipv4Addr> = addresses
+        .iter()
+        .copied()
+        .filter(|a| a != &gateway.own)
+        .filter(|a| match class(*a, &gateway.host_addresses) {
+            Class::Public => true,
+            Class::Private => entry.allow_private,
+            Class::Unusable => false,
+        })
+        .collect();
+    if permitted.is_empty() {
+        gateway.report.refused(
+            &name,
+            port,
+            "resolves only to private or unusable addresses",
+        );
+        return;
+    }
+    let Some(upstream) = permitted.iter().find_map(|address| {
+        TcpStream::connect_timeout(
+            &SocketAddr::V4(SocketAddrV4::new(*address, port)),
+            CONNECT_WAIT,
+        )
+        .ok()
+    }) else {
+        gateway
+            .report
+            .refused(&name, port, "the upstream did not accept");
+        return;
+    };
+    gateway.report.allowed();
+    relay(guest, upstream, &head);
+}
+
+/// Reads until the connection names its host (within `PEEK_WAIT`, `PEEK_MAX` bytes).
+fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<String, &'static str> {
+    guest
+        .set_read_timeout(Some(PEEK_WAIT))
+        .map_err(|_| "the connection failed")?;
+    let mut buffer = [0u8; 4_096];
+    loop {
+        match peek(head) {
+            Peeked::Name(name) => break Ok(name),
+            Peeked::Unnamed(reason) => break Err(reason),
+            Peeked::Incomplete if head.len() >= PEEK_MAX => break Err("no host named in time"),
+            Peeked::Incomplete => {}
+        }
+        match guest.read(&mut buffer) {
+            Ok(0) => break Err("closed before naming a host"),
+            Ok(n) => head.extend_from_slice(&buffer[..n]),
+            Err(_) => break Err("no host named in time"),
+        }
+    }
+    .and_then(|name| {
+        guest
+            .set_read_timeout(None)
+            .map(|()| name)
+            .map_err(|_| "the connection failed")
+    })
+}
+
+/// Both directions until each ends; an end is passed on as a half close.
+fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) {
+    let (Ok(guest_reader), Ok(mut upstream_writer)) = (guest.try_clone(), upstream.try_clone())
+    else {
+        return;
+    };
+    let _ = guest.set_nodelay(true);
+    let _ = upstream.set_nodelay(true);
+    if upstream_writer.write_all(head).is_err() {
+        return;
+    }
+    let back = spawn(move || copy(upstream, guest));
+    copy(guest_reader, upstream_writer);
+    if let Ok(back) = back {
+        let _ = back.join();
+    }
+}
+
+fn copy(mut from: TcpStream, mut to: TcpStream) {
+    let mut buffer = vec![0u8; RELAY_BYTES];
+    loop {
+        match from.read(&mut buffer) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => {
+                if to.write_all(&buffer[..n]).is_err() {
+                    let _ = from.shutdown(Shutdown::Read);
+                    break;
+                }
+            }
+        }
+    }
+    let _ = to.shutdown(Shutdown::Write);
+}
+
+/// The gateway's address on the internal network.
+fn own_address(config: &Config) -> Result<Ipv4Addr, String> {
+    let mut found = None;
+    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
+    // SAFETY: getifaddrs fills `list` with a list freed below by freeifaddrs; every node and
+    // address read belongs to that list while it lives.
+    unsafe {
+        if libc::getifaddrs(&mut list) != 0 {
+            return Err(format!(
+                "reading the interfaces: {}",
+                std::io::Error::last_os_error()
+            ));
+        }
+        let mut node = list;
+        while !node.is_null() {
+            let address = (*node).ifa_addr;
+            if !address.is_null() && i32::from((*address).sa_family) == libc::AF_INET {
+                let v4 = &*(address as *const libc::sockaddr_in);
+                let ip = Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
+                if config.internal(ip) {
+                    found = Some(ip);
+                }
+            }
+            node = (*node).ifa_next;
+        }
+        libc::freeifaddrs(list);
+    }
+    found.ok_or_else(|| "the gateway has no address on the sandbox network".into())
+}
+
+/// The gateways of this namespace's default routes (the host's addresses on its networks).
+fn default_routes() -> Vec<Ipv4Addr> {
+    let Ok(table) = std::fs::read_to_string("/proc/net/route") else {
+        return Vec::new();
+    };
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let gateway = u32::from_str_radix(fields.get(2)?, 16).ok()?;
+            // The table prints each address's network-order bytes read as a native integer.
+            (gateway != 0).then(|| Ipv4Addr::from(gateway.to_ne_bytes()))
+        })
+        .collect()
+}

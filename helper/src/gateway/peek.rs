@@ -1,0 +1,224 @@
+//! The name a connection asks for, read from its first bytes before anything goes upstream: a
+//! TLS ClientHello's server name (SNI), or a plain HTTP request's `Host` header.
+
+/// At most this much of a connection is read before it names its host.
+pub const PEEK_MAX: usize = 16 * 1_024;
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Peeked {
+    /// More bytes are needed.
+    Incomplete,
+    /// The host name asked for (lower-case, without a port or trailing dot).
+    Name(String),
+    /// The connection names no host it may be judged by: the reason.
+    Unnamed(&'static str),
+}
+
+pub fn peek(bytes: &[u8]) -> Peeked {
+    match bytes.first() {
+        None => Peeked::Incomplete,
+        Some(0x16) => client_hello_name(bytes),
+        Some(_) => http_host(bytes),
+    }
+}
+
+fn u16_at(bytes: &[u8], at: usize) -> Option<usize> {
+    Some(usize::from(u16::from_be_bytes([
+        *bytes.get(at)?,
+        *bytes.get(at + 1)?,
+    ])))
+}
+
+/// The SNI of a ClientHello that fits in its first record.
+fn client_hello_name(bytes: &[u8]) -> Peeked {
+    let Some(length) = u16_at(bytes, 3) else {
+        return Peeked::Incomplete;
+    };
+    if bytes.len() < 5 + length {
+        return Peeked::Incomplete;
+    }
+    match sni(&bytes[5..5 + length]) {
+        Some(Some(name)) => {
+            host_name(&name).map_or(Peeked::Unnamed("a malformed server name"), Peeked::Name)
+        }
+        Some(None) => Peeked::Unnamed("TLS without a server name (SNI)"),
+        None => Peeked::Unnamed("a malformed TLS ClientHello"),
+    }
+}
+
+/// `Some(None)`: a well-formed ClientHello without a server name.
+fn sni(handshake: &[u8]) -> Option<Option<String>> {
+    if *handshake.first()? != 1 {
+        return None;
+    }
+    // Type, length (3), version (2), random (32).
+    let mut at = 4 + 2 + 32;
+    at += 1 + usize::from(*handshake.get(at)?);
+    at += 2 + u16_at(handshake, at)?;
+    at += 1 + usize::from(*handshake.get(at)?);
+    let Some(extensions_length) = u16_at(handshake, at) else {
+        return Some(None);
+    };
+    at += 2;
+    let end = (at + extensions_length).min(handshake.len());
+    while at + 4 <= end {
+        let kind = u16_at(handshake, at)?;
+        let length = u16_at(handshake, at + 2)?;
+        let data = handshake.get(at + 4..at + 4 + length)?;
+        if kind == 0 {
+            // server_name_list: length (2), then entries of type (1), length (2), name.
+            let mut inner = 2;
+            while inner + 3 <= data.len() {
+                let name_type = data[inner];
+                let name_length = u16_at(data, inner + 1)?;
+                let name = data.get(inner + 3..inner + 3 + name_length)?;
+                if name_type == 0 {
+                    return Some(Some(String::from_utf8_lossy(name).into_owned()));
+                }
+                inner += 3 + name_length;
+            }
+            return None;
+        }
+        at += 4 + length;
+    }
+    Some(None)
+}
+
+/// The `Host` header of an HTTP/1 request whose head is complete.
+fn http_host(bytes: &[u8]) -> Peeked {
+    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return if bytes.len() >= PEEK_MAX {
+            Peeked::Unnamed("a request head too long")
+        } else {
+            Peeked::Incomplete
+        };
+    };
+    let head = String::from_utf8_lossy(&bytes[..end]);
+    let mut lines = head.split("\r\n");
+    let request = lines.next().unwrap_or_default();
+    if !request.ends_with(" HTTP/1.1") && !request.ends_with(" HTTP/1.0") {
+        return Peeked::Unnamed("neither TLS nor HTTP/1");
+    }
+    let mut hosts = lines.filter_map(|line| {
+        let (field, value) = line.split_once(':')?;
+        field.eq_ignore_ascii_case("host").then(|| value.trim())
+    });
+    match (hosts.next(), hosts.next()) {
+        (Some(value), None) => {
+            let name = match value.rsplit_once(':') {
+                Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+                _ => value,
+            };
+            host_name(name).map_or(Peeked::Unnamed("a malformed Host header"), Peeked::Name)
+        }
+        (None, _) => Peeked::Unnamed("HTTP without a Host header"),
+        (Some(_), Some(_)) => Peeked::Unnamed("HTTP with two Host headers"),
+    }
+}
+
+/// A host name as the allowlist holds names: lower-case, no trailing dot, only the bytes a
+/// name may hold (an IP literal has only digits and dots in its last label and is refused).
+fn host_name(raw: &str) -> Option<String> {
+    let name = raw.strip_suffix('.').unwrap_or(raw).to_ascii_lowercase();
+    let valid = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+        && !name
+            .rsplit('.')
+            .next()
+            .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()));
+    valid.then_some(name)
+}
+
+#[cfg(test)]
+pub mod tests {
+    use super::*;
+
+    /// A minimal ClientHello record naming `name` (none when empty).
+    pub fn client_hello(name: &str) -> Vec<u8> {
+        let mut extensions = Vec::new();
+        if !name.is_empty() {
+            let mut list = Vec::new();
+            list.push(0u8);
+            list.extend_from_slice(&(name.len() as u16).to_be_bytes());
+            list.extend_from_slice(name.as_bytes());
+            let mut data = (list.len() as u16).to_be_bytes().to_vec();
+            data.extend_from_slice(&list);
+            // An unrelated extension first (supported_groups).
+            extensions.extend_from_slice(&[0x00, 0x0a, 0x00, 0x04, 0x00, 0x02, 0x00, 0x1d]);
+            extensions.extend_from_slice(&[0, 0]);
+            extensions.extend_from_slice(&(data.len() as u16).to_be_bytes());
+            extensions.extend_from_slice(&data);
+        }
+        let mut body = vec![0x03, 0x03];
+        body.extend_from_slice(&[7; 32]);
+        body.push(0);
+        body.extend_from_slice(&[0, 2, 0x13, 0x01]);
+        body.extend_from_slice(&[1, 0]);
+        body.extend_from_slice(&(extensions.len() as u16).to_be_bytes());
+        body.extend_from_slice(&extensions);
+        let mut handshake = vec![1, 0];
+        handshake.extend_from_slice(&(body.len() as u16).to_be_bytes());
+        handshake.extend_from_slice(&body);
+        let mut record = vec![0x16, 0x03, 0x01];
+        record.extend_from_slice(&(handshake.len() as u16).to_be_bytes());
+        record.extend_from_slice(&handshake);
+        record
+    }
+
+    #[test]
+    fn tls_names_its_server() {
+        let hello = client_hello("API.Example.com.");
+        assert_eq!(peek(&hello), Peeked::Name("api.example.com".into()));
+        for cut in [1, 4, 5, hello.len() - 1] {
+            assert_eq!(peek(&hello[..cut]), Peeked::Incomplete, "{cut}");
+        }
+        assert_eq!(
+            peek(&client_hello("")),
+            Peeked::Unnamed("TLS without a server name (SNI)")
+        );
+        assert_eq!(
+            peek(&client_hello("10.0.0.1")),
+            Peeked::Unnamed("a malformed server name")
+        );
+        let mut garbage = client_hello("a.example");
+        garbage[5] = 2;
+        assert_eq!(
+            peek(&garbage),
+            Peeked::Unnamed("a malformed TLS ClientHello")
+        );
+    }
+
+    #[test]
+    fn http_names_its_host() {
+        let get = b"GET / HTTP/1.1\r\nUser-Agent: x\r\nhost: Files.Example:80\r\n\r\n";
+        assert_eq!(peek(get), Peeked::Name("files.example".into()));
+        assert_eq!(peek(&get[..get.len() - 1]), Peeked::Incomplete);
+        assert_eq!(
+            peek(b"GET / HTTP/1.1\r\nX: y\r\n\r\n"),
+            Peeked::Unnamed("HTTP without a Host header")
+        );
+        assert_eq!(
+            peek(b"GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n"),
+            Peeked::Unnamed("HTTP with two Host headers")
+        );
+        assert_eq!(
+            peek(b"GET / HTTP/1.1\r\nHost: 192.168.0.1\r\n\r\n"),
+            Peeked::Unnamed("a malformed Host header")
+        );
+        assert_eq!(
+            peek(b"SSH-2.0-x\r\n\r\n"),
+            Peeked::Unnamed("neither TLS nor HTTP/1")
+        );
+        assert_eq!(
+            peek(&[b'G'; PEEK_MAX]),
+            Peeked::Unnamed("a request head too long")
+        );
+    }
+}

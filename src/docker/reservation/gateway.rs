@@ -1,0 +1,283 @@
+//! The egress gateway of an allowlist sandbox: its workspace holder, started at once with the
+//! helper's `--gateway` mode as its entrypoint (`helper/src/gateway/`), on the sandbox's
+//! internal network (its only peer the guest) and on the upstream network the backend names.
+//! The guest's resolver is the gateway. Transfers through such a holder go by the engine's
+//! archive endpoint (its entrypoint is not the bare workspace helper: `helper_run.rs`).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use bollard::exec::{CreateExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, ContainerInspectResponse, NetworkConnectRequest};
+use bollard::Docker;
+use futures::StreamExt;
+
+use super::DockerReservation;
+use crate::docker::engine::engine_error;
+use crate::docker::seed::HELPER_PATH;
+use crate::lifecycle::egress_report::EgressReport;
+use crate::lifecycle::error::OwnerError;
+
+/// How long a started gateway may take to serve.
+const READY_WAIT: Duration = Duration::from_secs(15);
+const READY_POLL: Duration = Duration::from_millis(50);
+/// The most of a report read back.
+const REPORT_BYTES: usize = 64 * 1_024;
+
+/// What the internal network looks like once created: its subnet and the host's address on it.
+pub(super) struct InternalNetwork {
+    pub subnet: String,
+    pub host_address: Option<String>,
+}
+
+/// The gateway's command line (see `helper/src/gateway/config.rs`).
+pub(super) fn gateway_command(
+    reservation: &DockerReservation,
+    internal: &InternalNetwork,
+    denied: &[String],
+) -> Vec<String> {
+    let mut command = vec![
+        HELPER_PATH.to_owned(),
+        "--gateway".to_owned(),
+        "--subnet".to_owned(),
+        internal.subnet.clone(),
+    ];
+    for resolver in &reservation.settings.egress.resolvers {
+        command.extend(["--resolver".to_owned(), resolver.to_string()]);
+    }
+    for address in denied.iter().chain(internal.host_address.as_ref()) {
+        command.extend(["--deny".to_owned(), address.clone()]);
+    }
+    for host in &reservation.request.policy.network.hosts {
+        let mut entry = host.name.clone();
+        if let Some(port) = host.port {
+            entry.push_str(&format!(":{port}"));
+        }
+        if host.allow_private {
+            entry.push_str("!private");
+        }
+        command.extend(["--host".to_owned(), entry]);
+    }
+    command
+}
+
+/// Makes a holder body the gateway's: its entrypoint, and the namespaced sysctl that lets the
+/// sandbox user bind the low ports (no capability is added).
+pub(super) fn as_gateway(body: &mut ContainerCreateBody, command: Vec<String>) {
+    body.entrypoint = Some(command);
+    if let Some(host) = body.host_config.as_mut() {
+        host.sysctls = Some(HashMap::from([(
+            "net.ipv4.ip_unprivileged_port_start".to_owned(),
+            "0".to_owned(),
+        )]));
+    }
+}
+
+/// The subnet and host address of the internal network `id`, as the engine assigned them.
+pub(super) async fn internal_network(
+    docker: &Docker,
+    id: &str,
+) -> Result<InternalNetwork, OwnerError> {
+    let inspect = docker
+        .inspect_network(id, None)
+        .await
+        .map_err(|e| engine_error("inspecting the sandbox network", e))?;
+    if inspect.internal != Some(true) {
+        return Err(OwnerError::Unsupported(
+            "the engine did not make the sandbox network internal".into(),
+        ));
+    }
+    let config = inspect
+        .ipam
+        .and_then(|ipam| ipam.config)
+        .unwrap_or_default()
+        .into_iter()
+        .find(|c| c.subnet.as_deref().is_some_and(|s| s.contains('.')));
+    let Some(subnet) = config.as_ref().and_then(|c| c.subnet.clone()) else {
+        return Err(OwnerError::driver(
+            "the engine assigned the sandbox network no IPv4 subnet",
+        ));
+    };
+    Ok(InternalNetwork {
+        subnet,
+        host_address: config
+            .and_then(|c| c.gateway)
+            .map(|g| strip_prefix_length(&g)),
+    })
+}
+
+/// The host's addresses on the upstream network `name` (its gateways), refused like private
+/// ones.
+pub(super) async fn upstream_host_addresses(
+    docker: &Docker,
+    name: &str,
+) -> Result<Vec<String>, OwnerError> {
+    let inspect = docker
+        .inspect_network(name, None)
+        .await
+        .map_err(|e| engine_error(&format!("inspecting the egress network {name}"), e))?;
+    Ok(inspect
+        .ipam
+        .and_then(|ipam| ipam.config)
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|c| c.gateway)
+        .map(|g| strip_prefix_length(&g))
+        .filter(|g| g.parse::<std::net::Ipv4Addr>().is_ok())
+        .collect())
+}
+
+fn strip_prefix_length(address: &str) -> String {
+    address.split('/').next().unwrap_or_default().to_owned()
+}
+
+impl DockerReservation {
+    /// Joins the created gateway to the upstream network, starts it and waits until it serves;
+    /// returns its address on the internal network (the guest's resolver).
+    pub(super) async fn start_gateway(
+        &self,
+        holder: &str,
+        internal: &str,
+    ) -> Result<String, OwnerError> {
+        let docker = &self.settings.docker;
+        let upstream = &self.settings.egress.network;
+        docker
+            .connect_network(
+                upstream,
+                NetworkConnectRequest {
+                    container: holder.to_owned(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| {
+                engine_error(
+                    &format!("joining the gateway to the egress network {upstream}"),
+                    e,
+                )
+            })?;
+        docker
+            .start_container(holder, None)
+            .await
+            .map_err(|e| engine_error("starting the egress gateway", e))?;
+        let deadline = tokio::time::Instant::now() + READY_WAIT;
+        loop {
+            let inspect = docker
+                .inspect_container(holder, None)
+                .await
+                .map_err(|e| engine_error("inspecting the egress gateway", e))?;
+            if let Some(failure) = stopped(&inspect) {
+                return Err(OwnerError::driver(failure));
+            }
+            if let Ok(Some(_)) = self.read_report(holder).await {
+                let address = address_on(&inspect, internal).ok_or_else(|| {
+                    OwnerError::driver("the egress gateway has no address on the sandbox network")
+                })?;
+                return Ok(address);
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(OwnerError::driver(format!(
+                    "the egress gateway did not serve within {} s",
+                    READY_WAIT.as_secs()
+                )));
+            }
+            tokio::time::sleep(READY_POLL).await;
+        }
+    }
+
+    /// What the gateway has counted: `None` before it serves.
+    pub(super) async fn read_report(
+        &self,
+        holder: &str,
+    ) -> Result<Option<EgressReport>, OwnerError> {
+        let docker = &self.settings.docker;
+        let exec = docker
+            .create_exec(
+                holder,
+                CreateExecOptions {
+                    cmd: Some(vec![HELPER_PATH, "--egress-report"]),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    user: Some(self.settings.user.as_str()),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| engine_error("asking the egress gateway for its report", e))?;
+        let started = docker
+            .start_exec(&exec.id, None)
+            .await
+            .map_err(|e| engine_error("asking the egress gateway for its report", e))?;
+        let StartExecResults::Attached { mut output, .. } = started else {
+            return Err(OwnerError::driver("the egress report was not attached"));
+        };
+        let mut stdout = Vec::new();
+        let mut stderr = Vec::new();
+        let read = tokio::time::timeout(READY_WAIT, async {
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(bollard::container::LogOutput::StdOut { message }) => {
+                        stdout.extend_from_slice(
+                            &message
+                                [..message.len().min(REPORT_BYTES.saturating_sub(stdout.len()))],
+                        );
+                    }
+                    Ok(bollard::container::LogOutput::StdErr { message }) => {
+                        stderr.extend_from_slice(
+                            &message[..message.len().min(4_096usize.saturating_sub(stderr.len()))],
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(engine_error("reading the egress report", e)),
+                }
+            }
+            Ok(())
+        })
+        .await;
+        match read {
+            Ok(result) => result?,
+            Err(_) => {
+                return Err(OwnerError::driver(
+                    "the egress report did not arrive in time",
+                ))
+            }
+        }
+        let code = docker
+            .inspect_exec(&exec.id)
+            .await
+            .map_err(|e| engine_error("reading the egress report's exit", e))?
+            .exit_code;
+        if code != Some(0) {
+            let said = String::from_utf8_lossy(&stderr);
+            if said.contains("not serving") {
+                return Ok(None);
+            }
+            return Err(OwnerError::driver(format!(
+                "the egress report failed ({code:?}): {}",
+                said.trim()
+            )));
+        }
+        EgressReport::from_json(&stdout)
+            .map(Some)
+            .map_err(|e| OwnerError::driver(format!("the egress report is unreadable: {e}")))
+    }
+}
+
+/// Why the gateway is not running, when it is not.
+fn stopped(inspect: &ContainerInspectResponse) -> Option<String> {
+    let state = inspect.state.as_ref()?;
+    (state.running != Some(true)).then(|| {
+        format!(
+            "the egress gateway stopped (exit status {})",
+            state.exit_code.unwrap_or(-1)
+        )
+    })
+}
+
+fn address_on(inspect: &ContainerInspectResponse, network: &str) -> Option<String> {
+    let networks = inspect.network_settings.as_ref()?.networks.as_ref()?;
+    networks
+        .get(network)
+        .and_then(|endpoint| endpoint.ip_address.clone())
+        .filter(|address| !address.is_empty())
+}
