@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { SandboxUnsupportedError } from 'native-sandbox';
+import { fileFromBytes, SandboxUnsupportedError } from 'native-sandbox';
 import { createDockerSandboxBackend, dockerSandboxEgress } from 'native-sandbox/docker';
 import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, spawnController, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 import { NODE_IMAGE, startWorld } from './egress-world.mjs';
@@ -69,7 +69,11 @@ describe('allowlist egress', () => {
         `timeout 5 nslookup allowed.test ${world.addresses.resolver} >/dev/null 2>&1; echo "other_resolver=$?"`,
         `(echo nameserver ${world.addresses.resolver} > /etc/resolv.conf) 2>/dev/null; echo "resolv_write=$?"`,
         `timeout 3 nc ${hostAddress} ${hostPort} </dev/null >/dev/null 2>&1; echo "host_bridge=$?"`,
+        `echo "imported=$(cat in/task.txt)"`,
+        `echo fetched > out/result.txt; echo "written=$?"`,
       ].join('\n');
+      // Transfers go through the gateway holder like through any other.
+      await sandbox.importTree([{ kind: 'directory', path: 'out' }, fileFromBytes('in/task.txt', Buffer.from('the task'))]);
       const { stdout } = await runShell(sandbox, script);
       const seen = marks(stdout);
       assert.equal(seen.allowed, '0:plain hello', stdout);
@@ -84,6 +88,9 @@ describe('allowlist egress', () => {
       assert.notEqual(seen.other_resolver, '0', stdout);
       assert.notEqual(seen.resolv_write, '0', stdout);
       assert.notEqual(seen.host_bridge, '0', stdout);
+      assert.equal(seen.imported, 'the task', stdout);
+      assert.equal(seen.written, '0', stdout);
+
 
       const report = await dockerSandboxEgress(sandbox);
       assert.ok(Object.isFrozen(report));
@@ -103,6 +110,14 @@ describe('allowlist egress', () => {
       for (const r of report.recent) assert.ok(Number.isFinite(r.time) && r.time > 0);
       // The bare IP never reached the gateway (no route): it is not among the refusals.
       assert.ok(!reasons.some((r) => r.startsWith(world.addresses.http)), JSON.stringify(reasons));
+      await sandbox.stop();
+      const exported = [];
+      await sandbox.exportTree({ kind: 'files', paths: ['out/result.txt'] }, async (entry) => {
+        const chunks = [];
+        for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+        exported.push(`${entry.path}:${Buffer.concat(chunks)}`);
+      });
+      assert.deepEqual(exported, ['out/result.txt:fetched\n']);
     } finally {
       listener.close();
       await sandbox.destroy();
