@@ -33,6 +33,11 @@
 //! stderr says why (2: opening, reading or writing failed, 4: a request that is not a
 //! workspace-relative path, or an import archive the helper does not extract, 3: told to stop
 //! by SIGTERM, every mode it had widened put back: `restore.rs`).
+//!
+//! Three other modes, chosen by the first argument: `--gateway …` serves as an allowlist
+//! sandbox's egress gateway until killed (`gateway/`), `--egress-report` prints that gateway's
+//! counts (run by the controller as an exec in the holder), and `--stop-transfers` stops this
+//! container's transfer runs (`stop.rs`). A failing mode exits 4 with its reason on stderr.
 
 mod failure;
 mod fs;
