@@ -43,6 +43,25 @@ https.createServer({ key: process.env.KEY, cert: process.env.CERT }, (req, res) 
 }).listen(443);
 `;
 
+// A plain HTTP server that sends `/<n>` bytes (for the benchmark's downloads).
+const BULK = `
+const http = require('node:http');
+const block = Buffer.alloc(256 * 1024, 120);
+http.createServer((req, res) => {
+  let left = Number(req.url.slice(1)) || 0;
+  res.writeHead(200, { 'content-length': String(left) });
+  const more = () => {
+    while (left > 0) {
+      const piece = block.subarray(0, Math.min(block.length, left));
+      left -= piece.length;
+      if (!res.write(piece)) return res.once('drain', more);
+    }
+    res.end();
+  };
+  more();
+}).listen(80);
+`;
+
 function freeSubnet() {
   for (let attempt = 0; attempt < 50; attempt++) {
     const third = (process.pid + attempt * 7) % 250;
@@ -71,10 +90,11 @@ export function startWorld(extraNames = {}) {
     ], { stdio: 'ignore' });
     const key = readFileSync(join(dir, 'key.pem'), 'utf8');
     const cert = readFileSync(join(dir, 'cert.pem'), 'utf8');
-    const addresses = { resolver: `${prefix}.53`, http: `${prefix}.80`, https: `${prefix}.43` };
+    const addresses = { resolver: `${prefix}.53`, http: `${prefix}.80`, https: `${prefix}.43`, bulk: `${prefix}.81` };
     const names = {
       'allowed.test': addresses.http,
       'secure.test': addresses.https,
+      'bulk.test': addresses.bulk,
       'a.wild.test': addresses.http,
       'wild.test': addresses.http,
       'other.test': addresses.http,
@@ -91,6 +111,7 @@ export function startWorld(extraNames = {}) {
     run('resolver', addresses.resolver, NODE_IMAGE, ['--entrypoint', 'node', '-e', RESOLVER], { NAMES: JSON.stringify(names) });
     run('http', addresses.http, BUSYBOX_IMAGE, ['--entrypoint', 'sh', '-c', 'mkdir -p /tmp/www && echo plain hello > /tmp/www/index.html && exec httpd -f -p 80 -h /tmp/www']);
     run('https', addresses.https, NODE_IMAGE, ['--entrypoint', 'node', '-e', HTTPS], { KEY: key, CERT: cert });
+    run('bulk', addresses.bulk, NODE_IMAGE, ['--entrypoint', 'node', '-e', BULK]);
     return {
       network,
       prefix,
@@ -99,6 +120,8 @@ export function startWorld(extraNames = {}) {
       /** The names the resolver was asked for, in order. */
       queries: () => docker(['logs', containers[0]]).split('\n').filter((l) => l.startsWith('query ')).map((l) => l.slice(6)),
       backendOptions: { egress: { network, resolvers: [addresses.resolver] } },
+      /** The world's containers, by label (`resolver`, `http`, `https`, `bulk`). */
+      container: (label) => `${network}-${label}`,
       stop() {
         for (const id of containers) {
           try { docker(['rm', '-f', id]); } catch { /* gone */ }

@@ -34,10 +34,10 @@
 //! workspace-relative path, or an import archive the helper does not extract, 3: told to stop
 //! by SIGTERM, every mode it had widened put back: `restore.rs`).
 //!
-//! Three other modes, chosen by the first argument: `--gateway …` serves as an allowlist
-//! sandbox's egress gateway until killed (`gateway/`), `--egress-report` prints that gateway's
-//! counts (run by the controller as an exec in the holder), and `--stop-transfers` stops this
-//! container's transfer runs (`stop.rs`). A failing mode exits 4 with its reason on stderr.
+//! Two other modes, chosen by the first argument: `--gateway …` serves as an allowlist sandbox's
+//! egress gateway until killed (`gateway/`), and `--egress-report` prints that gateway's counts
+//! (run by the controller as an exec in the holder). A failing mode exits 4 with its reason on
+//! stderr.
 
 mod failure;
 mod fs;
@@ -45,7 +45,6 @@ mod gateway;
 mod import;
 mod restore;
 mod splice;
-mod stop;
 mod tar;
 
 use std::ffi::CString;
@@ -533,15 +532,11 @@ fn run() -> Result<(), Failure> {
     out.flush().map_err(io)
 }
 
-/// Where the seed image holds this helper (`src/docker/seed.rs`).
-const HELPER_PATH: &str = "/native-sandbox-helper";
-
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let other_mode = match args.first().map(String::as_str) {
         Some("--gateway") => Some(("gateway", gateway::run(&args[1..]))),
         Some("--egress-report") => Some(("gateway", gateway::print_report())),
-        Some("--stop-transfers") => Some(("workspace helper", stop::stop_transfers(HELPER_PATH))),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

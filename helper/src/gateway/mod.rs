@@ -340,20 +340,107 @@ fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) {
     }
 }
 
+/// One direction until its end (or a failure of either side), then a half close of `to`. The
+/// bytes move through a pipe by splice(2), never through this process's memory; a kernel that
+/// cannot splice these sockets gets a copy through a buffer instead.
 fn copy(mut from: TcpStream, mut to: TcpStream) {
-    let mut buffer = vec![0u8; RELAY_BYTES];
-    loop {
-        match from.read(&mut buffer) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => {
-                if to.write_all(&buffer[..n]).is_err() {
-                    let _ = from.shutdown(Shutdown::Read);
-                    break;
+    match splice_all(&from, &to) {
+        Spliced::Ended => {}
+        Spliced::Unsupported => {
+            let mut buffer = vec![0u8; RELAY_BYTES];
+            loop {
+                match from.read(&mut buffer) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => {
+                        if to.write_all(&buffer[..n]).is_err() {
+                            break;
+                        }
+                    }
                 }
             }
         }
     }
+    let _ = from.shutdown(Shutdown::Read);
     let _ = to.shutdown(Shutdown::Write);
+}
+
+enum Spliced {
+    /// The direction ended (EOF, or a failure once bytes had moved).
+    Ended,
+    /// Nothing moved: splice does not work here.
+    Unsupported,
+}
+
+/// How much one splice moves at most, and the pipe's size asked for.
+const SPLICE_BYTES: usize = 1024 * 1024;
+
+fn splice_all(from: &TcpStream, to: &TcpStream) -> Spliced {
+    use std::os::fd::AsRawFd;
+    let mut pipe = [0i32; 2];
+    // SAFETY: pipe2 writes two descriptors into `pipe`, closed below.
+    if unsafe { libc::pipe2(pipe.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+        return Spliced::Unsupported;
+    }
+    let [read_end, write_end] = pipe;
+    // SAFETY: only asks the kernel to resize our own pipe; a refusal leaves the default size.
+    unsafe { libc::fcntl(write_end, libc::F_SETPIPE_SZ, SPLICE_BYTES as libc::c_int) };
+    // Not SPLICE_F_MORE: it holds small writes back (a TLS handshake waited 200 ms a step).
+    let flags = libc::SPLICE_F_MOVE;
+    let mut moved_any = false;
+    let outcome = 'relay: loop {
+        // SAFETY: splice between descriptors this function holds open, no offsets.
+        let n = unsafe {
+            libc::splice(
+                from.as_raw_fd(),
+                std::ptr::null_mut(),
+                write_end,
+                std::ptr::null_mut(),
+                SPLICE_BYTES,
+                flags,
+            )
+        };
+        if n == 0 {
+            break Spliced::Ended;
+        }
+        if n < 0 {
+            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            break if moved_any {
+                Spliced::Ended
+            } else {
+                Spliced::Unsupported
+            };
+        }
+        moved_any = true;
+        let mut left = n as usize;
+        while left > 0 {
+            // SAFETY: as above.
+            let m = unsafe {
+                libc::splice(
+                    read_end,
+                    std::ptr::null_mut(),
+                    to.as_raw_fd(),
+                    std::ptr::null_mut(),
+                    left,
+                    flags,
+                )
+            };
+            if m < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+                continue;
+            }
+            if m <= 0 {
+                break 'relay Spliced::Ended;
+            }
+            left -= m as usize;
+        }
+    };
+    // SAFETY: both ends are ours and closed once.
+    unsafe {
+        libc::close(read_end);
+        libc::close(write_end);
+    }
+    outcome
 }
 
 /// The gateway's address on the internal network.
