@@ -36,7 +36,7 @@ const ROOT_EXPORTS = [
 test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
-  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] };
+  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] };
   for (const [subpath, names] of Object.entries(built)) {
     const module = await import(`native-sandbox/${subpath}`);
     assert.deepEqual(Object.keys(module).sort(), names, subpath);

@@ -76,7 +76,7 @@ test('an installed consumer imports every entry point, loading the platform pack
   `;
   const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
   assert.equal(out.root, 26);
-  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] });
+  assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] });
   assert.equal(out.parsed, '/sandbox/workspace');
   assert.equal(out.addon.length, 1);
   assert.match(out.addon[0], /node_modules\/native-sandbox-linux-x64-gnu\/native-sandbox\.linux-x64-gnu\.node$/);

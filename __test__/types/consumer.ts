@@ -133,7 +133,7 @@ void remote;
 // The conformance suite and the Docker runtime read-back, as a backend author would use them.
 import { runSandboxConformance } from 'native-sandbox/conformance';
 import type { SandboxConformanceOptions } from 'native-sandbox/conformance';
-import { createDockerSandboxBackend, dockerSandboxRuntime, prepareDockerSandboxImage } from 'native-sandbox/docker';
+import { createDockerSandboxBackend, dockerSandboxEgress, dockerSandboxRuntime, prepareDockerSandboxImage } from 'native-sandbox/docker';
 import type { PreparedDockerSandboxImage } from 'native-sandbox/docker';
 export const conformance: SandboxConformanceOptions = {
   name: 'typed',
@@ -143,6 +143,13 @@ export const conformance: SandboxConformanceOptions = {
 };
 export const registerConformance: (options: SandboxConformanceOptions) => void = runSandboxConformance;
 export const runtimeOf: (sandbox: Sandbox) => string = dockerSandboxRuntime;
+// An allowlist sandbox behind its gateway, and why a request failed.
+export const allowlisted = createDockerSandboxBackend({ image: 'x', namespace: 'n', spillDirectory: '/tmp', egress: { network: 'bridge', resolvers: ['10.0.0.2'] } });
+export async function lastRefusal(sandbox: Sandbox): Promise<string | undefined> {
+  const report = await dockerSandboxEgress(sandbox);
+  const last = report?.recent[report.recent.length - 1];
+  return last === undefined ? undefined : `${last.target}:${last.port} ${last.reason} at ${new Date(last.time).toISOString()} (${report?.refused} refused)`;
+}
 // Any local image made admissible, what it dropped passed back in a process recipe.
 export async function preparedRecipe(): Promise<{ image: string; env: Record<string, string> }> {
   const prepared: PreparedDockerSandboxImage = await prepareDockerSandboxImage({ from: 'node:22', tag: 'my-agent:1' });
