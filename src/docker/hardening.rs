@@ -209,8 +209,8 @@ pub fn applied(
     })
 }
 
-/// What differs from the requested placement: network mode, log driver, tmpfs mounts and
-/// their options, runtime. The engine reports its default runtime by name when none was asked.
+/// What differs from the requested placement: network mode, log driver, sysctls, resolvers,
+/// tmpfs mounts and their options, runtime. The engine reports its default runtime by name when none was asked.
 fn placement_differences(host: &HostConfig, expected: &HostConfig) -> Vec<String> {
     let mut wrong = Vec::new();
     if host.network_mode != expected.network_mode {
@@ -225,6 +225,22 @@ fn placement_differences(host: &HostConfig, expected: &HostConfig) -> Vec<String
             "log driver {:?} instead of {:?}",
             log(host),
             log(expected)
+        ));
+    }
+    if host.sysctls.clone().unwrap_or_default() != expected.sysctls.clone().unwrap_or_default() {
+        wrong.push(format!(
+            "sysctls {:?} instead of {:?}",
+            host.sysctls, expected.sysctls
+        ));
+    }
+    let listed = |list: &Option<Vec<String>>| list.clone().unwrap_or_default();
+    if listed(&host.dns) != listed(&expected.dns)
+        || listed(&host.dns_search) != listed(&expected.dns_search)
+        || listed(&host.dns_options) != listed(&expected.dns_options)
+    {
+        wrong.push(format!(
+            "resolvers {:?} instead of {:?}",
+            host.dns, expected.dns
         ));
     }
     if host.tmpfs != expected.tmpfs {
@@ -374,6 +390,23 @@ mod tests {
         assert!(read_back(&other_runtime, &expected)
             .unwrap_err()
             .contains("runtime"));
+
+        let mut with_sysctls = expected.clone();
+        with_sysctls.sysctls = Some(HashMap::from([(
+            "net.ipv6.conf.all.disable_ipv6".to_owned(),
+            "1".to_owned(),
+        )]));
+        assert!(read_back(&expected, &with_sysctls)
+            .unwrap_err()
+            .contains("sysctls"));
+        let mut with_resolver = expected.clone();
+        with_resolver.dns = Some(vec!["10.0.0.2".into()]);
+        assert!(read_back(&expected, &with_resolver)
+            .unwrap_err()
+            .contains("resolvers"));
+        let mut empty_lists = expected.clone();
+        empty_lists.dns_search = Some(Vec::new());
+        assert!(read_back(&empty_lists, &expected).is_ok());
     }
 
     #[test]

@@ -44,14 +44,25 @@ pub struct Config {
     pub resolvers: Vec<Ipv4Addr>,
     pub denied: Vec<Ipv4Addr>,
     pub hosts: Vec<Entry>,
+    /// At most this many connections and lookups served at once (`--in-flight`, from the
+    /// holder's PID limit: a relay runs two threads).
+    pub in_flight: usize,
 }
 
+/// Without `--in-flight`.
+const IN_FLIGHT_DEFAULT: usize = 64;
+
 impl Config {
-    /// The entry that admits `name` on `port`, if any (the first that does).
-    pub fn entry_for(&self, name: &str, port: u16) -> Option<&Entry> {
-        self.hosts
+    /// Whether `name` is admitted on `port` (`None`: it is not), and if so whether it may go
+    /// to a private address: when any entry admitting it says so, whatever the list's order.
+    pub fn allows_private(&self, name: &str, port: u16) -> Option<bool> {
+        let mut admitting = self
+            .hosts
             .iter()
-            .find(|e| e.matches_name(name) && e.allows_port(port))
+            .filter(|e| e.matches_name(name) && e.allows_port(port))
+            .peekable();
+        admitting.peek()?;
+        Some(admitting.any(|e| e.allow_private))
     }
 
     /// Whether any entry names `name`, on any port (what a lookup asks).
@@ -94,6 +105,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut resolvers = Vec::new();
     let mut denied = Vec::new();
     let mut hosts = Vec::new();
+    let mut in_flight = IN_FLIGHT_DEFAULT;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -102,6 +114,13 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--resolver" => resolvers.push(parse_address(value)?),
             "--deny" => denied.push(parse_address(value)?),
             "--host" => hosts.push(parse_entry(value)?),
+            "--in-flight" => {
+                in_flight = value
+                    .parse()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .ok_or_else(|| format!("--in-flight {value} is not a positive count"))?
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -114,6 +133,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         resolvers,
         denied,
         hosts,
+        in_flight,
     })
 }
 
@@ -200,16 +220,35 @@ mod tests {
         assert_eq!(config.ports(), vec![80, 443, 5432, 8443]);
         assert!(config.internal("10.9.200.3".parse().unwrap()));
         assert!(!config.internal("10.8.0.3".parse().unwrap()));
-        assert!(config.entry_for("api.example.com", 443).is_some());
-        assert!(config.entry_for("api.example.com", 80).is_some());
-        assert!(config.entry_for("api.example.com", 8443).is_none());
-        assert!(config.entry_for("a.b.example.org", 8443).is_some());
-        assert!(config.entry_for("example.org", 8443).is_none());
-        assert!(config.entry_for("badexample.org", 8443).is_none());
-        assert!(config.entry_for("x.example.org", 443).is_none());
-        assert!(config.entry_for("db.internal", 5432).unwrap().allow_private);
+        assert_eq!(config.allows_private("api.example.com", 443), Some(false));
+        assert_eq!(config.allows_private("api.example.com", 80), Some(false));
+        assert_eq!(config.allows_private("api.example.com", 8443), None);
+        assert_eq!(config.allows_private("a.b.example.org", 8443), Some(false));
+        assert_eq!(config.allows_private("example.org", 8443), None);
+        assert_eq!(config.allows_private("badexample.org", 8443), None);
+        assert_eq!(config.allows_private("x.example.org", 443), None);
+        assert_eq!(config.allows_private("db.internal", 5432), Some(true));
+        assert_eq!(config.in_flight, 64);
         assert!(config.names("api.example.com"));
         assert!(!config.names("api.example.com.evil"));
+    }
+
+    #[test]
+    fn an_opt_in_holds_whatever_the_order_of_the_entries() {
+        let config = parse(&args(&[
+            "--subnet",
+            "10.9.0.0/16",
+            "--in-flight",
+            "20",
+            "--host",
+            "*.example.com",
+            "--host",
+            "db.example.com!private",
+        ]))
+        .unwrap();
+        assert_eq!(config.allows_private("db.example.com", 443), Some(true));
+        assert_eq!(config.allows_private("www.example.com", 443), Some(false));
+        assert_eq!(config.in_flight, 20);
     }
 
     #[test]
@@ -238,6 +277,14 @@ mod tests {
                 "a.example",
             ],
             &["--subnet"],
+            &[
+                "--subnet",
+                "10.0.0.0/8",
+                "--in-flight",
+                "0",
+                "--host",
+                "a.example",
+            ],
         ] {
             assert!(parse(&args(bad)).is_err(), "{bad:?}");
         }

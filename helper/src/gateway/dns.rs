@@ -9,7 +9,6 @@ const CLASS_IN: u16 = 1;
 pub const RCODE_FORMERR: u8 = 1;
 pub const RCODE_SERVFAIL: u8 = 2;
 pub const RCODE_NXDOMAIN: u8 = 3;
-pub const RCODE_REFUSED: u8 = 5;
 const HEADER: usize = 12;
 
 /// A guest's query: its ID, flags, the question's bytes as sent, the name (lower-case, no

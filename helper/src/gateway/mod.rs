@@ -24,20 +24,18 @@ use std::time::Duration;
 
 use address::{class, Class};
 use config::Config;
-use dns::{
-    bare_answer, parse_query, Malformed, RCODE_NXDOMAIN, RCODE_REFUSED, RCODE_SERVFAIL, TYPE_A,
-};
+use dns::{bare_answer, parse_query, Malformed, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
 use peek::{peek, Peeked, PEEK_MAX};
 use report::Report;
 use resolve::{Resolved, Resolver};
 
 pub use report::print as print_report;
 
-/// How long a connection may take to name its host, and an upstream to accept.
+/// How long a connection may take, in all, to name its host, and an upstream to accept.
 const PEEK_WAIT: Duration = Duration::from_secs(10);
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
-/// At most this many connections and lookups in flight; more are refused.
-const IN_FLIGHT_MAX: usize = 256;
+/// How long a loop waits after its socket failed (out of descriptors, say) before it tries again.
+const FAILURE_PAUSE: Duration = Duration::from_millis(100);
 /// The TTL of the gateway's answers: short, so a changed upstream is asked again soon.
 const ANSWER_TTL: u32 = 30;
 const RELAY_BYTES: usize = 64 * 1_024;
@@ -50,6 +48,7 @@ struct Gateway {
     host_addresses: Vec<Ipv4Addr>,
     resolver: Resolver,
     report: Report,
+    /// Connections and lookups being served; each holds its threads (`Slot`).
     in_flight: AtomicUsize,
 }
 
@@ -76,6 +75,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         report: Report::default(),
         in_flight: AtomicUsize::new(0),
     });
+    // Relays see a vanished peer within minutes, not never.
+    let _ = &gateway;
     gateway.report.publish();
     eprintln!("native-sandbox gateway: serving on {own}");
     let mut threads = Vec::new();
@@ -98,43 +99,50 @@ fn spawn<F: FnOnce() + Send + 'static>(work: F) -> std::io::Result<std::thread::
         .spawn(work)
 }
 
-/// Holds one in-flight slot until dropped.
-struct Slot<'a>(&'a AtomicUsize);
+/// One in-flight connection or lookup, taken before its thread is spawned and held until it
+/// is over: the threads the gateway runs stay within `config.in_flight` (a relay has two).
+struct Slot(Arc<Gateway>);
 
-impl Drop for Slot<'_> {
+impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-impl Gateway {
-    fn slot(&self) -> Option<Slot<'_>> {
-        let before = self.in_flight.fetch_add(1, Ordering::AcqRel);
-        let slot = Slot(&self.in_flight);
-        (before < IN_FLIGHT_MAX).then_some(slot)
-    }
+fn slot(gateway: &Arc<Gateway>) -> Option<Slot> {
+    let before = gateway.in_flight.fetch_add(1, Ordering::AcqRel);
+    let slot = Slot(Arc::clone(gateway));
+    (before < gateway.config.in_flight).then_some(slot)
 }
 
 fn serve_lookups(gateway: &Arc<Gateway>, socket: &UdpSocket) {
     let mut buffer = [0u8; 1_500];
     loop {
         let Ok((n, from)) = socket.recv_from(&mut buffer) else {
+            std::thread::sleep(FAILURE_PAUSE);
             continue;
         };
+        if !gateway.config.internal(ip_of(from)) {
+            continue;
+        }
         let message = buffer[..n].to_vec();
-        let (Ok(reply), true) = (socket.try_clone(), gateway.config.internal(ip_of(from))) else {
-            continue;
-        };
-        let worker = Arc::clone(gateway);
-        let spawned = spawn(move || {
-            if let Some(answer) = lookup(&worker, &message) {
-                let _ = reply.send_to(&answer, from);
-            }
-        });
-        if spawned.is_err() {
+        let busy = |gateway: &Gateway| {
             gateway
                 .report
-                .refused(&ip_of(from).to_string(), 53, "the gateway is busy");
+                .refused(&ip_of(from).to_string(), 53, "the gateway is busy")
+        };
+        let (Some(held), Ok(reply)) = (slot(gateway), socket.try_clone()) else {
+            busy(gateway);
+            continue;
+        };
+        let spawned = spawn(move || {
+            if let Some(answer) = lookup(&held.0, &message) {
+                let _ = reply.send_to(&answer, from);
+            }
+            drop(held);
+        });
+        if spawned.is_err() {
+            busy(gateway);
         }
     }
 }
@@ -157,12 +165,6 @@ fn lookup(gateway: &Gateway, message: &[u8]) -> Option<Vec<u8>> {
                 .refused("a malformed lookup", 53, "not a lookup the gateway answers");
             return Some(bare_answer(id, code));
         }
-    };
-    let Some(_slot) = gateway.slot() else {
-        gateway
-            .report
-            .refused(&query.name, 53, "the gateway is busy");
-        return Some(query.answer(RCODE_REFUSED, None, 0));
     };
     if !query.is_internet_class() || !gateway.config.names(&query.name) {
         gateway
@@ -191,25 +193,28 @@ fn lookup(gateway: &Gateway, message: &[u8]) -> Option<Vec<u8>> {
 fn accept_loop(gateway: &Arc<Gateway>, port: u16, listener: &TcpListener) {
     for stream in listener.incoming() {
         let Ok(stream) = stream else {
+            std::thread::sleep(FAILURE_PAUSE);
             continue;
         };
-        let worker = Arc::clone(gateway);
-        let spawned = spawn(move || {
-            let peer = stream
-                .peer_addr()
-                .map(ip_of)
-                .unwrap_or(Ipv4Addr::UNSPECIFIED);
-            match worker.slot() {
-                Some(_slot) => connection(&worker, port, stream),
-                None => worker
-                    .report
-                    .refused(&peer.to_string(), port, "the gateway is busy"),
-            }
-        });
-        if spawned.is_err() {
+        let peer = stream
+            .peer_addr()
+            .map(ip_of)
+            .unwrap_or(Ipv4Addr::UNSPECIFIED);
+        let busy = || {
             gateway
                 .report
-                .refused("a connection", port, "the gateway is busy");
+                .refused(&peer.to_string(), port, "the gateway is busy")
+        };
+        let Some(held) = slot(gateway) else {
+            busy();
+            continue;
+        };
+        let spawned = spawn(move || {
+            connection(&held.0, port, stream);
+            drop(held);
+        });
+        if spawned.is_err() {
+            busy();
         }
     }
 }
@@ -236,7 +241,7 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
             return;
         }
     };
-    let Some(entry) = gateway.config.entry_for(&name, port) else {
+    let Some(allow_private) = gateway.config.allows_private(&name, port) else {
         let reason = if gateway.config.names(&name) {
             "port not allowed for this name"
         } else {
@@ -267,7 +272,7 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         .filter(|a| a != &gateway.own)
         .filter(|a| match class(*a, &gateway.host_addresses) {
             Class::Public => true,
-            Class::Private => entry.allow_private,
+            Class::Private => allow_private,
             Class::Unusable => false,
         })
         .collect();
@@ -291,15 +296,16 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
             .refused(&name, port, "the upstream did not accept");
         return;
     };
-    gateway.report.allowed();
-    relay(guest, upstream, &head);
+    if relay(guest, upstream, &head) {
+        gateway.report.allowed();
+    } else {
+        gateway.report.refused(&name, port, "the gateway is busy");
+    }
 }
 
-/// Reads until the connection names its host (within `PEEK_WAIT`, `PEEK_MAX` bytes).
+/// Reads until the connection names its host (within `PEEK_WAIT` in all, `PEEK_MAX` bytes).
 fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<String, &'static str> {
-    guest
-        .set_read_timeout(Some(PEEK_WAIT))
-        .map_err(|_| "the connection failed")?;
+    let deadline = std::time::Instant::now() + PEEK_WAIT;
     let mut buffer = [0u8; 4_096];
     loop {
         match peek(head) {
@@ -307,6 +313,10 @@ fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<String, &'stat
             Peeked::Unnamed(reason) => break Err(reason),
             Peeked::Incomplete if head.len() >= PEEK_MAX => break Err("no host named in time"),
             Peeked::Incomplete => {}
+        }
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() || guest.set_read_timeout(Some(left)).is_err() {
+            break Err("no host named in time");
         }
         match guest.read(&mut buffer) {
             Ok(0) => break Err("closed before naming a host"),
@@ -322,22 +332,54 @@ fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<String, &'stat
     })
 }
 
-/// Both directions until each ends; an end is passed on as a half close.
-fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) {
+/// Both directions until each ends; an end is passed on as a half close. `false` when the
+/// second direction's thread could not start (both sides are then closed, nothing relayed).
+fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) -> bool {
     let (Ok(guest_reader), Ok(mut upstream_writer)) = (guest.try_clone(), upstream.try_clone())
     else {
-        return;
+        return false;
     };
-    let _ = guest.set_nodelay(true);
-    let _ = upstream.set_nodelay(true);
-    if upstream_writer.write_all(head).is_err() {
-        return;
+    for socket in [&guest, &upstream] {
+        let _ = socket.set_nodelay(true);
+        keepalive(socket);
     }
-    let back = spawn(move || copy(upstream, guest));
-    copy(guest_reader, upstream_writer);
-    if let Ok(back) = back {
-        let _ = back.join();
+    let back = match spawn(move || copy(upstream, guest)) {
+        Ok(back) => back,
+        Err(_) => {
+            let _ = guest_reader.shutdown(Shutdown::Both);
+            let _ = upstream_writer.shutdown(Shutdown::Both);
+            return false;
+        }
+    };
+    if upstream_writer.write_all(head).is_ok() {
+        copy(guest_reader, upstream_writer);
+    } else {
+        let _ = guest_reader.shutdown(Shutdown::Both);
+        let _ = upstream_writer.shutdown(Shutdown::Both);
     }
+    let _ = back.join();
+    true
+}
+
+/// TCP keepalive: a peer that vanished without a word ends its relay within about three minutes.
+fn keepalive(socket: &TcpStream) {
+    use std::os::fd::AsRawFd;
+    let set = |level: libc::c_int, name: libc::c_int, value: libc::c_int| {
+        // SAFETY: setsockopt reads `value` (a c_int that outlives the call) on our own socket.
+        unsafe {
+            libc::setsockopt(
+                socket.as_raw_fd(),
+                level,
+                name,
+                (&value as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            );
+        }
+    };
+    set(libc::SOL_SOCKET, libc::SO_KEEPALIVE, 1);
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPIDLE, 120);
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPINTVL, 15);
+    set(libc::IPPROTO_TCP, libc::TCP_KEEPCNT, 4);
 }
 
 /// One direction until its end (or a failure of either side), then a half close of `to`. The

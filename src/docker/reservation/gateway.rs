@@ -8,15 +8,20 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use bollard::exec::{CreateExecOptions, StartExecResults};
-use bollard::models::{ContainerCreateBody, ContainerInspectResponse, NetworkConnectRequest};
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, HostConfig, NetworkConnectRequest,
+};
 use bollard::Docker;
 use futures::StreamExt;
 
 use super::DockerReservation;
 use crate::docker::engine::engine_error;
 use crate::docker::seed::HELPER_PATH;
+use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::egress_report::EgressReport;
 use crate::lifecycle::error::OwnerError;
+use crate::policy::network::NetworkKind;
+use crate::recovery::record::Role;
 
 /// How long a started gateway may take to serve.
 const READY_WAIT: Duration = Duration::from_secs(15);
@@ -41,6 +46,8 @@ pub(super) fn gateway_command(
         "--gateway".to_owned(),
         "--subnet".to_owned(),
         internal.subnet.clone(),
+        "--in-flight".to_owned(),
+        in_flight(reservation.request.policy.resources.pids).to_string(),
     ];
     for resolver in &reservation.settings.egress.resolvers {
         command.extend(["--resolver".to_owned(), resolver.to_string()]);
@@ -61,16 +68,46 @@ pub(super) fn gateway_command(
     command
 }
 
-/// Makes a holder body the gateway's: its entrypoint, and the namespaced sysctl that lets the
-/// sandbox user bind the low ports (no capability is added).
+/// How many connections and lookups the gateway serves at once: a relay runs two threads, and
+/// a few PIDs stay for the init process, the main threads and the report's exec.
+fn in_flight(pids: u64) -> u64 {
+    (pids.saturating_sub(8) / 2).clamp(1, 256)
+}
+
+/// Makes a holder body the gateway's: its entrypoint (its sysctls come with every body of an
+/// allowlist sandbox's holder: `with_network_sysctls`).
 pub(super) fn as_gateway(body: &mut ContainerCreateBody, command: Vec<String>) {
     body.entrypoint = Some(command);
-    if let Some(host) = body.host_config.as_mut() {
-        host.sysctls = Some(HashMap::from([(
+}
+
+/// The namespaced sysctls of an allowlist sandbox's containers, read back with the rest of the
+/// hardening: no IPv6 at all (the internal network is IPv4 only, and link-local IPv6 must not
+/// reach the host), and for the gateway no forwarding between its networks and the low ports
+/// bindable by the sandbox user (no capability is added).
+pub(super) fn with_network_sysctls(
+    mut host: HostConfig,
+    kind: NetworkKind,
+    role: Role,
+) -> HostConfig {
+    if kind != NetworkKind::Allowlist {
+        return host;
+    }
+    let mut sysctls = HashMap::from([
+        ("net.ipv6.conf.all.disable_ipv6".to_owned(), "1".to_owned()),
+        (
+            "net.ipv6.conf.default.disable_ipv6".to_owned(),
+            "1".to_owned(),
+        ),
+    ]);
+    if role == Role::Export {
+        sysctls.insert(
             "net.ipv4.ip_unprivileged_port_start".to_owned(),
             "0".to_owned(),
-        )]));
+        );
+        sysctls.insert("net.ipv4.ip_forward".to_owned(), "0".to_owned());
     }
+    host.sysctls = Some(sysctls);
+    host
 }
 
 /// The subnet and host address of the internal network `id`, as the engine assigned them.
@@ -133,12 +170,27 @@ fn strip_prefix_length(address: &str) -> String {
 
 impl DockerReservation {
     /// Joins the created gateway to the upstream network, starts it and waits until it serves;
-    /// returns its address on the internal network (the guest's resolver).
+    /// returns its address on the internal network (the guest's resolver). All of it within
+    /// `READY_WAIT` and cancellable.
     pub(super) async fn start_gateway(
         &self,
         holder: &str,
         internal: &str,
+        cancel: &Cancel,
     ) -> Result<String, OwnerError> {
+        let started = tokio::time::timeout(READY_WAIT, self.serving_gateway(holder, internal));
+        tokio::select! {
+            outcome = started => outcome.unwrap_or_else(|_| {
+                Err(OwnerError::driver(format!(
+                    "the egress gateway did not serve within {} s",
+                    READY_WAIT.as_secs()
+                )))
+            }),
+            reason = cancel.cancelled() => Err(reason),
+        }
+    }
+
+    async fn serving_gateway(&self, holder: &str, internal: &str) -> Result<String, OwnerError> {
         let docker = &self.settings.docker;
         let upstream = &self.settings.egress.network;
         docker
@@ -160,7 +212,6 @@ impl DockerReservation {
             .start_container(holder, None)
             .await
             .map_err(|e| engine_error("starting the egress gateway", e))?;
-        let deadline = tokio::time::Instant::now() + READY_WAIT;
         loop {
             let inspect = docker
                 .inspect_container(holder, None)
@@ -170,26 +221,30 @@ impl DockerReservation {
                 return Err(OwnerError::driver(failure));
             }
             if let Ok(Some(_)) = self.read_report(holder).await {
-                let address = address_on(&inspect, internal).ok_or_else(|| {
+                return address_on(&inspect, internal).ok_or_else(|| {
                     OwnerError::driver("the egress gateway has no address on the sandbox network")
-                })?;
-                return Ok(address);
-            }
-            if tokio::time::Instant::now() >= deadline {
-                return Err(OwnerError::driver(format!(
-                    "the egress gateway did not serve within {} s",
-                    READY_WAIT.as_secs()
-                )));
+                });
             }
             tokio::time::sleep(READY_POLL).await;
         }
     }
 
-    /// What the gateway has counted: `None` before it serves.
+    /// What the gateway has counted: `None` before it serves. Within `READY_WAIT`.
     pub(super) async fn read_report(
         &self,
         holder: &str,
     ) -> Result<Option<EgressReport>, OwnerError> {
+        tokio::time::timeout(READY_WAIT, self.ask_report(holder))
+            .await
+            .unwrap_or_else(|_| {
+                Err(OwnerError::driver(format!(
+                    "the egress gateway did not report within {} s",
+                    READY_WAIT.as_secs()
+                )))
+            })
+    }
+
+    async fn ask_report(&self, holder: &str) -> Result<Option<EgressReport>, OwnerError> {
         let docker = &self.settings.docker;
         let exec = docker
             .create_exec(

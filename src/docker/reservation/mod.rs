@@ -207,11 +207,6 @@ impl DockerReservation {
             )
             .await?;
         context.cancel.check()?;
-        if let (Some(internal), NetworkKind::Allowlist) = (network.as_deref(), kind) {
-            let address = self.start_gateway(&holder, internal).await?;
-            self.state.lock().await.gateway = Some(address);
-            context.cancel.check()?;
-        }
 
         let inspect = docker
             .inspect_container(&holder, None)
@@ -238,6 +233,14 @@ impl DockerReservation {
         check_exact(&self.request.policy, &effective)?;
         if let Some(runtime) = host.runtime.clone() {
             let _ = self.runtime.set(runtime);
+        }
+        // Started only once the engine was read back applying exactly the hardening asked.
+        if let (Some(internal), NetworkKind::Allowlist) = (network.as_deref(), kind) {
+            let address = self
+                .start_gateway(&holder, internal, &context.cancel)
+                .await?;
+            self.state.lock().await.gateway = Some(address);
+            context.cancel.check()?;
         }
 
         let mut ready = self.record().await;
@@ -449,7 +452,11 @@ impl DockerReservation {
             labels: Some(self.labels(record, role)),
             network_disabled: Some(network.is_none()),
             tty: Some(false),
-            host_config: Some(host_config(&self.request.policy, &placement)),
+            host_config: Some(gateway::with_network_sysctls(
+                host_config(&self.request.policy, &placement),
+                self.request.policy.network.kind,
+                role,
+            )),
             ..Default::default()
         }
     }
