@@ -67,11 +67,14 @@ function workersOneAfterAnotherWith(workers, rounds) {
       import { Worker } from 'node:worker_threads';
       for (let round = 0; round < ${rounds}; round += 1) {
         const worker = new Worker(${JSON.stringify(workerModule)}, { execArgv: [] });
+        // Listened for from the start: a worker that posts and exits at once may deliver its
+        // last message and its exit in one turn, before a listener added after the message.
+        const exited = new Promise((resolve) => worker.once('exit', resolve));
         const kind = await new Promise((resolve, reject) => {
           worker.once('message', resolve);
           worker.once('error', reject);
         });
-        await new Promise((resolve) => worker.once('exit', resolve));
+        await exited;
         console.log(round, kind);
       }
       `,
