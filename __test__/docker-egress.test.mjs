@@ -8,10 +8,11 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { fileFromBytes, SandboxUnsupportedError } from 'native-sandbox';
+import { fileFromBytes, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend, dockerSandboxEgress } from 'native-sandbox/docker';
 import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, spawnController, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 import { NODE_IMAGE, startWorld } from './egress-world.mjs';
+import { described } from './helpers.mjs';
 
 const HOSTS = ['allowed.test', 'secure.test', '*.wild.test', 'private.test', 'host.test'];
 const allowlist = (p) => (p.network = { kind: 'allowlist', hosts: HOSTS });
@@ -206,6 +207,86 @@ describe('allowlist egress', () => {
     } finally {
       rmSync(scratch, { recursive: true, force: true });
     }
+  });
+
+  test('transfers through the gateway holder run the link-safe helper beside the gateway: links are never followed, imports belong to the sandbox user, an abandoned export stops its helper, the gateway serves throughout', async () => {
+    const ns = uniqueNamespace('egress-transfer');
+    const backend = dockerBackend(ns, world.backendOptions);
+    const sandbox = await backend.reserve(request(allowlist), { kind: 'in_process' }).start();
+    const holder = holderOf(sandbox);
+    // The processes of the holder whose whole command line is the bare helper: transfer runs.
+    const transferRuns = () =>
+      execFileSync('docker', ['top', holder, '-o', 'pid,args'], { encoding: 'utf8' })
+        .split('\n')
+        .slice(1)
+        .filter((line) => line.trim().split(/\s+/).slice(1).join(' ') === '/native-sandbox-helper');
+    try {
+      // A body of 16 MiB or more goes through the engine's archive endpoint beside the helper.
+      const big = Buffer.alloc(17 * 1024 * 1024, 7);
+      await sandbox.importTree([fileFromBytes('a.txt', Buffer.from('alpha')), fileFromBytes('big.bin', big), fileFromBytes('real/inner.txt', Buffer.from('inner'))]);
+      const made = await runShell(
+        sandbox,
+        [
+          'echo "me=$(id -u):$(id -g)"',
+          'stat -c "owners=%u:%u" a.txt big.bin | sort -u',
+          'echo edited >> a.txt && echo "editable=$?"',
+          'ln -s /etc/passwd pw && ln -s /etc linkdir && ln -s real alias',
+          'mkdir closed && i=0; while [ $i -lt 300 ]; do head -c 65536 /dev/zero > closed/f$i; i=$((i+1)); done; chmod 000 closed',
+          `out=$(timeout 5 wget -q -O - http://allowed.test/ 2>/dev/null); echo "fetched=$?:$out"`,
+        ].join('\n'),
+      );
+      const seen = marks(made.stdout);
+      assert.equal(seen.owners, seen.me, made.stdout + made.stderr);
+      assert.equal(seen.editable, '0', 'the guest can change what was imported');
+      assert.equal(seen.fetched, '0:plain hello', made.stderr);
+      await sandbox.stop();
+      // Never read through a link, whatever the holder's own files are.
+      for (const [path, why] of [
+        ['pw', /pw is not a regular file/],
+        ['linkdir/passwd', /linkdir\/passwd is not a regular file/],
+        ['alias/inner.txt', /alias\/inner\.txt is not a regular file/],
+      ]) {
+        const error = await sandbox.exportTree({ kind: 'files', paths: [path] }, async () => {}).catch((e) => e);
+        assert.ok(error instanceof SandboxValidationError, `${path}: ${error}`);
+        assert.match(described(error), why);
+      }
+      const through = await sandbox.exportTree({ kind: 'subtree', path: 'linkdir/passwd' }, async () => {}).catch((e) => e);
+      assert.ok(through instanceof SandboxValidationError, `a path through a link is never followed: ${through}`);
+      const drain = async (entry) => {
+        if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+      };
+      const linked = await sandbox.exportTree({ kind: 'workspace' }, drain).catch((e) => e);
+      assert.match(described(linked), /symbolic link/);
+      // An export abandoned mid-tree: its helper is told to stop, puts the mode back, and is gone.
+      const abandoned = await sandbox
+        .exportTree({ kind: 'subtree', path: 'closed' }, async (entry) => {
+          if (entry.path === 'closed/f1') throw new Error('consumer gave up');
+          if (entry.kind === 'file') for await (const chunk of entry.bytes) void chunk;
+        })
+        .catch((e) => e);
+      assert.match(String(abandoned?.message), /consumer gave up/);
+      const volume = execFileSync('docker', ['inspect', '--format', '{{range .Mounts}}{{if eq .Destination "/sandbox/workspace"}}{{.Name}}{{end}}{{end}}', holder], { encoding: 'utf8' }).trim();
+      const mode = execFileSync('docker', ['run', '--rm', '--network', 'none', '--user', '0', '-v', `${volume}:/w:ro`, 'native-sandbox/busybox:1', 'stat', '-c', '%a', '/w/closed'], { encoding: 'utf8' });
+      assert.equal(mode.trim(), '0', 'the helper put the mode back');
+      assert.deepEqual(transferRuns(), [], 'no transfer run is left in the holder');
+      // The next transfers run, and the bodies came back whole.
+      const exported = {};
+      await sandbox.exportTree({ kind: 'files', paths: ['a.txt', 'big.bin', 'real/inner.txt'] }, async (entry) => {
+        const chunks = [];
+        for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
+        exported[entry.path] = Buffer.concat(chunks);
+      });
+      assert.equal(exported['a.txt'].toString(), 'alphaedited\n');
+      assert.ok(exported['big.bin'].equals(big), 'the large body round-trips');
+      assert.equal(exported['real/inner.txt'].toString(), 'inner');
+      assert.deepEqual(transferRuns(), []);
+      // The gateway beside the transfers still runs and reports (the fetch above counted).
+      assert.equal(execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holder], { encoding: 'utf8' }).trim(), 'true');
+      assert.ok((await dockerSandboxEgress(sandbox)).allowed >= 1);
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
   });
 
   test('a sandbox without a gateway reports null', async () => {

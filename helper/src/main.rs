@@ -34,10 +34,11 @@
 //! workspace-relative path, or an import archive the helper does not extract, 3: told to stop
 //! by SIGTERM, every mode it had widened put back: `restore.rs`).
 //!
-//! Two other modes, chosen by the first argument: `--gateway …` serves as an allowlist sandbox's
-//! egress gateway until killed (`gateway/`), and `--egress-report` prints that gateway's counts
-//! (run by the controller as an exec in the holder). A failing mode exits 4 with its reason on
-//! stderr.
+//! Three other modes, chosen by the first argument: `--gateway …` serves as an allowlist
+//! sandbox's egress gateway until killed (`gateway/`), `--egress-report` prints that gateway's
+//! counts, and `--stop-transfers` stops the transfer runs in such a holder (both run by the
+//! controller as execs in the holder, where transfers also run by exec:
+//! `stop_transfers.rs`). A failing mode exits 4 with its reason on stderr.
 
 mod failure;
 mod fs;
@@ -45,6 +46,7 @@ mod gateway;
 mod import;
 mod restore;
 mod splice;
+mod stop_transfers;
 mod tar;
 
 use std::ffi::CString;
@@ -537,6 +539,7 @@ fn main() -> ExitCode {
     let other_mode = match args.first().map(String::as_str) {
         Some("--gateway") => Some(("gateway", gateway::run(&args[1..]))),
         Some("--egress-report") => Some(("gateway", gateway::print_report())),
+        Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run())),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use http_body_util::{BodyExt, Empty};
-use hyper::header::{CONNECTION, HOST, UPGRADE};
+use http_body_util::{BodyExt, Full};
+use hyper::header::{CONNECTION, CONTENT_TYPE, HOST, UPGRADE};
 use hyper::{Request, StatusCode};
 use hyper_util::rt::TokioIo;
 use rustls::ClientConfig;
@@ -101,7 +101,20 @@ impl Dialer {
             )));
         }
         let path = format!("/containers/{id}/attach?stream=1&stdin=1&stdout=1&stderr=1");
-        tokio::time::timeout(limit, self.upgrade(&path))
+        tokio::time::timeout(limit, self.upgrade(&path, None))
+            .await
+            .map_err(|_| AttachError::Timeout(limit))?
+    }
+
+    /// Starts exec `id` (created with all three streams attached, no TTY) with its streams on
+    /// this connection, within `limit` until the engine's answer.
+    pub async fn start_exec(&self, id: &str, limit: Duration) -> Result<Hijacked, AttachError> {
+        if id.is_empty() || !id.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(AttachError::Invalid(format!("{id:?} is not an exec ID")));
+        }
+        let path = format!("/exec/{id}/start");
+        let body = r#"{"Detach":false,"Tty":false}"#;
+        tokio::time::timeout(limit, self.upgrade(&path, Some(body)))
             .await
             .map_err(|_| AttachError::Timeout(limit))?
     }
@@ -135,7 +148,9 @@ impl Dialer {
         }
     }
 
-    async fn upgrade(&self, path: &str) -> Result<Hijacked, AttachError> {
+    /// POSTs `path` (with a JSON `body`, if any) asking to upgrade the connection, and hands
+    /// over both directions once the engine switched protocols.
+    async fn upgrade(&self, path: &str, body: Option<&str>) -> Result<Hijacked, AttachError> {
         let transport = self.connect().await?;
         let (mut sender, connection) =
             hyper::client::conn::http1::handshake(TokioIo::new(transport))
@@ -143,11 +158,17 @@ impl Dialer {
                 .map_err(AttachError::Http)?;
         // Ends once the connection is upgraded (handed over below) or given up.
         tokio::spawn(connection.with_upgrades());
-        let request = Request::post(path)
+        let mut request = Request::post(path)
             .header(HOST, self.host())
             .header(CONNECTION, "Upgrade")
-            .header(UPGRADE, "tcp")
-            .body(Empty::<Bytes>::new())
+            .header(UPGRADE, "tcp");
+        if body.is_some() {
+            request = request.header(CONTENT_TYPE, "application/json");
+        }
+        let request = request
+            .body(Full::new(Bytes::copy_from_slice(
+                body.unwrap_or_default().as_bytes(),
+            )))
             .map_err(|e| AttachError::Invalid(e.to_string()))?;
         let response = sender
             .send_request(request)
@@ -339,5 +360,59 @@ mod tests {
         }
         // The owner closed the refused connection.
         assert_eq!(rest_until_closed(engine).await, b"");
+    }
+
+    #[tokio::test]
+    async fn an_exec_starts_with_its_json_body_and_hands_over_both_directions() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let peer = Peer::new("exec");
+        let dialer = peer.dialer();
+        let starting =
+            tokio::spawn(async move { dialer.start_exec("ab12", Duration::from_secs(5)).await });
+        let (mut engine, head) = peer.accept().await;
+        let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+        assert!(text.starts_with("post /exec/ab12/start "), "{text}");
+        assert!(text.contains("content-type: application/json"), "{text}");
+        assert!(text.contains("upgrade: tcp"), "{text}");
+        let body = br#"{"Detach":false,"Tty":false}"#;
+        assert!(
+            text.contains(&format!("content-length: {}", body.len())),
+            "{text}"
+        );
+        let mut sent = vec![0u8; body.len()];
+        settles("the body", engine.read_exact(&mut sent))
+            .await
+            .expect("the body");
+        assert_eq!(sent, body);
+        engine
+            .write_all(b"HTTP/1.1 101 UPGRADED\r\nConnection: Upgrade\r\nUpgrade: tcp\r\n\r\nout")
+            .await
+            .expect("the answer");
+        let mut hijacked = settles("the start", starting)
+            .await
+            .expect("joined")
+            .expect("upgraded");
+        let mut out = [0u8; 3];
+        settles("the output", hijacked.output.read_exact(&mut out))
+            .await
+            .expect("the output");
+        assert_eq!(&out, b"out");
+        hijacked.input.write_all(b"in").await.expect("the input");
+        let mut input = [0u8; 2];
+        settles("the input", engine.read_exact(&mut input))
+            .await
+            .expect("the input");
+        assert_eq!(&input, b"in");
+    }
+
+    #[tokio::test]
+    async fn an_exec_id_that_is_not_one_is_refused_before_any_connection() {
+        let peer = Peer::new("no-exec");
+        let error = peer
+            .dialer()
+            .start_exec("../containers/x", Duration::from_secs(1))
+            .await
+            .err();
+        assert!(matches!(error, Some(AttachError::Invalid(_))), "{error:?}");
     }
 }

@@ -75,8 +75,6 @@ pub fn run(args: &[String]) -> Result<(), String> {
         report: Report::default(),
         in_flight: AtomicUsize::new(0),
     });
-    // Relays see a vanished peer within minutes, not never.
-    let _ = &gateway;
     gateway.report.publish();
     eprintln!("native-sandbox gateway: serving on {own}");
     let mut threads = Vec::new();

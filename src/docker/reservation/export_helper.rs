@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 
 use super::abort_on_drop::AbortOnDrop;
 use super::deferred_bodies::{fetch_body, Framer, Piece};
-use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, HelperRun, EXIT_WAIT};
+use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, HelperRun, EXIT_WAIT};
 use super::DockerReservation;
 use crate::docker::attach::Attached;
 use crate::lifecycle::driver::{ArchiveDownload, OutputStream};
@@ -170,11 +170,11 @@ enum Relayed {
 /// its last byte.
 async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<Bytes, String>>) {
     let HelperRun {
-        docker,
-        holder,
+        process,
         attached,
         permit,
     } = run;
+    let (docker, holder) = (&process.docker, &process.holder);
     let Attached { mut output, input } = attached;
     // The helper answers while it reads, so the request is written beside the reading.
     let mut writer = tokio::spawn(request(input, paths));
@@ -200,7 +200,7 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
                         break Relayed::Abandoned;
                     }
                 };
-                if !pass_on(&docker, &holder, pieces, &sender).await {
+                if !pass_on(docker, holder, pieces, &sender).await {
                     break Relayed::Abandoned;
                 }
                 if framer.ended() {
@@ -219,7 +219,7 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
         }
     };
     match relayed {
-        Relayed::Abandoned => kill(&docker, &holder).await,
+        Relayed::Abandoned => process.kill().await,
         Relayed::Whole => {
             // The helper writes its end blocks last, after its whole answer: the export has
             // every byte now and need not wait for the holder to stop. The relay still waits
@@ -229,11 +229,11 @@ async fn relay(run: HelperRun, paths: Vec<String>, sender: mpsc::Sender<Result<B
             }
             drop(sender);
             let rest = async { while output.next().await.is_some() {} };
-            exit_of_finished(&docker, &holder, rest).await;
+            exit_of_finished(&process, rest).await;
         }
         Relayed::Ended(stderr) => {
             let sent = request_failure(&mut writer).await;
-            if let Some(failure) = exit_failure(&docker, &holder, &stderr).await.or(sent) {
+            if let Some(failure) = exit_failure(&process, &stderr).await.or(sent) {
                 let _ = sender.send(Err(failure)).await;
             }
         }

@@ -1,8 +1,8 @@
 //! The egress gateway of an allowlist sandbox: its workspace holder, started at once with the
 //! helper's `--gateway` mode as its entrypoint (`helper/src/gateway/`), on the sandbox's
 //! internal network (its only peer the guest) and on the upstream network the backend names.
-//! The guest's resolver is the gateway. Transfers through such a holder go by the engine's
-//! archive endpoint (its entrypoint is not the bare workspace helper: `helper_run.rs`).
+//! The guest's resolver is the gateway. Transfers through such a holder run the workspace
+//! helper by exec beside the gateway (`helper_run.rs`).
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -14,6 +14,7 @@ use bollard::models::{
 use bollard::Docker;
 use futures::StreamExt;
 
+use super::helper_run::keep_stderr;
 use super::DockerReservation;
 use crate::docker::engine::engine_error;
 use crate::docker::seed::HELPER_PATH;
@@ -35,6 +36,10 @@ pub(super) struct InternalNetwork {
     pub host_address: Option<String>,
 }
 
+/// The helper's mode that serves as the gateway: a holder whose entrypoint names it runs
+/// transfers by exec (`helper_run.rs`).
+pub(super) const GATEWAY_MODE: &str = "--gateway";
+
 /// The gateway's command line (see `helper/src/gateway/config.rs`).
 pub(super) fn gateway_command(
     reservation: &DockerReservation,
@@ -43,11 +48,15 @@ pub(super) fn gateway_command(
 ) -> Vec<String> {
     let mut command = vec![
         HELPER_PATH.to_owned(),
-        "--gateway".to_owned(),
+        GATEWAY_MODE.to_owned(),
         "--subnet".to_owned(),
         internal.subnet.clone(),
         "--in-flight".to_owned(),
-        in_flight(reservation.request.policy.resources.pids).to_string(),
+        in_flight(
+            reservation.request.policy.resources.pids,
+            listened_ports(&reservation.request.policy.network.hosts),
+        )
+        .to_string(),
     ];
     for resolver in &reservation.settings.egress.resolvers {
         command.extend(["--resolver".to_owned(), resolver.to_string()]);
@@ -68,10 +77,25 @@ pub(super) fn gateway_command(
     command
 }
 
-/// How many connections and lookups the gateway serves at once: a relay runs two threads, and
-/// a few PIDs stay for the init process, the main threads and the report's exec.
-fn in_flight(pids: u64) -> u64 {
-    (pids.saturating_sub(8) / 2).clamp(1, 256)
+/// How many connections and lookups the gateway serves at once: a relay runs two threads, one
+/// thread listens on each port, and a few PIDs stay for the init process, the main thread and
+/// the execs beside the gateway (a transfer's helper, its stop, a report).
+fn in_flight(pids: u64, ports: u64) -> u64 {
+    (pids.saturating_sub(8 + ports) / 2).clamp(1, 256)
+}
+
+/// How many ports the gateway listens on: each entry's own, or 80 and 443.
+fn listened_ports(hosts: &[crate::policy::egress::EgressHost]) -> u64 {
+    let mut ports: Vec<u16> = hosts
+        .iter()
+        .flat_map(|host| match host.port {
+            Some(port) => vec![port],
+            None => vec![80, 443],
+        })
+        .collect();
+    ports.sort_unstable();
+    ports.dedup();
+    ports.len() as u64
 }
 
 /// Makes a holder body the gateway's: its entrypoint (its sysctls come with every body of an
@@ -266,35 +290,20 @@ impl DockerReservation {
         let StartExecResults::Attached { mut output, .. } = started else {
             return Err(OwnerError::driver("the egress report was not attached"));
         };
+        // Bounded by `read_report`'s deadline.
         let mut stdout = Vec::new();
         let mut stderr = Vec::new();
-        let read = tokio::time::timeout(READY_WAIT, async {
-            while let Some(item) = output.next().await {
-                match item {
-                    Ok(bollard::container::LogOutput::StdOut { message }) => {
-                        stdout.extend_from_slice(
-                            &message
-                                [..message.len().min(REPORT_BYTES.saturating_sub(stdout.len()))],
-                        );
-                    }
-                    Ok(bollard::container::LogOutput::StdErr { message }) => {
-                        stderr.extend_from_slice(
-                            &message[..message.len().min(4_096usize.saturating_sub(stderr.len()))],
-                        );
-                    }
-                    Ok(_) => {}
-                    Err(e) => return Err(engine_error("reading the egress report", e)),
+        while let Some(item) = output.next().await {
+            match item {
+                Ok(bollard::container::LogOutput::StdOut { message }) => {
+                    let room = REPORT_BYTES.saturating_sub(stdout.len());
+                    stdout.extend_from_slice(&message[..message.len().min(room)]);
                 }
-            }
-            Ok(())
-        })
-        .await;
-        match read {
-            Ok(result) => result?,
-            Err(_) => {
-                return Err(OwnerError::driver(
-                    "the egress report did not arrive in time",
-                ))
+                Ok(bollard::container::LogOutput::StdErr { message }) => {
+                    keep_stderr(&mut stderr, &message)
+                }
+                Ok(_) => {}
+                Err(e) => return Err(engine_error("reading the egress report", e)),
             }
         }
         let code = docker

@@ -1,20 +1,26 @@
 //! Running the workspace helper: the holder is started with the helper as its entrypoint
-//! (`seed.rs`), attached first so none of its output is lost. One run at a time per sandbox: a
-//! run holds the reservation's helper permit from its start until its exit is known (or its kill
-//! was sent), so a late kill of an abandoned run can never reach the next one. Exports
-//! (`export_helper.rs`) and imports (`import_helper.rs`) relay its streams.
+//! (`seed.rs`), attached first so none of its output is lost; a holder whose entrypoint is the
+//! egress gateway (`gateway.rs`), which runs all along, runs the helper by exec instead, its
+//! streams on the exec's start, its exit read from the exec and its stop asked of the helper's
+//! `--stop-transfers` mode (the engine cannot signal an exec, and killing the holder would end
+//! the gateway). One run at a time per sandbox: a run holds the reservation's helper permit
+//! from its start until its exit is known (or its kill was sent), so a late kill of an
+//! abandoned run can never reach the next one. Exports (`export_helper.rs`) and imports
+//! (`import_helper.rs`) relay its streams.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use bollard::exec::{CreateExecOptions, StartExecOptions};
 use bollard::query_parameters::{KillContainerOptionsBuilder, WaitContainerOptionsBuilder};
 use bollard::Docker;
 use futures::StreamExt;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{Mutex, OwnedMutexGuard};
 
 use super::DockerReservation;
 use crate::docker::attach::{attach_streams, Attached};
-use crate::docker::engine::{engine_error, with_causes};
+use crate::docker::demux::demultiplexed;
+use crate::docker::engine::{engine_error, is_not_found, with_causes, REQUEST_TIMEOUT};
 use crate::docker::seed::HELPER_PATH;
 use crate::lifecycle::error::OwnerError;
 
@@ -30,19 +36,57 @@ const STOP_GRACE: Duration = Duration::from_secs(2);
 /// The helper's stderr kept for the error message when it fails.
 pub(super) const STDERR_BYTES: usize = 4 * 1_024;
 
-/// One started run of the helper: its holder, its attached streams, and the permit that keeps
+/// How often an exec's state is asked while waiting for its exit.
+const EXEC_POLL: Duration = Duration::from_millis(25);
+/// The helper's mode that stops the transfer runs in a gateway holder (`helper/src/`).
+const STOP_TRANSFERS: &str = "--stop-transfers";
+
+/// One started run of the helper: its process, its attached streams, and the permit that keeps
 /// the next run waiting until this one is over (drop it only once the helper's exit is known or
 /// its kill was sent).
 pub(super) struct HelperRun {
-    pub docker: Docker,
-    pub holder: String,
+    pub process: HelperProcess,
     pub attached: Attached,
-    pub permit: OwnedSemaphorePermit,
+    pub permit: HelperPermit,
 }
 
-/// The permit a reservation's helper runs share: one run at a time.
-pub(super) fn helper_permits() -> Arc<Semaphore> {
-    Arc::new(Semaphore::new(1))
+/// The permit a reservation's helper runs share: one run at a time. It holds the exec of the
+/// last run by exec, so the next run can tell whether that one is over.
+pub(super) type HelperPermits = Arc<Mutex<Option<String>>>;
+pub(super) type HelperPermit = OwnedMutexGuard<Option<String>>;
+
+pub(super) fn helper_permits() -> HelperPermits {
+    Arc::new(Mutex::new(None))
+}
+
+/// Where one run's helper runs.
+#[derive(Clone)]
+pub(super) struct HelperProcess {
+    pub docker: Docker,
+    pub holder: String,
+    /// For a run by exec in a gateway holder: the exec, and the user transfers run as.
+    exec: Option<(String, String)>,
+}
+
+/// How a holder runs the helper, from its entrypoint.
+#[derive(Debug, PartialEq)]
+enum HelperKind {
+    /// The helper is the entrypoint: each run starts the holder.
+    Entrypoint,
+    /// The egress gateway is the entrypoint: each run is an exec beside it.
+    Exec,
+    /// No helper (a holder made by an earlier version).
+    None,
+}
+
+fn helper_kind(entrypoint: Option<&[String]>) -> HelperKind {
+    match entrypoint {
+        Some([path]) if path == HELPER_PATH => HelperKind::Entrypoint,
+        Some([path, mode, ..]) if path == HELPER_PATH && mode == super::gateway::GATEWAY_MODE => {
+            HelperKind::Exec
+        }
+        _ => HelperKind::None,
+    }
 }
 
 impl DockerReservation {
@@ -59,19 +103,20 @@ impl DockerReservation {
             .inspect_container(&holder, None)
             .await
             .map_err(|e| engine_error("inspecting the workspace holder", e))?;
-        let runs_helper = inspect
-            .config
-            .as_ref()
-            .and_then(|config| config.entrypoint.as_deref())
-            == Some(&[HELPER_PATH.to_owned()][..]);
-        if !runs_helper {
+        let kind = helper_kind(
+            inspect
+                .config
+                .as_ref()
+                .and_then(|config| config.entrypoint.as_deref()),
+        );
+        if kind == HelperKind::None {
             return Ok(None);
         }
         let unavailable = |why: String| Err(OwnerError::driver(why));
         // Transfers run one at a time, but the previous one's helper may still be exiting or
         // being killed: its relay holds the permit until then.
-        let Ok(Ok(permit)) =
-            tokio::time::timeout(PERMIT_WAIT, self.helper_permit.clone().acquire_owned()).await
+        let Ok(mut permit) =
+            tokio::time::timeout(PERMIT_WAIT, self.helper_permit.clone().lock_owned()).await
         else {
             return unavailable(format!(
                 "the previous transfer's helper was not over within {} s",
@@ -79,34 +124,203 @@ impl DockerReservation {
             ));
         };
         // Asked again now that the permit is held: a previous run that gave up on its
-        // helper's exit or kill released the permit with the helper perhaps still running.
-        if !stopped_within(&docker, &holder, EXIT_WAIT).await {
+        // helper's exit or kill released the permit with the helper perhaps still running
+        // (the holder itself, or the last exec beside a gateway, which runs all along).
+        let previous = HelperProcess {
+            docker: docker.clone(),
+            holder: holder.clone(),
+            exec: permit
+                .clone()
+                .map(|exec| (exec, self.settings.user.clone())),
+        };
+        let no_previous_exec = kind == HelperKind::Exec && previous.exec.is_none();
+        if !no_previous_exec && !previous.stopped_within(EXIT_WAIT).await {
             return unavailable(format!(
                 "the previous transfer's helper did not stop within {} s",
                 EXIT_WAIT.as_secs()
             ));
         }
-        let attached = match attach_streams(&self.settings.dialer, &holder).await {
-            Ok(attached) => attached,
-            Err(e) => {
-                return unavailable(format!(
-                    "attaching to the workspace helper: {}",
-                    with_causes(&e)
-                ))
-            }
+        let started = match kind {
+            HelperKind::Exec => self.start_exec(&holder).await,
+            _ => start_entrypoint(&self.settings.dialer, &docker, &holder)
+                .await
+                .map(|attached| (attached, None)),
         };
-        if let Err(e) = docker.start_container(&holder, None).await {
-            return unavailable(format!(
-                "starting the workspace helper: {}",
-                with_causes(&e)
-            ));
-        }
+        let (attached, exec) = match started {
+            Ok(started) => started,
+            Err(why) => return unavailable(why),
+        };
+        *permit = exec.clone();
         Ok(Some(HelperRun {
-            docker,
-            holder,
+            process: HelperProcess {
+                docker,
+                holder,
+                exec: exec.map(|exec| (exec, self.settings.user.clone())),
+            },
             attached,
             permit,
         }))
+    }
+
+    /// Runs the helper by exec in a gateway holder, its streams attached from its start.
+    async fn start_exec(&self, holder: &str) -> Result<(Attached, Option<String>), String> {
+        let docker = &self.settings.docker;
+        let exec = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            docker.create_exec(
+                holder,
+                CreateExecOptions {
+                    cmd: Some(vec![HELPER_PATH]),
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    user: Some(self.settings.user.as_str()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .map_err(|_| {
+            "running the workspace helper beside the egress gateway: no answer".to_owned()
+        })?
+        .map_err(|e| {
+            format!(
+                "running the workspace helper beside the egress gateway: {}",
+                with_causes(&e)
+            )
+        })?;
+        let hijacked = self
+            .settings
+            .dialer
+            .start_exec(&exec.id, REQUEST_TIMEOUT)
+            .await
+            .map_err(|e| format!("starting the workspace helper: {}", with_causes(&e)))?;
+        Ok((
+            Attached {
+                output: demultiplexed(hijacked.output),
+                input: Box::pin(hijacked.input),
+            },
+            Some(exec.id),
+        ))
+    }
+}
+
+/// Attaches to the holder, then starts it: its entrypoint is the helper.
+async fn start_entrypoint(
+    dialer: &crate::docker::dialer::Dialer,
+    docker: &Docker,
+    holder: &str,
+) -> Result<Attached, String> {
+    let attached = attach_streams(dialer, holder)
+        .await
+        .map_err(|e| format!("attaching to the workspace helper: {}", with_causes(&e)))?;
+    docker
+        .start_container(holder, None)
+        .await
+        .map_err(|e| format!("starting the workspace helper: {}", with_causes(&e)))?;
+    Ok(attached)
+}
+
+impl HelperProcess {
+    /// Whether the helper is not running within `bound` (an error reads as not stopped; an exec
+    /// the engine no longer knows is over).
+    async fn stopped_within(&self, bound: Duration) -> bool {
+        match &self.exec {
+            None => stopped_within(&self.docker, &self.holder, bound).await,
+            Some((exec, _)) => matches!(
+                exec_exit(&self.docker, exec, bound).await,
+                Ok(Some(_)) | Err(ExecGone)
+            ),
+        }
+    }
+
+    /// The helper's exit status once it is not running, within `bound`: `Ok(None)` past it.
+    async fn exit_code(&self, bound: Duration) -> Result<Option<i64>, String> {
+        let Some((exec, _)) = &self.exec else {
+            let options = WaitContainerOptionsBuilder::default()
+                .condition("not-running")
+                .build();
+            let mut waits = self.docker.wait_container(&self.holder, Some(options));
+            return match tokio::time::timeout(bound, waits.next()).await {
+                Ok(Some(Ok(exit))) => Ok(Some(exit.status_code)),
+                // bollard reports a non-zero exit as an error carrying the code.
+                Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError {
+                    code, ..
+                }))) => Ok(Some(code)),
+                Ok(Some(Err(e))) => Err(with_causes(&e)),
+                Ok(None) | Err(_) => Ok(None),
+            };
+        };
+        exec_exit(&self.docker, exec, bound)
+            .await
+            .map_err(|ExecGone| "the engine no longer knows its exec".to_owned())
+    }
+
+    /// Stops an abandoned helper: SIGTERM, then SIGKILL when it still runs `STOP_GRACE` later;
+    /// each engine call bounded by `EXIT_WAIT` (a holder already gone or stopped is fine).
+    pub async fn kill(&self) {
+        match &self.exec {
+            None => kill_entrypoint(&self.docker, &self.holder).await,
+            Some((exec, user)) => {
+                // The helper's `--stop-transfers` sends both signals itself, `STOP_GRACE`
+                // apart, and ends once no transfer run is left (or gives up another
+                // `STOP_GRACE` later).
+                let bound = EXIT_WAIT + 2 * STOP_GRACE;
+                let stop = async {
+                    let created = self
+                        .docker
+                        .create_exec(
+                            &self.holder,
+                            CreateExecOptions {
+                                cmd: Some(vec![HELPER_PATH, STOP_TRANSFERS]),
+                                user: Some(user.as_str()),
+                                ..Default::default()
+                            },
+                        )
+                        .await
+                        .ok()?;
+                    let detached = StartExecOptions {
+                        detach: true,
+                        ..Default::default()
+                    };
+                    self.docker
+                        .start_exec(&created.id, Some(detached))
+                        .await
+                        .ok()?;
+                    exec_exit(&self.docker, &created.id, bound).await.ok()
+                };
+                let _ = tokio::time::timeout(bound, stop).await;
+                // Whatever the stop said, the run's own exec says whether it is over; the
+                // next run asks again (`start_helper`).
+                let _ = exec_exit(&self.docker, exec, STOP_GRACE).await;
+            }
+        }
+    }
+}
+
+/// The engine no longer knows the exec (it forgets exited ones after a while).
+#[derive(Debug)]
+struct ExecGone;
+
+/// The exit code of exec `id` once it is not running, asked every `EXEC_POLL` within `bound`:
+/// `Ok(None)` past it or when the engine cannot be asked.
+async fn exec_exit(docker: &Docker, id: &str, bound: Duration) -> Result<Option<i64>, ExecGone> {
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match tokio::time::timeout_at(deadline, docker.inspect_exec(id)).await {
+            Err(_) => return Ok(None),
+            Ok(Err(e)) if is_not_found(&e) => return Err(ExecGone),
+            Ok(Err(_)) => {}
+            Ok(Ok(inspect)) if inspect.running != Some(true) => {
+                // An exec that never started has no exit code: it is not running either.
+                return Ok(Some(inspect.exit_code.unwrap_or(-1)));
+            }
+            Ok(Ok(_)) => {}
+        }
+        if tokio::time::Instant::now() + EXEC_POLL >= deadline {
+            return Ok(None);
+        }
+        tokio::time::sleep(EXEC_POLL).await;
     }
 }
 
@@ -126,23 +340,12 @@ async fn stopped_within(docker: &Docker, holder: &str, bound: Duration) -> bool 
 
 /// Why the helper failed, once it exited; `None` when it exited 0. A helper that does not exit
 /// within `EXIT_WAIT` is killed.
-pub(super) async fn exit_failure(docker: &Docker, holder: &str, stderr: &[u8]) -> Option<String> {
-    let options = WaitContainerOptionsBuilder::default()
-        .condition("not-running")
-        .build();
-    let mut waits = docker.wait_container(holder, Some(options));
-    let code = match tokio::time::timeout(EXIT_WAIT, waits.next()).await {
-        Ok(Some(Ok(exit))) => exit.status_code,
-        // bollard reports a non-zero exit as an error carrying the code.
-        Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => code,
-        Ok(Some(Err(e))) => {
-            return Some(format!(
-                "the workspace helper's exit is unknown: {}",
-                with_causes(&e)
-            ))
-        }
-        Ok(None) | Err(_) => {
-            kill(docker, holder).await;
+pub(super) async fn exit_failure(process: &HelperProcess, stderr: &[u8]) -> Option<String> {
+    let code = match process.exit_code(EXIT_WAIT).await {
+        Ok(Some(code)) => code,
+        Err(why) => return Some(format!("the workspace helper's exit is unknown: {why}")),
+        Ok(None) => {
+            process.kill().await;
             return Some("the workspace helper did not exit after its streams ended".into());
         }
     };
@@ -159,26 +362,22 @@ pub(super) async fn exit_failure(docker: &Docker, holder: &str, stderr: &[u8]) -
 /// output (`rest`, read to its end) and stop; how it exits no longer matters. Both within one
 /// `EXIT_WAIT`: past it, the helper is killed (within another).
 pub(super) async fn exit_of_finished(
-    docker: &Docker,
-    holder: &str,
+    process: &HelperProcess,
     rest: impl std::future::Future<Output = ()>,
 ) {
     let deadline = tokio::time::Instant::now() + EXIT_WAIT;
     let stopped = tokio::time::timeout_at(deadline, rest).await.is_ok()
-        && stopped_within(
-            docker,
-            holder,
-            deadline.saturating_duration_since(tokio::time::Instant::now()),
-        )
-        .await;
+        && process
+            .stopped_within(deadline.saturating_duration_since(tokio::time::Instant::now()))
+            .await;
     if !stopped {
-        kill(docker, holder).await;
+        process.kill().await;
     }
 }
 
-/// Stops an abandoned helper: SIGTERM, then SIGKILL when it still runs `STOP_GRACE` later; each
-/// engine call bounded by `EXIT_WAIT` (a holder already gone or stopped is fine).
-pub(super) async fn kill(docker: &Docker, holder: &str) {
+/// Stops a holder whose entrypoint is the helper: SIGTERM, then SIGKILL when it still runs
+/// `STOP_GRACE` later; each engine call bounded by `EXIT_WAIT`.
+async fn kill_entrypoint(docker: &Docker, holder: &str) {
     // SIGTERM first: the helper puts back the modes it widened to read entries their owner had
     // closed, then exits (`helper/src/restore.rs`); SIGKILL once `STOP_GRACE` is over.
     let signal = |name: &str| KillContainerOptionsBuilder::default().signal(name).build();
@@ -201,4 +400,27 @@ pub(super) async fn kill(docker: &Docker, holder: &str) {
 pub(super) fn keep_stderr(kept: &mut Vec<u8>, message: &[u8]) {
     let room = STDERR_BYTES.saturating_sub(kept.len());
     kept.extend_from_slice(&message[..message.len().min(room)]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn strings(words: &[&str]) -> Vec<String> {
+        words.iter().map(|w| (*w).to_owned()).collect()
+    }
+
+    #[test]
+    fn the_entrypoint_says_how_the_helper_runs() {
+        let bare = strings(&[HELPER_PATH]);
+        let gateway = strings(&[HELPER_PATH, super::super::gateway::GATEWAY_MODE, "--subnet"]);
+        let other_mode = strings(&[HELPER_PATH, "--egress-report"]);
+        let other = strings(&["/bin/sh"]);
+        assert_eq!(helper_kind(Some(&bare)), HelperKind::Entrypoint);
+        assert_eq!(helper_kind(Some(&gateway)), HelperKind::Exec);
+        assert_eq!(helper_kind(Some(&other_mode)), HelperKind::None);
+        assert_eq!(helper_kind(Some(&other)), HelperKind::None);
+        assert_eq!(helper_kind(Some(&[])), HelperKind::None);
+        assert_eq!(helper_kind(None), HelperKind::None);
+    }
 }

@@ -16,7 +16,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
 use super::archive::engine_upload;
-use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, kill, HelperRun};
+use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, HelperRun};
 use super::import_bodies::{marker, ImportFramer, Step, ENGINE_BODY_MIN};
 use super::DockerReservation;
 use crate::docker::attach::Attached;
@@ -320,11 +320,11 @@ async fn relay(
     report: oneshot::Sender<Result<(), OwnerError>>,
 ) {
     let HelperRun {
-        docker,
-        holder,
+        process,
         attached,
         permit,
     } = run;
+    let (docker, holder) = (&process.docker, &process.holder);
     let Attached { output, input } = attached;
     let mut helper = Helper {
         input,
@@ -339,7 +339,7 @@ async fn relay(
     let written = tokio::select! {
         biased;
         _ = &mut abandoned => Written::Abandoned,
-        written = write_archive(&docker, &holder, &mut helper, &mut pieces) => written,
+        written = write_archive(docker, holder, &mut helper, &mut pieces) => written,
     };
     drop(pieces);
     let mut abandoned_now = matches!(written, Written::Abandoned);
@@ -372,18 +372,18 @@ async fn relay(
         // caller. The helper only exits now; the next run waits for that.
         let _ = report.send(Ok(()));
         let rest = async { while !matches!(helper.hear().await, Heard::Ended) {} };
-        exit_of_finished(&docker, &holder, rest).await;
+        exit_of_finished(&process, rest).await;
         drop(permit);
         return;
     }
     let result = if abandoned_now {
-        kill(&docker, &holder).await;
+        process.kill().await;
         Err(OwnerError::operation(
             OperationCode::Cancelled,
             "the import was abandoned",
         ))
     } else {
-        let failure = exit_failure(&docker, &holder, &helper.stderr).await;
+        let failure = exit_failure(&process, &helper.stderr).await;
         match (written, failure) {
             (Written::Failed(why), Some(failure)) => {
                 Err(import_failure(format!("{why} ({failure})")))

@@ -80,7 +80,7 @@ pub struct DockerReservation {
     /// as asked (the process container is held to the same).
     runtime: std::sync::OnceLock<String>,
     /// One run of the workspace helper at a time (`helper_run.rs`).
-    helper_permit: Arc<tokio::sync::Semaphore>,
+    helper_permit: helper_run::HelperPermits,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
