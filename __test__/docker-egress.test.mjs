@@ -40,7 +40,7 @@ describe('allowlist egress', () => {
   });
   after(() => world?.stop());
 
-  test('by name over HTTP and a wildcard; unlisted names get NXDOMAIN that never reach upstream; bare IPs, private answers, the host, a wrong Host header and other resolvers are refused and counted', async () => {
+  test('by name over HTTP and HTTPS and a wildcard; unlisted names get NXDOMAIN that never reach upstream; bare IPs, private answers, the host, a wrong Host header and other resolvers are refused and counted', async () => {
     const ns = uniqueNamespace('egress-http');
     const backend = dockerBackend(ns, world.backendOptions);
     assert.deepEqual(backend.support.network, ['isolated', 'outbound', 'allowlist']);
@@ -59,6 +59,7 @@ describe('allowlist egress', () => {
       const script = [
         fetch('http://allowed.test/', 'allowed'),
         fetch('http://a.wild.test/', 'wildcard'),
+        fetch('https://secure.test/', 'https'),
         `nslookup nope.test >/dev/null 2>&1; echo "unlisted=$?"`,
         `nslookup nope.test 2>&1 | grep -q NXDOMAIN; echo "nxdomain=$?"`,
         `nslookup wild.test >/dev/null 2>&1; echo "wildcard_base=$?"`,
@@ -69,7 +70,9 @@ describe('allowlist egress', () => {
         `out=$(printf 'GET / HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n' | timeout 5 nc ${gateway} 80); echo "wrong_host=$?:$out"`,
         `out=$(printf 'GET / HTTP/1.1\\r\\nHost: allowed.test\\r\\n\\r\\n' | timeout 5 nc ${gateway} 80 | head -c 15); echo "right_host=$out"`,
         `echo "ipv6=$(cat /proc/net/if_inet6 2>/dev/null | wc -l)"`,
-        `timeout 5 nslookup allowed.test ${world.addresses.resolver} >/dev/null 2>&1; echo "other_resolver=$?"`,
+        // UDP straight to a test server (its resolver, by address): dropped before it, checked
+        // in its log below.
+        `timeout 5 nslookup direct.test ${world.addresses.resolver} >/dev/null 2>&1; echo "other_resolver=$?"`,
         `(echo nameserver ${world.addresses.resolver} > /etc/resolv.conf) 2>/dev/null; echo "resolv_write=$?"`,
         `timeout 3 nc ${hostAddress} ${hostPort} </dev/null >/dev/null 2>&1; echo "host_bridge=$?"`,
         `echo "imported=$(cat in/task.txt)"`,
@@ -81,6 +84,8 @@ describe('allowlist egress', () => {
       const seen = marks(stdout);
       assert.equal(seen.allowed, '0:plain hello', stdout);
       assert.equal(seen.wildcard, '0:plain hello', stdout);
+      // busybox's wget over HTTPS (it sends the server name, and checks no certificate).
+      assert.equal(seen.https, '0:secure secure.test secure.test', stdout);
       assert.notEqual(seen.unlisted, '0', stdout);
       assert.equal(seen.nxdomain, '0', stdout);
       assert.notEqual(seen.wildcard_base, '0', stdout);
@@ -127,7 +132,7 @@ describe('allowlist egress', () => {
       await sandbox.destroy();
     }
     const asked = world.queries();
-    for (const name of ['nope.test', 'wild.test', 'other.test']) {
+    for (const name of ['nope.test', 'wild.test', 'other.test', 'direct.test']) {
       assert.ok(!asked.includes(name), `${name} reached the upstream resolver: ${asked}`);
     }
     assert.ok(asked.includes('allowed.test'), String(asked));
