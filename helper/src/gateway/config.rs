@@ -173,15 +173,9 @@ fn parse_entry(value: &str) -> Result<Entry, String> {
         None => (rest, None),
     };
     let bare = name.strip_prefix("*.").unwrap_or(name);
-    let well_formed = !bare.is_empty()
-        && bare.len() <= 253
-        && bare.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        });
+    let well_formed = super::name::well_formed(bare, |b| {
+        b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'
+    });
     if !well_formed {
         return Err(format!("{value} is not a lower-case host name"));
     }

@@ -12,6 +12,7 @@
 mod address;
 mod config;
 mod dns;
+mod name;
 mod peek;
 mod report;
 mod resolve;

@@ -120,19 +120,12 @@ fn http_host(bytes: &[u8]) -> Peeked {
 /// name may hold (an IP literal has only digits and dots in its last label and is refused).
 fn host_name(raw: &str) -> Option<String> {
     let name = raw.strip_suffix('.').unwrap_or(raw).to_ascii_lowercase();
-    let valid = !name.is_empty()
-        && name.len() <= 253
-        && name.split('.').all(|label| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-        })
-        && !name
-            .rsplit('.')
-            .next()
-            .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()));
+    let valid = super::name::well_formed(&name, |b| {
+        b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
+    }) && !name
+        .rsplit('.')
+        .next()
+        .is_some_and(|last| last.bytes().all(|b| b.is_ascii_digit()));
     valid.then_some(name)
 }
 

@@ -10,6 +10,7 @@ use std::time::Duration;
 use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, HostConfig, NetworkConnectRequest,
+    NetworkInspect,
 };
 use bollard::Docker;
 use futures::StreamExt;
@@ -134,15 +135,9 @@ pub(super) fn with_network_sysctls(
     host
 }
 
-/// The subnet and host address of the internal network `id`, as the engine assigned them.
-pub(super) async fn internal_network(
-    docker: &Docker,
-    id: &str,
-) -> Result<InternalNetwork, OwnerError> {
-    let inspect = docker
-        .inspect_network(id, None)
-        .await
-        .map_err(|e| engine_error("inspecting the sandbox network", e))?;
+/// The subnet and host address of the internal network, as the engine's inspection right
+/// after its creation reports them.
+pub(super) fn internal_network(inspect: &NetworkInspect) -> Result<InternalNetwork, OwnerError> {
     if inspect.internal != Some(true) {
         return Err(OwnerError::Unsupported(
             "the engine did not make the sandbox network internal".into(),
@@ -150,6 +145,7 @@ pub(super) async fn internal_network(
     }
     let config = inspect
         .ipam
+        .clone()
         .and_then(|ipam| ipam.config)
         .unwrap_or_default()
         .into_iter()

@@ -19,7 +19,9 @@ pub use pending::PendingReservation;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use bollard::models::{ContainerCreateBody, NetworkCreateRequest, VolumeCreateRequest};
+use bollard::models::{
+    ContainerCreateBody, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
+};
 use bollard::query_parameters::{
     CreateContainerOptionsBuilder, KillContainerOptionsBuilder, WaitContainerOptionsBuilder,
 };
@@ -185,8 +187,8 @@ impl DockerReservation {
         // An allowlist's gateway: the internal network's subnet and the host's addresses it
         // must refuse, read before the holder that serves them is created.
         let gateway_command = match (&network, kind) {
-            (Some((_, id)), NetworkKind::Allowlist) => {
-                let internal = gateway::internal_network(docker, id).await?;
+            (Some((_, inspect)), NetworkKind::Allowlist) => {
+                let internal = gateway::internal_network(inspect)?;
                 let denied =
                     gateway::upstream_host_addresses(docker, &self.settings.egress.network).await?;
                 Some(gateway::gateway_command(self, &internal, &denied))
@@ -328,9 +330,13 @@ impl DockerReservation {
         Ok(next)
     }
 
-    /// The sandbox's own network (its name and ID): a bridge for `outbound`, an internal one
-    /// (no route out; the gateway its guest's only peer) for `allowlist`.
-    async fn create_network(&self, context: &StartContext) -> Result<(String, String), OwnerError> {
+    /// The sandbox's own network (its name, and the engine's inspection of it): a bridge for
+    /// `outbound`, an internal one (no route out; the gateway its guest's only peer) for
+    /// `allowlist`.
+    async fn create_network(
+        &self,
+        context: &StartContext,
+    ) -> Result<(String, NetworkInspect), OwnerError> {
         let record = self
             .announce(
                 &context.journal,
@@ -377,7 +383,7 @@ impl DockerReservation {
             },
         )
         .await?;
-        Ok((name, created.id))
+        Ok((name, inspect))
     }
 
     async fn create_volume(&self, context: &StartContext) -> Result<String, OwnerError> {
