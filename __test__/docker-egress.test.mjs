@@ -2,7 +2,7 @@
 // reaches the test's own servers through its gateway, by name, without proxy settings, and
 // nothing else; every refusal is counted; the test's resolver sees only allowed names.
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -27,6 +27,15 @@ function gatewayOf(sandbox) {
 /** Each `key=value` line the guest printed. */
 function marks(stdout) {
   return Object.fromEntries(stdout.split('\n').filter((l) => l.includes('=')).map((l) => [l.slice(0, l.indexOf('=')), l.slice(l.indexOf('=') + 1)]));
+}
+
+/** Waits up to 10 s for `done()`. */
+async function until(done, what) {
+  const deadline = Date.now() + 10_000;
+  while (!done()) {
+    if (Date.now() > deadline) throw new Error(`not within 10 s: ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
 }
 
 function reasonsOf(report) {
@@ -270,10 +279,19 @@ describe('allowlist egress', () => {
         })
         .catch((e) => e);
       assert.match(String(abandoned?.message), /consumer gave up/);
+      await until(() => transferRuns().length === 0, 'the abandoned run is gone');
       const volume = execFileSync('docker', ['inspect', '--format', '{{range .Mounts}}{{if eq .Destination "/sandbox/workspace"}}{{.Name}}{{end}}{{end}}', holder], { encoding: 'utf8' }).trim();
       const mode = execFileSync('docker', ['run', '--rm', '--network', 'none', '--user', '0', '-v', `${volume}:/w:ro`, 'native-sandbox/busybox:1', 'stat', '-c', '%a', '/w/closed'], { encoding: 'utf8' });
       assert.equal(mode.trim(), '0', 'the helper put the mode back');
-      assert.deepEqual(transferRuns(), [], 'no transfer run is left in the holder');
+      // The stop itself, in the holder: a run waiting for its request is told to stop (SIGTERM,
+      // exit status 3); another mode beside it (the gateway) is never signalled.
+      const waiting = spawn('docker', ['exec', '-i', holder, '/native-sandbox-helper'], { stdio: ['pipe', 'ignore', 'ignore'] });
+      const waited = new Promise((resolve) => waiting.on('exit', resolve));
+      await until(() => transferRuns().length === 1, 'the waiting run is up');
+      execFileSync('docker', ['exec', holder, '/native-sandbox-helper', '--stop-transfers', '2000']);
+      assert.equal(await waited, 3);
+      waiting.stdin.destroy();
+      assert.deepEqual(transferRuns(), []);
       // The next transfers run, and the bodies came back whole.
       const exported = {};
       await sandbox.exportTree({ kind: 'files', paths: ['a.txt', 'big.bin', 'real/inner.txt'] }, async (entry) => {
@@ -288,6 +306,10 @@ describe('allowlist egress', () => {
       // The gateway beside the transfers still runs and reports (the fetch above counted).
       assert.equal(execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holder], { encoding: 'utf8' }).trim(), 'true');
       assert.ok((await dockerSandboxEgress(sandbox)).allowed >= 1);
+      // A gateway that stopped: transfers say so (they run beside it).
+      execFileSync('docker', ['stop', '-t', '1', holder]);
+      const stopped = await sandbox.exportTree({ kind: 'files', paths: ['a.txt'] }, drain).catch((e) => e);
+      assert.match(String(stopped?.message), /the egress gateway is not running \(exit status \d+\)/);
     } finally {
       await sandbox.destroy();
     }

@@ -36,7 +36,7 @@
 //!
 //! Three other modes, chosen by the first argument: `--gateway …` serves as an allowlist
 //! sandbox's egress gateway until killed (`gateway/`), `--egress-report` prints that gateway's
-//! counts, and `--stop-transfers` stops the transfer runs in such a holder (both run by the
+//! counts, and `--stop-transfers <grace-ms>` stops the transfer runs in such a holder (both run by the
 //! controller as execs in the holder, where transfers also run by exec:
 //! `stop_transfers.rs`). A failing mode exits 4 with its reason on stderr.
 
@@ -539,7 +539,7 @@ fn main() -> ExitCode {
     let other_mode = match args.first().map(String::as_str) {
         Some("--gateway") => Some(("gateway", gateway::run(&args[1..]))),
         Some("--egress-report") => Some(("gateway", gateway::print_report())),
-        Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run())),
+        Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run(&args[1..]))),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

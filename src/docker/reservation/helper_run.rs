@@ -11,11 +11,11 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use bollard::exec::{CreateExecOptions, StartExecOptions};
+use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::query_parameters::{KillContainerOptionsBuilder, WaitContainerOptionsBuilder};
 use bollard::Docker;
 use futures::StreamExt;
-use tokio::sync::{Mutex, OwnedMutexGuard};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::DockerReservation;
 use crate::docker::attach::{attach_streams, Attached};
@@ -29,7 +29,9 @@ use crate::lifecycle::error::OwnerError;
 pub(super) const EXIT_WAIT: Duration = Duration::from_secs(10);
 /// How long a transfer waits for the previous run to release the holder: at most four waits of
 /// `EXIT_WAIT` and one `STOP_GRACE` (an export's request writer, then the helper's output and
-/// exit, then its kill's two signals; an import's relay waits less), with room to spare.
+/// exit, then its kill's two signals; an import's relay waits less), with room to spare. A kill
+/// beside a gateway takes at most `EXIT_WAIT` and three `STOP_GRACE` instead of two `EXIT_WAIT`
+/// and one.
 const PERMIT_WAIT: Duration = Duration::from_secs(5 * EXIT_WAIT.as_secs());
 /// How long a helper told to stop (SIGTERM) may take to put its modes back and exit.
 const STOP_GRACE: Duration = Duration::from_secs(2);
@@ -38,7 +40,8 @@ pub(super) const STDERR_BYTES: usize = 4 * 1_024;
 
 /// How often an exec's state is asked while waiting for its exit.
 const EXEC_POLL: Duration = Duration::from_millis(25);
-/// The helper's mode that stops the transfer runs in a gateway holder (`helper/src/`).
+/// The helper's mode that stops the transfer runs in a gateway holder, given `STOP_GRACE` in
+/// milliseconds (`helper/src/stop_transfers.rs`).
 const STOP_TRANSFERS: &str = "--stop-transfers";
 
 /// One started run of the helper: its process, its attached streams, and the permit that keeps
@@ -47,17 +50,23 @@ const STOP_TRANSFERS: &str = "--stop-transfers";
 pub(super) struct HelperRun {
     pub process: HelperProcess,
     pub attached: Attached,
-    pub permit: HelperPermit,
+    pub permit: OwnedSemaphorePermit,
 }
 
-/// The permit a reservation's helper runs share: one run at a time. It holds the exec of the
-/// last run by exec, so the next run can tell whether that one is over.
-pub(super) type HelperPermits = Arc<Mutex<Option<String>>>;
-pub(super) type HelperPermit = OwnedMutexGuard<Option<String>>;
-
-pub(super) fn helper_permits() -> HelperPermits {
-    Arc::new(Mutex::new(None))
+/// The permit a reservation's helper runs share: one run at a time.
+pub(super) fn helper_permits() -> Arc<Semaphore> {
+    Arc::new(Semaphore::new(1))
 }
+
+/// What the next run by exec must know of the last one: its exec (to tell whether it is over)
+/// and why stopping it failed, if it did. Only read and written between awaits.
+#[derive(Default)]
+pub(super) struct ExecHistory {
+    last: Option<String>,
+    stop_failure: Option<String>,
+}
+
+pub(super) type SharedExecHistory = Arc<std::sync::Mutex<ExecHistory>>;
 
 /// Where one run's helper runs.
 #[derive(Clone)]
@@ -66,6 +75,7 @@ pub(super) struct HelperProcess {
     pub holder: String,
     /// For a run by exec in a gateway holder: the exec, and the user transfers run as.
     exec: Option<(String, String)>,
+    history: SharedExecHistory,
 }
 
 /// How a holder runs the helper, from its entrypoint.
@@ -115,29 +125,41 @@ impl DockerReservation {
         let unavailable = |why: String| Err(OwnerError::driver(why));
         // Transfers run one at a time, but the previous one's helper may still be exiting or
         // being killed: its relay holds the permit until then.
-        let Ok(mut permit) =
-            tokio::time::timeout(PERMIT_WAIT, self.helper_permit.clone().lock_owned()).await
+        let Ok(Ok(permit)) =
+            tokio::time::timeout(PERMIT_WAIT, self.helper_permit.clone().acquire_owned()).await
         else {
             return unavailable(format!(
                 "the previous transfer's helper was not over within {} s",
                 PERMIT_WAIT.as_secs()
             ));
         };
+        let running = inspect.state.as_ref().and_then(|state| state.running);
+        if kind == HelperKind::Exec && running != Some(true) {
+            let code = inspect.state.as_ref().and_then(|state| state.exit_code);
+            return unavailable(format!(
+                "the egress gateway is not running (exit status {}): transfers run beside it",
+                code.map_or("unknown".to_owned(), |c| c.to_string())
+            ));
+        }
         // Asked again now that the permit is held: a previous run that gave up on its
         // helper's exit or kill released the permit with the helper perhaps still running
         // (the holder itself, or the last exec beside a gateway, which runs all along).
+        let (last_exec, stop_failure) = match self.exec_history.lock() {
+            Ok(history) => (history.last.clone(), history.stop_failure.clone()),
+            Err(_) => (None, None),
+        };
         let previous = HelperProcess {
             docker: docker.clone(),
             holder: holder.clone(),
-            exec: permit
-                .clone()
-                .map(|exec| (exec, self.settings.user.clone())),
+            exec: last_exec.map(|exec| (exec, self.settings.user.clone())),
+            history: self.exec_history.clone(),
         };
         let no_previous_exec = kind == HelperKind::Exec && previous.exec.is_none();
         if !no_previous_exec && !previous.stopped_within(EXIT_WAIT).await {
             return unavailable(format!(
-                "the previous transfer's helper did not stop within {} s",
-                EXIT_WAIT.as_secs()
+                "the previous transfer's helper did not stop within {} s{}",
+                EXIT_WAIT.as_secs(),
+                stop_failure.map_or(String::new(), |why| format!(" (stopping it: {why})"))
             ));
         }
         let started = match kind {
@@ -150,12 +172,18 @@ impl DockerReservation {
             Ok(started) => started,
             Err(why) => return unavailable(why),
         };
-        *permit = exec.clone();
+        if let Ok(mut history) = self.exec_history.lock() {
+            *history = ExecHistory {
+                last: exec.clone(),
+                stop_failure: None,
+            };
+        }
         Ok(Some(HelperRun {
             process: HelperProcess {
                 docker,
                 holder,
                 exec: exec.map(|exec| (exec, self.settings.user.clone())),
+                history: self.exec_history.clone(),
             },
             attached,
             permit,
@@ -264,36 +292,65 @@ impl HelperProcess {
             Some((exec, user)) => {
                 // The helper's `--stop-transfers` sends both signals itself, `STOP_GRACE`
                 // apart, and ends once no transfer run is left (or gives up another
-                // `STOP_GRACE` later).
+                // `STOP_GRACE` later); its failure is kept for the next run's error.
                 let bound = EXIT_WAIT + 2 * STOP_GRACE;
-                let stop = async {
-                    let created = self
-                        .docker
-                        .create_exec(
-                            &self.holder,
-                            CreateExecOptions {
-                                cmd: Some(vec![HELPER_PATH, STOP_TRANSFERS]),
-                                user: Some(user.as_str()),
-                                ..Default::default()
-                            },
-                        )
-                        .await
-                        .ok()?;
-                    let detached = StartExecOptions {
-                        detach: true,
-                        ..Default::default()
-                    };
-                    self.docker
-                        .start_exec(&created.id, Some(detached))
-                        .await
-                        .ok()?;
-                    exec_exit(&self.docker, &created.id, bound).await.ok()
+                let failure = match tokio::time::timeout(bound, self.stop_transfers(user)).await {
+                    Ok(Ok(())) => None,
+                    Ok(Err(why)) => Some(why),
+                    Err(_) => Some(format!("no end within {} s", bound.as_secs())),
                 };
-                let _ = tokio::time::timeout(bound, stop).await;
+                if let Ok(mut history) = self.history.lock() {
+                    history.stop_failure = failure;
+                }
                 // Whatever the stop said, the run's own exec says whether it is over; the
                 // next run asks again (`start_helper`).
                 let _ = exec_exit(&self.docker, exec, STOP_GRACE).await;
             }
+        }
+    }
+
+    /// Runs the helper's `--stop-transfers` beside the gateway, to its end.
+    async fn stop_transfers(&self, user: &str) -> Result<(), String> {
+        let grace = STOP_GRACE.as_millis().to_string();
+        let created = self
+            .docker
+            .create_exec(
+                &self.holder,
+                CreateExecOptions {
+                    cmd: Some(vec![HELPER_PATH, STOP_TRANSFERS, grace.as_str()]),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    user: Some(user),
+                    ..Default::default()
+                },
+            )
+            .await
+            .map_err(|e| with_causes(&e))?;
+        let started = self
+            .docker
+            .start_exec(&created.id, None)
+            .await
+            .map_err(|e| with_causes(&e))?;
+        let mut stderr = Vec::new();
+        if let StartExecResults::Attached { mut output, .. } = started {
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(bollard::container::LogOutput::StdErr { message }) => {
+                        keep_stderr(&mut stderr, &message)
+                    }
+                    Ok(_) => {}
+                    Err(e) => return Err(with_causes(&e)),
+                }
+            }
+        }
+        match exec_exit(&self.docker, &created.id, EXIT_WAIT).await {
+            Ok(Some(0)) => Ok(()),
+            Ok(Some(code)) => Err(format!(
+                "exit status {code}: {}",
+                String::from_utf8_lossy(&stderr).trim()
+            )),
+            Ok(None) => Err("its exit is unknown".into()),
+            Err(ExecGone) => Err("the engine no longer knows its exec".into()),
         }
     }
 }
@@ -311,9 +368,10 @@ async fn exec_exit(docker: &Docker, id: &str, bound: Duration) -> Result<Option<
             Err(_) => return Ok(None),
             Ok(Err(e)) if is_not_found(&e) => return Err(ExecGone),
             Ok(Err(_)) => {}
-            Ok(Ok(inspect)) if inspect.running != Some(true) => {
-                // An exec that never started has no exit code: it is not running either.
-                return Ok(Some(inspect.exit_code.unwrap_or(-1)));
+            // Not running yet (the engine answers the start before it runs the process) has
+            // no exit code: asked again.
+            Ok(Ok(inspect)) if inspect.running != Some(true) && inspect.exit_code.is_some() => {
+                return Ok(inspect.exit_code);
             }
             Ok(Ok(_)) => {}
         }

@@ -82,7 +82,9 @@ pub struct DockerReservation {
     /// as asked (the process container is held to the same).
     runtime: std::sync::OnceLock<String>,
     /// One run of the workspace helper at a time (`helper_run.rs`).
-    helper_permit: helper_run::HelperPermits,
+    helper_permit: Arc<tokio::sync::Semaphore>,
+    /// The last run by exec beside an egress gateway (`helper_run.rs`).
+    exec_history: helper_run::SharedExecHistory,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
@@ -116,6 +118,7 @@ impl DockerReservation {
             }),
             runtime: std::sync::OnceLock::new(),
             helper_permit: helper_run::helper_permits(),
+            exec_history: Default::default(),
         })
     }
 
