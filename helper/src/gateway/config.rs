@@ -44,12 +44,12 @@ pub struct Config {
     pub resolvers: Vec<Ipv4Addr>,
     pub denied: Vec<Ipv4Addr>,
     pub hosts: Vec<Entry>,
-    /// At most this many connections and lookups served at once (`--in-flight`, from the
+    /// At most this many connections and lookups served at once (from `--pids`, the
     /// holder's PID limit: a relay runs two threads).
     pub in_flight: usize,
 }
 
-/// Without `--in-flight`.
+/// Without `--pids`.
 const IN_FLIGHT_DEFAULT: usize = 64;
 
 impl Config {
@@ -105,7 +105,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut resolvers = Vec::new();
     let mut denied = Vec::new();
     let mut hosts = Vec::new();
-    let mut in_flight = IN_FLIGHT_DEFAULT;
+    let mut pids = None;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -114,12 +114,14 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
             "--resolver" => resolvers.push(parse_address(value)?),
             "--deny" => denied.push(parse_address(value)?),
             "--host" => hosts.push(parse_entry(value)?),
-            "--in-flight" => {
-                in_flight = value
-                    .parse()
-                    .ok()
-                    .filter(|n| *n > 0)
-                    .ok_or_else(|| format!("--in-flight {value} is not a positive count"))?
+            "--pids" => {
+                pids = Some(
+                    value
+                        .parse::<usize>()
+                        .ok()
+                        .filter(|n| *n > 0)
+                        .ok_or_else(|| format!("--pids {value} is not a positive count"))?,
+                )
             }
             other => return Err(format!("unknown option {other}")),
         }
@@ -128,13 +130,28 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     if hosts.is_empty() {
         return Err("at least one --host is required".into());
     }
-    Ok(Config {
+    let mut config = Config {
         subnet,
         resolvers,
         denied,
         hosts,
-        in_flight,
-    })
+        in_flight: IN_FLIGHT_DEFAULT,
+    };
+    if let Some(pids) = pids {
+        config.in_flight = in_flight(pids, config.ports().len());
+    }
+    Ok(config)
+}
+
+/// PIDs of the holder kept from the relays: the init process, the main thread and the execs
+/// beside the gateway (a transfer's helper, its stop, a report, each also briefly the engine's
+/// runtime setting it up).
+const EXEC_RESERVE: usize = 16;
+
+/// How many connections and lookups the gateway serves at once within `pids`: a relay runs two
+/// threads, one thread listens on each of the `ports`, and `EXEC_RESERVE` stay.
+fn in_flight(pids: usize, ports: usize) -> usize {
+    (pids.saturating_sub(EXEC_RESERVE + ports) / 2).clamp(1, 256)
 }
 
 fn parse_address(value: &str) -> Result<Ipv4Addr, String> {
@@ -232,8 +249,8 @@ mod tests {
         let config = parse(&args(&[
             "--subnet",
             "10.9.0.0/16",
-            "--in-flight",
-            "20",
+            "--pids",
+            "58",
             "--host",
             "*.example.com",
             "--host",
@@ -242,7 +259,16 @@ mod tests {
         .unwrap();
         assert_eq!(config.allows_private("db.example.com", 443), Some(true));
         assert_eq!(config.allows_private("www.example.com", 443), Some(false));
+        // 58 PIDs, less the reserve and two ports (80 and 443), two threads a relay.
         assert_eq!(config.in_flight, 20);
+    }
+
+    #[test]
+    fn in_flight_leaves_the_reserve_and_a_pid_per_port_within_one_and_256() {
+        assert_eq!(in_flight(64, 2), (64 - EXEC_RESERVE - 2) / 2);
+        assert_eq!(in_flight(EXEC_RESERVE + 3, 1), 1);
+        assert_eq!(in_flight(4, 2), 1);
+        assert_eq!(in_flight(1_000_000, 1), 256);
     }
 
     #[test]
@@ -274,7 +300,7 @@ mod tests {
             &[
                 "--subnet",
                 "10.0.0.0/8",
-                "--in-flight",
+                "--pids",
                 "0",
                 "--host",
                 "a.example",

@@ -52,12 +52,8 @@ pub(super) fn gateway_command(
         GATEWAY_MODE.to_owned(),
         "--subnet".to_owned(),
         internal.subnet.clone(),
-        "--in-flight".to_owned(),
-        in_flight(
-            reservation.request.policy.resources.pids,
-            listened_ports(&reservation.request.policy.network.hosts),
-        )
-        .to_string(),
+        "--pids".to_owned(),
+        reservation.request.policy.resources.pids.to_string(),
     ];
     for resolver in &reservation.settings.egress.resolvers {
         command.extend(["--resolver".to_owned(), resolver.to_string()]);
@@ -76,31 +72,6 @@ pub(super) fn gateway_command(
         command.extend(["--host".to_owned(), entry]);
     }
     command
-}
-
-/// How many connections and lookups the gateway serves at once: a relay runs two threads, one
-/// thread listens on each port, and `EXEC_RESERVE` PIDs stay for the init process, the main
-/// thread and the execs beside the gateway (a transfer's helper, its stop, a report, each also
-/// briefly the engine's runtime setting it up).
-fn in_flight(pids: u64, ports: u64) -> u64 {
-    (pids.saturating_sub(EXEC_RESERVE + ports) / 2).clamp(1, 256)
-}
-
-/// The gateway holder's PIDs kept from its relays.
-const EXEC_RESERVE: u64 = 16;
-
-/// How many ports the gateway listens on: each entry's own, or 80 and 443.
-fn listened_ports(hosts: &[crate::policy::egress::EgressHost]) -> u64 {
-    let mut ports: Vec<u16> = hosts
-        .iter()
-        .flat_map(|host| match host.port {
-            Some(port) => vec![port],
-            None => vec![80, 443],
-        })
-        .collect();
-    ports.sort_unstable();
-    ports.dedup();
-    ports.len() as u64
 }
 
 /// Makes a holder body the gateway's: its entrypoint (its sysctls come with every body of an
@@ -344,17 +315,4 @@ fn address_on(inspect: &ContainerInspectResponse, network: &str) -> Option<Strin
         .get(network)
         .and_then(|endpoint| endpoint.ip_address.clone())
         .filter(|address| !address.is_empty())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn in_flight_leaves_the_reserve_and_a_pid_per_port_within_one_and_256() {
-        assert_eq!(in_flight(64, 2), (64 - EXEC_RESERVE - 2) / 2);
-        assert_eq!(in_flight(EXEC_RESERVE + 3, 1), 1);
-        assert_eq!(in_flight(4, 2), 1);
-        assert_eq!(in_flight(1_000_000, 1), 256);
-    }
 }
