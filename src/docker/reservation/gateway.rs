@@ -7,15 +7,13 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use bollard::exec::{CreateExecOptions, StartExecResults};
 use bollard::models::{
     ContainerCreateBody, ContainerInspectResponse, HostConfig, NetworkConnectRequest,
     NetworkInspect,
 };
 use bollard::Docker;
-use futures::StreamExt;
 
-use super::helper_run::keep_stderr;
+use super::helper_run::run_mode;
 use super::DockerReservation;
 use crate::docker::engine::engine_error;
 use crate::docker::seed::HELPER_PATH;
@@ -240,59 +238,29 @@ impl DockerReservation {
     }
 
     async fn ask_report(&self, holder: &str) -> Result<Option<EgressReport>, OwnerError> {
-        let docker = &self.settings.docker;
-        let exec = docker
-            .create_exec(
-                holder,
-                CreateExecOptions {
-                    cmd: Some(vec![HELPER_PATH, "--egress-report"]),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    user: Some(self.settings.user.as_str()),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| engine_error("asking the egress gateway for its report", e))?;
-        let started = docker
-            .start_exec(&exec.id, None)
-            .await
-            .map_err(|e| engine_error("asking the egress gateway for its report", e))?;
-        let StartExecResults::Attached { mut output, .. } = started else {
-            return Err(OwnerError::driver("the egress report was not attached"));
-        };
-        // Bounded by `read_report`'s deadline.
-        let mut stdout = Vec::new();
-        let mut stderr = Vec::new();
-        while let Some(item) = output.next().await {
-            match item {
-                Ok(bollard::container::LogOutput::StdOut { message }) => {
-                    let room = REPORT_BYTES.saturating_sub(stdout.len());
-                    stdout.extend_from_slice(&message[..message.len().min(room)]);
-                }
-                Ok(bollard::container::LogOutput::StdErr { message }) => {
-                    keep_stderr(&mut stderr, &message)
-                }
-                Ok(_) => {}
-                Err(e) => return Err(engine_error("reading the egress report", e)),
-            }
-        }
-        let code = docker
-            .inspect_exec(&exec.id)
-            .await
-            .map_err(|e| engine_error("reading the egress report's exit", e))?
-            .exit_code;
-        if code != Some(0) {
-            let said = String::from_utf8_lossy(&stderr);
+        let run = run_mode(
+            &self.settings.docker,
+            holder,
+            &self.settings.user,
+            &["--egress-report"],
+            REPORT_BYTES,
+        )
+        .await
+        .map_err(|why| {
+            OwnerError::driver(format!("asking the egress gateway for its report: {why}"))
+        })?;
+        if run.code != 0 {
+            let said = String::from_utf8_lossy(&run.stderr);
             if said.contains("not serving") {
                 return Ok(None);
             }
             return Err(OwnerError::driver(format!(
-                "the egress report failed ({code:?}): {}",
+                "the egress report failed (exit status {}): {}",
+                run.code,
                 said.trim()
             )));
         }
-        EgressReport::from_json(&stdout)
+        EgressReport::from_json(&run.stdout)
             .map(Some)
             .map_err(|e| OwnerError::driver(format!("the egress report is unreadable: {e}")))
     }

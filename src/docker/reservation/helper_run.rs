@@ -264,24 +264,12 @@ impl HelperProcess {
 
     /// The helper's exit status once it is not running, within `bound`: `Ok(None)` past it.
     async fn exit_code(&self, bound: Duration) -> Result<Option<i64>, String> {
-        let Some((exec, _)) = &self.exec else {
-            let options = WaitContainerOptionsBuilder::default()
-                .condition("not-running")
-                .build();
-            let mut waits = self.docker.wait_container(&self.holder, Some(options));
-            return match tokio::time::timeout(bound, waits.next()).await {
-                Ok(Some(Ok(exit))) => Ok(Some(exit.status_code)),
-                // bollard reports a non-zero exit as an error carrying the code.
-                Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError {
-                    code, ..
-                }))) => Ok(Some(code)),
-                Ok(Some(Err(e))) => Err(with_causes(&e)),
-                Ok(None) | Err(_) => Ok(None),
-            };
-        };
-        exec_exit(&self.docker, exec, bound)
-            .await
-            .map_err(|ExecGone| "the engine no longer knows its exec".to_owned())
+        match &self.exec {
+            None => container_exit(&self.docker, &self.holder, bound).await,
+            Some((exec, _)) => exec_exit(&self.docker, exec, bound)
+                .await
+                .map_err(|ExecGone| "the engine no longer knows its exec".to_owned()),
+        }
     }
 
     /// Stops an abandoned helper: SIGTERM, then SIGKILL when it still runs `STOP_GRACE` later;
@@ -312,46 +300,89 @@ impl HelperProcess {
     /// Runs the helper's `--stop-transfers` beside the gateway, to its end.
     async fn stop_transfers(&self, user: &str) -> Result<(), String> {
         let grace = STOP_GRACE.as_millis().to_string();
-        let created = self
-            .docker
-            .create_exec(
-                &self.holder,
-                CreateExecOptions {
-                    cmd: Some(vec![HELPER_PATH, STOP_TRANSFERS, grace.as_str()]),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    user: Some(user),
-                    ..Default::default()
-                },
-            )
-            .await
-            .map_err(|e| with_causes(&e))?;
-        let started = self
-            .docker
-            .start_exec(&created.id, None)
-            .await
-            .map_err(|e| with_causes(&e))?;
-        let mut stderr = Vec::new();
-        if let StartExecResults::Attached { mut output, .. } = started {
-            while let Some(item) = output.next().await {
-                match item {
-                    Ok(bollard::container::LogOutput::StdErr { message }) => {
-                        keep_stderr(&mut stderr, &message)
-                    }
-                    Ok(_) => {}
-                    Err(e) => return Err(with_causes(&e)),
-                }
+        let run = run_mode(
+            &self.docker,
+            &self.holder,
+            user,
+            &[STOP_TRANSFERS, &grace],
+            0,
+        )
+        .await?;
+        if run.code == 0 {
+            return Ok(());
+        }
+        Err(format!(
+            "exit status {}: {}",
+            run.code,
+            String::from_utf8_lossy(&run.stderr).trim()
+        ))
+    }
+}
+
+/// What a helper mode run by exec said: its exit status, its stdout (as much as asked) and
+/// its stderr (up to `STDERR_BYTES`).
+pub(super) struct ModeRun {
+    pub code: i64,
+    pub stdout: Vec<u8>,
+    pub stderr: Vec<u8>,
+}
+
+/// Runs the helper with `args` by exec in `holder` as `user`, to its end, keeping at most
+/// `stdout_max` bytes of its stdout; the caller bounds the whole run (its exit, once its output
+/// ended, within `EXIT_WAIT`). An error says which step failed.
+pub(super) async fn run_mode(
+    docker: &Docker,
+    holder: &str,
+    user: &str,
+    args: &[&str],
+    stdout_max: usize,
+) -> Result<ModeRun, String> {
+    let cmd = std::iter::once(HELPER_PATH)
+        .chain(args.iter().copied())
+        .collect();
+    let created = docker
+        .create_exec(
+            holder,
+            CreateExecOptions {
+                cmd: Some(cmd),
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                user: Some(user),
+                ..Default::default()
+            },
+        )
+        .await
+        .map_err(|e| format!("creating its exec: {}", with_causes(&e)))?;
+    let started = docker
+        .start_exec(&created.id, None)
+        .await
+        .map_err(|e| format!("starting its exec: {}", with_causes(&e)))?;
+    let StartExecResults::Attached { mut output, .. } = started else {
+        return Err("its exec was not attached".into());
+    };
+    let mut stdout = Vec::new();
+    let mut stderr = Vec::new();
+    while let Some(item) = output.next().await {
+        match item {
+            Ok(bollard::container::LogOutput::StdOut { message }) => {
+                let room = stdout_max.saturating_sub(stdout.len());
+                stdout.extend_from_slice(&message[..message.len().min(room)]);
             }
+            Ok(bollard::container::LogOutput::StdErr { message }) => {
+                keep_stderr(&mut stderr, &message)
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("reading its output: {}", with_causes(&e))),
         }
-        match exec_exit(&self.docker, &created.id, EXIT_WAIT).await {
-            Ok(Some(0)) => Ok(()),
-            Ok(Some(code)) => Err(format!(
-                "exit status {code}: {}",
-                String::from_utf8_lossy(&stderr).trim()
-            )),
-            Ok(None) => Err("its exit is unknown".into()),
-            Err(ExecGone) => Err("the engine no longer knows its exec".into()),
-        }
+    }
+    match exec_exit(docker, &created.id, EXIT_WAIT).await {
+        Ok(Some(code)) => Ok(ModeRun {
+            code,
+            stdout,
+            stderr,
+        }),
+        Ok(None) => Err("its exit is unknown".into()),
+        Err(ExecGone) => Err("the engine no longer knows its exec".into()),
     }
 }
 
@@ -384,16 +415,28 @@ async fn exec_exit(docker: &Docker, id: &str, bound: Duration) -> Result<Option<
 
 /// Whether `holder` is not running within `bound` (an error reads as not stopped).
 async fn stopped_within(docker: &Docker, holder: &str, bound: Duration) -> bool {
+    matches!(container_exit(docker, holder, bound).await, Ok(Some(_)))
+}
+
+/// The exit status of `holder` once it is not running, within `bound`: `Ok(None)` past it.
+async fn container_exit(
+    docker: &Docker,
+    holder: &str,
+    bound: Duration,
+) -> Result<Option<i64>, String> {
     let options = WaitContainerOptionsBuilder::default()
         .condition("not-running")
         .build();
     let mut waits = docker.wait_container(holder, Some(options));
-    matches!(
-        tokio::time::timeout(bound, waits.next()).await,
-        Ok(Some(
-            Ok(_) | Err(bollard::errors::Error::DockerContainerWaitError { .. })
-        ))
-    )
+    match tokio::time::timeout(bound, waits.next()).await {
+        Ok(Some(Ok(exit))) => Ok(Some(exit.status_code)),
+        // bollard reports a non-zero exit as an error carrying the code.
+        Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { code, .. }))) => {
+            Ok(Some(code))
+        }
+        Ok(Some(Err(e))) => Err(with_causes(&e)),
+        Ok(None) | Err(_) => Ok(None),
+    }
 }
 
 /// Why the helper failed, once it exited; `None` when it exited 0. A helper that does not exit
