@@ -157,30 +157,6 @@ mod tests {
     }
 
     #[test]
-    fn a_process_that_ignores_sigterm_gets_sigkill_after_the_grace() {
-        let name = format!("/stop-transfers-stubborn-{}", std::process::id());
-        let mut stubborn = Command::new("sh")
-            .arg0(&name)
-            .args(["-c", "trap '' TERM; while :; do sleep 0.05; done"])
-            .spawn()
-            .expect("sh");
-        let wanted =
-            format!("{name}\0-c\0trap '' TERM; while :; do sleep 0.05; done\0").into_bytes();
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while transfer_runs(&wanted, 0).unwrap().is_empty() && Instant::now() < deadline {
-            std::thread::sleep(POLL);
-        }
-        let started = Instant::now();
-        stop(&wanted, std::process::id(), Duration::from_millis(300)).expect("stopped");
-        assert!(started.elapsed() >= Duration::from_millis(300));
-        use std::os::unix::process::ExitStatusExt;
-        assert_eq!(
-            stubborn.wait().expect("reaped").signal(),
-            Some(libc::SIGKILL)
-        );
-    }
-
-    #[test]
     fn the_grace_is_one_bounded_number_of_milliseconds() {
         for bad in [
             vec![],
