@@ -157,6 +157,40 @@ mod tests {
     }
 
     #[test]
+    fn a_process_that_ignores_sigterm_gets_sigkill_after_the_grace() {
+        // SIGTERM is ignored before `exec` (an ignored disposition survives it), so by the time
+        // the command line matches, the process already ignores it: no race with a shell's trap.
+        let name = format!("/stop-transfers-stubborn-{}", std::process::id());
+        let mut command = Command::new("sleep");
+        command.arg0(&name).arg("30").stdin(Stdio::null());
+        // SAFETY: between fork and exec only `signal`, which is async-signal-safe, is called.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::signal(libc::SIGTERM, libc::SIG_IGN) == libc::SIG_ERR {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            })
+        };
+        let mut stubborn = command.spawn().expect("sleep");
+        let wanted = format!("{name}\x0030\0").into_bytes();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while transfer_runs(&wanted, 0).unwrap().is_empty() && Instant::now() < deadline {
+            std::thread::sleep(POLL);
+        }
+        assert_eq!(transfer_runs(&wanted, 0).unwrap(), vec![stubborn.id()]);
+        let grace = Duration::from_millis(300);
+        let started = Instant::now();
+        stop(&wanted, std::process::id(), grace).expect("stopped");
+        assert!(started.elapsed() >= grace, "SIGKILL only after the grace");
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(
+            stubborn.wait().expect("reaped").signal(),
+            Some(libc::SIGKILL)
+        );
+    }
+
+    #[test]
     fn the_grace_is_one_bounded_number_of_milliseconds() {
         for bad in [
             vec![],
