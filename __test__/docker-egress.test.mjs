@@ -148,6 +148,33 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
+  test("the host's own address on any of its interfaces is refused like a private one (the engine runs on this host)", async () => {
+    const ns = uniqueNamespace('egress-uplink');
+    // A service of the host's on its uplink address only; the entry names its port.
+    let reached = 0;
+    const listener = createServer((socket) => {
+      reached += 1;
+      socket.end('HTTP/1.0 200 OK\r\n\r\nhost service\n');
+    });
+    await new Promise((resolve) => listener.listen(0, world.uplink, resolve));
+    const port = listener.address().port;
+    const backend = dockerBackend(ns, world.backendOptions);
+    const sandbox = await backend.reserve(request((p) => {
+      p.network = { kind: 'allowlist', hosts: [`uplink.test:${port}`] };
+    }), { kind: 'in_process' }).start();
+    try {
+      const { stdout } = await runShell(sandbox, `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "uplink=$?:$out"`);
+      assert.match(marks(stdout).uplink, /^[1-9][0-9]*:$/, stdout);
+      const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
+      assert.ok(reasons.includes(`uplink.test:${port} resolves only to private or unusable addresses`), JSON.stringify(reasons));
+      assert.equal(reached, 0, 'the host service was never reached');
+    } finally {
+      listener.close();
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
   test('HTTPS by name with the server name checked: a verified request works, another or no server name is refused', async () => {
     const ns = uniqueNamespace('egress-tls');
     const backend = dockerBackend(ns, { ...world.backendOptions, image: NODE_IMAGE });

@@ -1,7 +1,10 @@
 // The upstream world of the egress tests, made by the test and removed by it: a network of its
 // own (198.18.N.0/24, outside the private ranges, so the gateway treats it as the internet), a
 // resolver that answers the test's names and logs every query it gets, a plain HTTP server and an
-// HTTPS server with a test certificate. No traffic ever goes to an address the test did not make.
+// HTTPS server with a test certificate, and an address of the host's own on an interface of the
+// test's (a veth pair, one end with a 198.51.100.N address, which no rule calls private: the host's
+// uplink address as a public host would have it). No traffic ever goes to an address the test
+// did not make.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -79,12 +82,37 @@ function freeSubnet() {
   throw new Error('no free 198.18.N.0/24 subnet for the egress test world');
 }
 
+/**
+ * Gives this host the address `198.51.100.N` on a veth pair of its own (deleting one end deletes both) (root only: the
+ * tests run as root); returns it and how to remove it.
+ */
+function hostUplink() {
+  const device = `nsb-up${process.pid % 100_000}`;
+  const address = `198.51.100.${(process.pid % 250) + 1}`;
+  const remove = () => {
+    try { execFileSync('ip', ['link', 'del', device], { stdio: 'ignore' }); } catch { /* gone */ }
+  };
+  remove();
+  execFileSync('ip', ['link', 'add', device, 'type', 'veth', 'peer', 'name', `${device}p`]);
+  try {
+    execFileSync('ip', ['addr', 'add', `${address}/32`, 'dev', device]);
+    execFileSync('ip', ['link', 'set', device, 'up']);
+    execFileSync('ip', ['link', 'set', `${device}p`, 'up']);
+  } catch (error) {
+    remove();
+    throw error;
+  }
+  return { address, remove };
+}
+
 /** Starts the world; `names` maps extra names to addresses (besides the servers' own). */
 export function startWorld(extraNames = {}) {
   const { name: network, prefix } = freeSubnet();
   const dir = mkdtempSync(join(tmpdir(), 'native-sandbox-egress-tls-'));
   const containers = [];
+  let uplink;
   try {
+    uplink = hostUplink();
     execFileSync('openssl', [
       'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-days', '2', '-subj', '/CN=allowed.test',
       '-addext', 'subjectAltName=DNS:secure.test,DNS:allowed.test,DNS:*.wild.test,DNS:other.test',
@@ -102,6 +130,7 @@ export function startWorld(extraNames = {}) {
       'other.test': addresses.http,
       'private.test': '10.200.0.5',
       'host.test': `${prefix}.1`,
+      'uplink.test': uplink.address,
       ...extraNames,
     };
     const run = (label, ip, image, args, env = {}) => {
@@ -118,6 +147,8 @@ export function startWorld(extraNames = {}) {
       network,
       prefix,
       addresses,
+      /** The host's own address on the test's dummy interface. */
+      uplink: uplink.address,
       cert,
       /** The names the resolver was asked for, in order. */
       queries: () => docker(['logs', containers[0]]).split('\n').filter((l) => l.startsWith('query ')).map((l) => l.slice(6)),
@@ -129,6 +160,7 @@ export function startWorld(extraNames = {}) {
           try { docker(['rm', '-f', id]); } catch { /* gone */ }
         }
         try { docker(['network', 'rm', network]); } catch { /* gone */ }
+        uplink.remove();
         rmSync(dir, { recursive: true, force: true });
       },
     };
@@ -137,6 +169,7 @@ export function startWorld(extraNames = {}) {
       try { docker(['rm', '-f', id]); } catch { /* gone */ }
     }
     try { docker(['network', 'rm', network]); } catch { /* gone */ }
+    uplink?.remove();
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }

@@ -13,6 +13,7 @@ pub mod frames;
 pub mod freezer;
 pub mod gvisor;
 pub mod hardening;
+pub mod host_addresses;
 pub mod image;
 pub mod keepalive;
 pub mod later_socket;

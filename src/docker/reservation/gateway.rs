@@ -15,6 +15,7 @@ use bollard::Docker;
 
 use super::helper_run::run_mode;
 use super::DockerReservation;
+use crate::docker::dialer::Dialer;
 use crate::docker::engine::engine_error;
 use crate::docker::seed::HELPER_PATH;
 use crate::lifecycle::cancel::Cancel;
@@ -136,17 +137,19 @@ pub(super) fn internal_network(inspect: &NetworkInspect) -> Result<InternalNetwo
     })
 }
 
-/// The host's addresses on the upstream network `name` (its gateways), refused like private
-/// ones.
-pub(super) async fn upstream_host_addresses(
+/// The engine host's addresses the gateway refuses like private ones: its gateways on the
+/// upstream network `name`, and every address of this host when the engine runs here
+/// (`host_addresses.rs`), each once.
+pub(super) async fn host_addresses(
     docker: &Docker,
     name: &str,
+    dialer: &Dialer,
 ) -> Result<Vec<String>, OwnerError> {
     let inspect = docker
         .inspect_network(name, None)
         .await
         .map_err(|e| engine_error(&format!("inspecting the egress network {name}"), e))?;
-    Ok(inspect
+    let mut addresses: Vec<String> = inspect
         .ipam
         .and_then(|ipam| ipam.config)
         .unwrap_or_default()
@@ -154,7 +157,14 @@ pub(super) async fn upstream_host_addresses(
         .filter_map(|c| c.gateway)
         .map(|g| strip_prefix_length(&g))
         .filter(|g| g.parse::<std::net::Ipv4Addr>().is_ok())
-        .collect())
+        .collect();
+    for local in crate::docker::host_addresses::of_local_engine(dialer).await? {
+        let local = local.to_string();
+        if !addresses.contains(&local) {
+            addresses.push(local);
+        }
+    }
+    Ok(addresses)
 }
 
 fn strip_prefix_length(address: &str) -> String {

@@ -188,12 +188,17 @@ impl DockerReservation {
             NetworkKind::Isolated => None,
         };
         // An allowlist's gateway: the internal network's subnet and the host's addresses it
-        // must refuse, read before the holder that serves them is created.
+        // must refuse (on the upstream network, and every one of this host's when the engine
+        // runs here), read before the holder that serves them is created.
         let gateway_command = match (&network, kind) {
             (Some((_, inspect)), NetworkKind::Allowlist) => {
                 let internal = gateway::internal_network(inspect)?;
-                let denied =
-                    gateway::upstream_host_addresses(docker, &self.settings.egress.network).await?;
+                let denied = gateway::host_addresses(
+                    docker,
+                    &self.settings.egress.network,
+                    &self.settings.dialer,
+                )
+                .await?;
                 Some(gateway::gateway_command(self, &internal, &denied))
             }
             _ => None,
