@@ -131,21 +131,21 @@ export declare function dockerSandboxRuntime(sandbox: Sandbox): string;
 /** One lookup or connection the egress gateway refused. */
 export interface DockerSandboxEgressRefusal {
   /** The name asked for, or the address when the guest named none. */
-  readonly target: string;
+  readonly host: string;
   /** 53 for a lookup. */
   readonly port: number;
   /** Why, e.g. `'not on the allowlist'`, `'resolves only to private or unusable addresses'`. */
   readonly reason: string;
-  /** Milliseconds since the Unix epoch. */
-  readonly time: number;
+  /** When, in milliseconds since the Unix epoch. */
+  readonly at: number;
 }
 
 /** What an allowlist sandbox's egress gateway counted since the sandbox started. */
 export interface DockerSandboxEgress {
   /** Lookups answered and connections relayed. */
-  readonly allowed: number;
+  readonly allowed: bigint;
   /** Lookups and connections refused. */
-  readonly refused: number;
+  readonly refused: bigint;
   /** The latest refusals (at most 16), oldest first. */
   readonly recent: readonly DockerSandboxEgressRefusal[];
 }

@@ -148,7 +148,7 @@ export const allowlisted = createDockerSandboxBackend({ image: 'x', namespace: '
 export async function lastRefusal(sandbox: Sandbox): Promise<string | undefined> {
   const report = await dockerSandboxEgress(sandbox);
   const last = report?.recent[report.recent.length - 1];
-  return last === undefined ? undefined : `${last.target}:${last.port} ${last.reason} at ${new Date(last.time).toISOString()} (${report?.refused} refused)`;
+  return last === undefined ? undefined : `${last.host}:${last.port} ${last.reason} at ${new Date(last.at).toISOString()} (${report?.refused} refused)`;
 }
 // Any local image made admissible, what it dropped passed back in a process recipe.
 export async function preparedRecipe(): Promise<{ image: string; env: Record<string, string> }> {

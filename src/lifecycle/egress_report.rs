@@ -9,11 +9,11 @@ pub const RECENT_MAX: usize = 16;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EgressRefusal {
     /// The name asked for, or the address when no name was given.
-    pub target: String,
+    pub host: String,
     pub port: u16,
     pub reason: String,
-    /// Milliseconds since the Unix epoch.
-    pub time_ms: u64,
+    /// When, in milliseconds since the Unix epoch.
+    pub at_ms: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
@@ -53,11 +53,11 @@ impl EgressReport {
                     .ok_or_else(|| format!("recent[{index}].{field} is not a number"))
             };
             refusals.push(EgressRefusal {
-                target: text("target")?,
+                host: text("target")?,
                 port: u16::try_from(number("port")?)
                     .map_err(|_| format!("recent[{index}].port is not a port"))?,
                 reason: text("reason")?,
-                time_ms: number("timeMs")?,
+                at_ms: number("timeMs")?,
             });
         }
         Ok(Self {
@@ -71,8 +71,8 @@ impl EgressReport {
 impl ToValue for EgressReport {
     fn to_value(&self) -> Value {
         Value::object([
-            ("allowed", Value::Number(self.allowed as f64)),
-            ("refused", Value::Number(self.refused as f64)),
+            ("allowed", Value::BigInt(Some(i128::from(self.allowed)))),
+            ("refused", Value::BigInt(Some(i128::from(self.refused)))),
             (
                 "recent",
                 Value::Array(
@@ -80,10 +80,10 @@ impl ToValue for EgressReport {
                         .iter()
                         .map(|r| {
                             Value::object([
-                                ("target", Value::string(r.target.as_str())),
+                                ("host", Value::string(r.host.as_str())),
                                 ("port", Value::Number(f64::from(r.port))),
                                 ("reason", Value::string(r.reason.as_str())),
-                                ("time", Value::Number(r.time_ms as f64)),
+                                ("at", Value::Number(r.at_ms as f64)),
                             ])
                         })
                         .collect(),
@@ -105,7 +105,7 @@ mod tests {
         .unwrap();
         assert_eq!(report.allowed, 3);
         assert_eq!(report.refused, 1);
-        assert_eq!(report.recent[0].target, "x.example");
+        assert_eq!(report.recent[0].host, "x.example");
         assert_eq!(report.recent[0].port, 53);
         for bad in [
             &b"{"[..],
