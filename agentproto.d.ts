@@ -53,8 +53,9 @@ export interface SandboxSpec {
   readonly limits?: { readonly timeout_ms?: number; readonly memory_mb?: number; readonly cpu_ms?: number };
   readonly env?: { readonly auth?: unknown; readonly passthrough?: readonly string[] };
   /**
-   * Absent or `[]`: no network. `['*']`: outbound. Any host list is refused with
-   * `SandboxUnsupportedError` (a Docker bridge cannot enforce an allowlist).
+   * Absent or `[]`: no network. `['*']`: outbound. A host list: an allowlist
+   * (`{ kind: 'allowlist', hosts }`, enforced by the sandbox's egress gateway); a bad entry is a
+   * `SandboxValidationError` naming `spec.network.egress[i]`.
    */
   readonly network?: { readonly egress?: readonly string[] };
   /** Only `[]`: a non-empty list is refused with `SandboxUnsupportedError` (no host mounts). */

@@ -72,6 +72,10 @@ export declare const DOCKER_SANDBOX_GUEST: Readonly<{
   home: '/sandbox/home';
   /** tmpfs of `temporaryStorage.tempBytes`. */
   tmpdir: '/sandbox/tmp';
+  /** The same layout by the names of the guest's environment (`env` holds exactly these three). */
+  HOME: '/sandbox/home';
+  TMPDIR: '/sandbox/tmp';
+  PATH: '/usr/local/bin:/usr/bin:/bin';
   /** The environment every process gets before its explicit `env`; an image may carry exactly these and nothing else. */
   env: Readonly<{ HOME: '/sandbox/home'; TMPDIR: '/sandbox/tmp'; PATH: '/usr/local/bin:/usr/bin:/bin' }>;
 }>;

@@ -85,7 +85,7 @@ export interface SandboxTemporaryStorage {
 /**
  * `isolated`: no network but loopback. `outbound`: broad egress, not an allowlist. `allowlist`:
  * egress only to `hosts` (see `SandboxEgressHost`); a backend whose `support.network` lacks it
- * refuses it at `reserve` with `SandboxUnsupportedError` (the Docker backend does, for now).
+ * refuses it at `reserve` with `SandboxUnsupportedError` (the Docker backend does under gVisor).
  */
 export type SandboxNetwork =
   | { readonly kind: 'isolated' }

@@ -103,6 +103,9 @@ test('resolveLifecyclePolicy follows the 0.2.1 rule', () => {
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { destroy_on: 'workspace-close', pause_after_idle: 'idle-5' } }, true), { teardown: 'kill' });
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'idle-600' } }, false), { teardown: 'pause', pauseAfterIdleMs: 600_000 });
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'after-600' } }, false), { teardown: 'kill' });
+  // Any number of seconds, as 0.2.1 reads it (boot is what refuses a window out of bounds).
+  assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'idle-0' } }, false), { teardown: 'pause', pauseAfterIdleMs: 0 });
+  assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'idle-9007199254740993' } }, false), { teardown: 'pause', pauseAfterIdleMs: 9007199254740993 * 1000 });
   assert.deepEqual(resolveLifecyclePolicy({}, true), { teardown: 'pause' });
   assert.deepEqual(resolveLifecyclePolicy({}, false), { teardown: 'kill' });
 });
@@ -118,6 +121,8 @@ test('every refusal is typed, names its field, and comes before any engine objec
     [spec((s) => ({ ...s, limits: { memory_mb: 0 } })), SandboxValidationError, ['spec', 'limits', 'memory_mb']],
     [spec((s) => ({ ...s, lifecycle: { pause_after_idle: '' } })), SandboxValidationError, ['spec', 'lifecycle', 'pause_after_idle']],
     [spec((s) => ({ ...s, lifecycle: { pause_after_idle: 'idle-2147484' } })), SandboxValidationError, ['spec', 'lifecycle', 'pause_after_idle']],
+    [spec((s) => ({ ...s, lifecycle: { pause_after_idle: 'idle-0' } })), SandboxValidationError, ['spec', 'lifecycle', 'pause_after_idle']],
+    [spec((s) => ({ ...s, lifecycle: { pause_after_idle: 'idle-9007199254740993' } })), SandboxValidationError, ['spec', 'lifecycle', 'pause_after_idle']],
     [spec((s) => ({ ...s, network: { egress: 'api.example.com' } })), SandboxValidationError, ['spec', 'network', 'egress']],
     [spec((s) => ({ ...s, config: { ...s.config, daemon: { ...daemon, executable: 'node' } } })), SandboxValidationError, ['spec', 'config', 'daemon', 'executable']],
     [spec((s) => ({ ...s, read_only: true })), SandboxProviderError, 'sandbox_read_only'],

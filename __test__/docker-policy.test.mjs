@@ -26,6 +26,9 @@ describe('docker policy inside the guest', () => {
       workspace: '/sandbox/workspace',
       home: '/sandbox/home',
       tmpdir: '/sandbox/tmp',
+      HOME: '/sandbox/home',
+      TMPDIR: '/sandbox/tmp',
+      PATH: '/usr/local/bin:/usr/bin:/bin',
       env: { HOME: '/sandbox/home', TMPDIR: '/sandbox/tmp', PATH: '/usr/local/bin:/usr/bin:/bin' },
     });
     assert.ok(Object.isFrozen(DOCKER_SANDBOX_GUEST.env));

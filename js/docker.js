@@ -31,6 +31,9 @@ export const DOCKER_SANDBOX_GUEST = deepFreeze({
   workspace: layout.workspace,
   home: layout.home,
   tmpdir: layout.tmpdir,
+  HOME: layout.home,
+  TMPDIR: layout.tmpdir,
+  PATH: layout.path,
   env: { HOME: layout.home, TMPDIR: layout.tmpdir, PATH: layout.path },
 });
 

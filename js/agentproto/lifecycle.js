@@ -3,13 +3,14 @@
 
 const IDLE_EVENT = /^idle-(\d+)$/;
 
-/** `idle-<seconds>` as milliseconds; anything else (or nothing) is no idle window. */
+/**
+ * `idle-<seconds>` as milliseconds, however large (the 0.2.1 rule: `boot` refuses a window outside
+ * its bounds); anything else (or nothing) is no idle window.
+ */
 export function idleWindowMs(event) {
   if (typeof event !== 'string' || event === '') return undefined;
   const match = IDLE_EVENT.exec(event);
-  if (match === null) return undefined;
-  const ms = Number(match[1]) * 1000;
-  return Number.isSafeInteger(ms) ? ms : undefined;
+  return match === null ? undefined : Number(match[1]) * 1000;
 }
 
 /** See agentproto.d.ts. */

@@ -123,7 +123,7 @@ function readStructure(spec, issues, required) {
     }
     const idleMs = idleWindowMs(spec.lifecycle.pause_after_idle);
     const idleEvent = typeof spec.lifecycle.pause_after_idle === 'string' && /^idle-\d+$/.test(spec.lifecycle.pause_after_idle);
-    if (idleEvent && (idleMs === undefined || idleMs < 1000 || idleMs > IDLE_WINDOW_MS_MAX)) {
+    if (idleEvent && !(idleMs >= 1000 && idleMs <= IDLE_WINDOW_MS_MAX)) {
       issues.add('invalid_value', ['spec', 'lifecycle', 'pause_after_idle'], `an idle window of 1 to ${Math.floor(IDLE_WINDOW_MS_MAX / 1000)} seconds`);
     }
   }
