@@ -18,6 +18,10 @@ export interface DockerSandboxProviderOptions {
   readonly user?: string;
   /** As for `createDockerSandboxBackend` (with `'runsc'` only `network.egress: []` is served). */
   readonly runtime?: string;
+  /** As for `createDockerSandboxBackend`. */
+  readonly reaper?: DockerSandboxBackendOptions['reaper'];
+  /** As for `createDockerSandboxBackend`: the upstream of allowlist sandbox gateways. */
+  readonly egress?: DockerSandboxBackendOptions['egress'];
   /**
    * Absolute path of an existing directory this user owns and only it may write: one 0600 file
    * per live sandbox (its recovery record, request, image and private token), so a provider in a

@@ -142,6 +142,8 @@ test('every refusal is typed, names its field, and comes before any engine objec
   await assert.rejects(provider.boot(spec(), { env: {}, expose: 'secret' }), (e) => e instanceof SandboxValidationError && e.issues[0].path.join('.') === 'opts.expose');
   await assert.rejects(provider.connect('../etc/passwd', spec(), { env: {} }), (e) => e instanceof SandboxValidationError && e.issues[0].path[0] === 'sandboxId');
   assert.throws(() => createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory: 'relative/dir' }), (e) => e instanceof SandboxValidationError && e.issues[0].path[0] === 'stateDirectory');
+  // The image comes from each spec: one given to the provider would be silently replaced.
+  assert.throws(() => createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory, image: 'native-sandbox/busybox:1' }), (e) => e instanceof SandboxValidationError && e.issues[0].path[0] === 'image');
   const shared = mkdtempSync(join(tmpdir(), 'native-sandbox-agentproto-open-'));
   chmodSync(shared, 0o777);
   const careless = createDockerSandboxProvider({ namespace, spillDirectory: spillDirectory(), stateDirectory: shared });

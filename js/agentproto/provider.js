@@ -92,6 +92,9 @@ export function createDockerSandboxProvider(options) {
     throw new SandboxValidationError([{ code: 'invalid_type', path: [], message: 'expected the provider options object' }]);
   }
   const { stateDirectory, ...dockerOptions } = options;
+  if (Object.hasOwn(options, 'image')) {
+    throw new SandboxValidationError([{ code: 'unknown_field', path: ['image'], message: "the provider takes no image: each spec names its own (spec.config.image)" }]);
+  }
   checkStateDirectoryPath(stateDirectory);
   // The Docker options are checked now, as createDockerSandboxBackend checks them; the image
   // comes from each spec.
