@@ -106,6 +106,7 @@ test('resolveLifecyclePolicy follows the 0.2.1 rule', () => {
   // Any number of seconds, as 0.2.1 reads it (boot is what refuses a window out of bounds).
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'idle-0' } }, false), { teardown: 'pause', pauseAfterIdleMs: 0 });
   assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: 'idle-9007199254740993' } }, false), { teardown: 'pause', pauseAfterIdleMs: 9007199254740993 * 1000 });
+  assert.deepEqual(resolveLifecyclePolicy({ lifecycle: { pause_after_idle: `idle-${'9'.repeat(400)}` } }, false), { teardown: 'pause', pauseAfterIdleMs: Infinity });
   assert.deepEqual(resolveLifecyclePolicy({}, true), { teardown: 'pause' });
   assert.deepEqual(resolveLifecyclePolicy({}, false), { teardown: 'kill' });
 });

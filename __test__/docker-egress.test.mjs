@@ -11,7 +11,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileFromBytes, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend, dockerSandboxEgress } from 'native-sandbox/docker';
 import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, spawnController, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
-import { NODE_IMAGE, startWorld } from './egress-world.mjs';
+import { NODE_IMAGE, startWorld, uplinkDevices } from './egress-world.mjs';
 import { described } from './helpers.mjs';
 
 const HOSTS = ['allowed.test', 'secure.test', '*.wild.test', 'private.test', 'host.test'];
@@ -47,7 +47,10 @@ describe('allowlist egress', () => {
   before(() => {
     world = startWorld();
   });
-  after(() => world?.stop());
+  after(() => {
+    world?.stop();
+    assert.deepEqual(uplinkDevices().filter(([, pid]) => pid === process.pid), [], "the world's veth pair is gone");
+  });
 
   test('by name over HTTP and HTTPS and a wildcard; unlisted names get NXDOMAIN that never reach upstream; bare IPs, private answers, the host, a wrong Host header and other resolvers are refused and counted', async () => {
     const ns = uniqueNamespace('egress-http');
@@ -159,13 +162,14 @@ describe('allowlist egress', () => {
       reached += 1;
       socket.end('HTTP/1.0 200 OK\r\n\r\nhost service\n');
     });
-    await new Promise((resolve) => listener.listen(0, world.uplink, resolve));
+    await new Promise((resolve, reject) => listener.once('error', reject).listen(0, world.uplink, resolve));
     const port = listener.address().port;
-    const backend = dockerBackend(ns, world.backendOptions);
-    const sandbox = await backend.reserve(request((p) => {
-      p.network = { kind: 'allowlist', hosts: [`uplink.test:${port}`] };
-    }), { kind: 'in_process' }).start();
+    let sandbox;
     try {
+      const backend = dockerBackend(ns, world.backendOptions);
+      sandbox = await backend.reserve(request((p) => {
+        p.network = { kind: 'allowlist', hosts: [`uplink.test:${port}`] };
+      }), { kind: 'in_process' }).start();
       const { stdout } = await runShell(sandbox, `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "uplink=$?:$out"`);
       assert.match(marks(stdout).uplink, /^[1-9][0-9]*:$/, stdout);
       const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
@@ -173,7 +177,7 @@ describe('allowlist egress', () => {
       assert.equal(reached, 0, 'the host service was never reached');
     } finally {
       listener.close();
-      await sandbox.destroy();
+      await sandbox?.destroy();
     }
     assert.deepEqual(leftovers(ns), NOTHING);
   });
@@ -335,7 +339,7 @@ describe('allowlist egress', () => {
       assert.deepEqual(transferRuns(), []);
       // The gateway beside the transfers still runs and reports (the fetch above counted).
       assert.equal(execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holder], { encoding: 'utf8' }).trim(), 'true');
-      assert.ok((await dockerSandboxEgress(sandbox)).allowed >= 1);
+      assert.ok((await dockerSandboxEgress(sandbox)).allowed >= 1n);
       // A gateway that stopped: transfers say so (they run beside it).
       execFileSync('docker', ['stop', '-t', '1', holder]);
       const stopped = await sandbox.exportTree({ kind: 'files', paths: ['a.txt'] }, drain).catch((e) => e);

@@ -82,17 +82,32 @@ function freeSubnet() {
   throw new Error('no free 198.18.N.0/24 subnet for the egress test world');
 }
 
+const UPLINK_DEVICE = /^\d+: (nsb-up(\d+))[@:]/;
+
+/** This host's veth ends named by `hostUplink` (any run's): `[device, pid]`. */
+export function uplinkDevices() {
+  return execFileSync('ip', ['-o', 'link', 'show'], { encoding: 'utf8' }).split('\n')
+    .map((line) => UPLINK_DEVICE.exec(line)).filter(Boolean).map((m) => [m[1], Number(m[2])]);
+}
+
 /**
- * Gives this host the address `198.51.100.N` on a veth pair of its own (deleting one end deletes both) (root only: the
- * tests run as root); returns it and how to remove it.
+ * Gives this host the address `198.51.100.N` on a veth pair of its own, named by this process's
+ * PID (deleting one end deletes both; root only: the tests run as root); returns it and how to
+ * remove it. A pair left by a run whose process is gone is removed first.
  */
 function hostUplink() {
-  const device = `nsb-up${process.pid % 100_000}`;
+  for (const [stale, pid] of uplinkDevices()) {
+    let alive = true;
+    try { process.kill(pid, 0); } catch (error) { alive = error.code !== 'ESRCH'; }
+    if (!alive) {
+      try { execFileSync('ip', ['link', 'del', stale], { stdio: 'ignore' }); } catch { /* gone */ }
+    }
+  }
+  const device = `nsb-up${process.pid}`;
   const address = `198.51.100.${(process.pid % 250) + 1}`;
   const remove = () => {
     try { execFileSync('ip', ['link', 'del', device], { stdio: 'ignore' }); } catch { /* gone */ }
   };
-  remove();
   execFileSync('ip', ['link', 'add', device, 'type', 'veth', 'peer', 'name', `${device}p`]);
   try {
     execFileSync('ip', ['addr', 'add', `${address}/32`, 'dev', device]);
@@ -147,7 +162,7 @@ export function startWorld(extraNames = {}) {
       network,
       prefix,
       addresses,
-      /** The host's own address on the test's dummy interface. */
+      /** The host's own address on the test's veth pair. */
       uplink: uplink.address,
       cert,
       /** The names the resolver was asked for, in order. */

@@ -44,6 +44,7 @@ mod failure;
 mod fs;
 mod gateway;
 mod import;
+mod interface_addresses;
 mod restore;
 mod splice;
 mod stop_transfers;

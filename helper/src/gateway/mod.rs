@@ -486,32 +486,11 @@ fn splice_all(from: &TcpStream, to: &TcpStream) -> Spliced {
 
 /// The gateway's address on the internal network.
 fn own_address(config: &Config) -> Result<Ipv4Addr, String> {
-    let mut found = None;
-    let mut list: *mut libc::ifaddrs = std::ptr::null_mut();
-    // SAFETY: getifaddrs fills `list` with a list freed below by freeifaddrs; every node and
-    // address read belongs to that list while it lives.
-    unsafe {
-        if libc::getifaddrs(&mut list) != 0 {
-            return Err(format!(
-                "reading the interfaces: {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        let mut node = list;
-        while !node.is_null() {
-            let address = (*node).ifa_addr;
-            if !address.is_null() && i32::from((*address).sa_family) == libc::AF_INET {
-                let v4 = &*(address as *const libc::sockaddr_in);
-                let ip = Ipv4Addr::from(u32::from_be(v4.sin_addr.s_addr));
-                if config.internal(ip) {
-                    found = Some(ip);
-                }
-            }
-            node = (*node).ifa_next;
-        }
-        libc::freeifaddrs(list);
-    }
-    found.ok_or_else(|| "the gateway has no address on the sandbox network".into())
+    crate::interface_addresses::ipv4()
+        .map_err(|e| format!("reading the interfaces: {e}"))?
+        .into_iter()
+        .rfind(|ip| config.internal(*ip))
+        .ok_or_else(|| "the gateway has no address on the sandbox network".into())
 }
 
 /// The gateways of this namespace's default routes (the host's addresses on its networks).

@@ -57,8 +57,12 @@ pub(super) fn gateway_command(
     for resolver in &reservation.settings.egress.resolvers {
         command.extend(["--resolver".to_owned(), resolver.to_string()]);
     }
+    let mut refused: Vec<&String> = Vec::new();
     for address in denied.iter().chain(internal.host_address.as_ref()) {
-        command.extend(["--deny".to_owned(), address.clone()]);
+        if !refused.contains(&address) {
+            refused.push(address);
+            command.extend(["--deny".to_owned(), address.clone()]);
+        }
     }
     for host in &reservation.request.policy.network.hosts {
         let mut entry = host.name.clone();
@@ -138,8 +142,8 @@ pub(super) fn internal_network(inspect: &NetworkInspect) -> Result<InternalNetwo
 }
 
 /// The engine host's addresses the gateway refuses like private ones: its gateways on the
-/// upstream network `name`, and every address of this host when the engine runs here
-/// (`host_addresses.rs`), each once.
+/// upstream network `name`, and every public address of this host when the engine runs here
+/// (`host_addresses.rs`), each once; read as the sandbox starts.
 pub(super) async fn host_addresses(
     docker: &Docker,
     name: &str,
