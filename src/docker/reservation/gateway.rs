@@ -40,7 +40,7 @@ pub(super) struct InternalNetwork {
 /// transfers by exec (`helper_run.rs`).
 pub(super) const GATEWAY_MODE: &str = "--gateway";
 
-/// The gateway's command line (see `helper/src/gateway/config.rs`).
+/// The gateway's command line (see `helper/src/gateway/config.rs`); each refused host address once.
 pub(super) fn gateway_command(
     reservation: &DockerReservation,
     internal: &InternalNetwork,
@@ -143,7 +143,7 @@ pub(super) fn internal_network(inspect: &NetworkInspect) -> Result<InternalNetwo
 
 /// The engine host's addresses the gateway refuses like private ones: its gateways on the
 /// upstream network `name`, and every public address of this host when the engine runs here
-/// (`host_addresses.rs`), each once; read as the sandbox starts.
+/// (`host_addresses.rs`); read as the sandbox starts (`gateway_command` passes each once).
 pub(super) async fn host_addresses(
     docker: &Docker,
     name: &str,
@@ -162,12 +162,12 @@ pub(super) async fn host_addresses(
         .map(|g| strip_prefix_length(&g))
         .filter(|g| g.parse::<std::net::Ipv4Addr>().is_ok())
         .collect();
-    for local in crate::docker::host_addresses::of_local_engine(dialer).await? {
-        let local = local.to_string();
-        if !addresses.contains(&local) {
-            addresses.push(local);
-        }
-    }
+    addresses.extend(
+        crate::docker::host_addresses::of_local_engine(dialer)
+            .await?
+            .iter()
+            .map(ToString::to_string),
+    );
     Ok(addresses)
 }
 
