@@ -455,8 +455,9 @@ export declare function assertSandboxRequestSupported(request: SandboxRequestInp
 
 /**
  * Throws `SandboxUnsupportedError` when the observed `effective` policy is looser than `request`
- * (more CPU, memory, PIDs or temporary storage, outbound where isolated was asked, or a missing
- * required quota); the check every owner applies after startup. Both inputs are parsed first.
+ * (more CPU, memory, PIDs or temporary storage, outbound where isolated or an allowlist was
+ * asked, an allowlist wider than the one asked, or a missing required quota); the check every
+ * owner applies after startup. Both inputs are parsed first.
  */
 export declare function assertSandboxEffectivePolicy(request: SandboxRequestInput, effective: SandboxEffectivePolicy): void;
 

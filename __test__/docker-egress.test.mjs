@@ -182,6 +182,54 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
+  test('plain HTTP carries one request per connection: a second request, another host in the target, an upgrade or a tunnel never reach the upstream; bodies are passed on as framed', async () => {
+    const ns = uniqueNamespace('egress-http');
+    const backend = dockerBackend(ns, world.backendOptions);
+    const sandbox = await backend.reserve(request((p) => {
+      p.network = { kind: 'allowlist', hosts: ['bulk.test:80'] };
+    }), { kind: 'in_process' }).start();
+    try {
+      const gateway = gatewayOf(sandbox);
+      // The bulk server answers `/N` with N bytes and keeps connections alive.
+      const send = (key, text) => `out=$(printf '${text}' | timeout 8 nc ${gateway} 80 | tr -d '\\r' | tr '\\n' '|'); echo "${key}=$?:$out"`;
+      const script = [
+        send('pipelined', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
+        send('posted', 'POST /2 HTTP/1.1\\r\\nHost: bulk.test\\r\\nContent-Length: 5\\r\\n\\r\\nhelloGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
+        send('chunked', 'POST /4 HTTP/1.1\\r\\nHost: bulk.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
+        send('absolute', 'GET http://other.test/3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
+        send('upgrade', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nUpgrade: h2c\\r\\nConnection: Upgrade\\r\\n\\r\\n'),
+        send('tunnel', 'CONNECT other.test:80 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
+        // Not HTTP: refused at its first line, not after the 10 s a host may take to be named.
+        send('not_http', 'SSH-2.0-x\\r\\n'),
+        `out=$(timeout 5 wget -q -O - --post-data=hello http://bulk.test/4 2>/dev/null); echo "wget=$?:$out"`,
+      ].join('\n');
+      const { stdout } = await runShell(sandbox, script);
+      const seen = marks(stdout);
+      const answers = (key) => (seen[key].match(/HTTP\/1\.1 200 OK/g) ?? []).length;
+      for (const key of ['pipelined', 'posted', 'chunked']) {
+        assert.equal(answers(key), 1, `${key}: ${stdout}`);
+        assert.match(seen[key], /^0:/, `${key}: ${stdout}`);
+      }
+      assert.match(seen.pipelined, /\|xxx$/, stdout);
+      assert.match(seen.posted, /\|xx$/, stdout);
+      assert.match(seen.chunked, /\|xxxx$/, stdout);
+      for (const key of ['absolute', 'upgrade', 'tunnel', 'not_http']) assert.equal(seen[key], '0:', `${key}: ${stdout}`);
+      assert.equal(seen.wget, '0:xxxx', stdout);
+      const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
+      for (const expected of [
+        `${gateway}:80 a request target naming another host`,
+        `${gateway}:80 a protocol upgrade over plain HTTP (use TLS)`,
+        `${gateway}:80 CONNECT (a tunnel) over plain HTTP`,
+        `${gateway}:80 neither TLS nor HTTP/1`,
+      ]) {
+        assert.ok(reasons.includes(expected), `${expected} in ${JSON.stringify(reasons)}`);
+      }
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
   test('HTTPS by name with the server name checked: a verified request works, another or no server name is refused', async () => {
     const ns = uniqueNamespace('egress-tls');
     const backend = dockerBackend(ns, { ...world.backendOptions, image: NODE_IMAGE });

@@ -12,6 +12,7 @@
 mod address;
 mod config;
 mod dns;
+mod http;
 mod name;
 mod peek;
 mod report;
@@ -26,6 +27,7 @@ use std::time::Duration;
 use address::{class, Class};
 use config::Config;
 use dns::{bare_answer, parse_query, Malformed, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
+use http::{Body, Chunked, Request};
 use peek::{peek, Peeked, PEEK_MAX};
 use report::Report;
 use resolve::{Resolved, Resolver};
@@ -231,14 +233,18 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         return;
     }
     let mut head = Vec::with_capacity(4_096);
-    let name = match read_name(&mut guest, &mut head) {
-        Ok(name) => name,
+    let named = match read_name(&mut guest, &mut head) {
+        Ok(named) => named,
         Err(reason) => {
             gateway
                 .report
                 .refused(&gateway.own.to_string(), port, reason);
             return;
         }
+    };
+    let name = match &named {
+        Named::Tls(name) => name.clone(),
+        Named::Http(request) => request.host.clone(),
     };
     let Some(allow_private) = gateway.config.allows_private(&name, port) else {
         let reason = if gateway.config.names(&name) {
@@ -295,20 +301,31 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
             .refused(&name, port, "the upstream did not accept");
         return;
     };
-    if relay(guest, upstream, &head) {
+    let relayed = match named {
+        Named::Tls(_) => relay(guest, upstream, &head),
+        Named::Http(request) => relay_request(guest, upstream, &head, &request),
+    };
+    if relayed {
         gateway.report.allowed();
     } else {
         gateway.report.refused(&name, port, "the gateway is busy");
     }
 }
 
+/// What the first bytes of a connection name: a TLS server name, or a plain HTTP request.
+enum Named {
+    Tls(String),
+    Http(Request),
+}
+
 /// Reads until the connection names its host (within `PEEK_WAIT` in all, `PEEK_MAX` bytes).
-fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<String, &'static str> {
+fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<Named, &'static str> {
     let deadline = std::time::Instant::now() + PEEK_WAIT;
     let mut buffer = [0u8; 4_096];
     loop {
         match peek(head) {
-            Peeked::Name(name) => break Ok(name),
+            Peeked::Name(name) => break Ok(Named::Tls(name)),
+            Peeked::Request(request) => break Ok(Named::Http(request)),
             Peeked::Unnamed(reason) => break Err(reason),
             Peeked::Incomplete if head.len() >= PEEK_MAX => break Err("no host named in time"),
             Peeked::Incomplete => {}
@@ -334,8 +351,37 @@ fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<String, &'stat
 /// Both directions until each ends; an end is passed on as a half close. `false` when the
 /// second direction's thread could not start (both sides are then closed, nothing relayed).
 fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) -> bool {
-    let (Ok(guest_reader), Ok(mut upstream_writer)) = (guest.try_clone(), upstream.try_clone())
-    else {
+    relay_with(guest, upstream, |guest_reader, mut upstream_writer| {
+        if upstream_writer.write_all(head).is_ok() {
+            copy(guest_reader, upstream_writer);
+        } else {
+            let _ = guest_reader.shutdown(Shutdown::Both);
+            let _ = upstream_writer.shutdown(Shutdown::Both);
+        }
+    })
+}
+
+/// A plain HTTP connection: its one request (`http.rs`: the head as rewritten, then the body
+/// as framed, from the bytes already read on) goes up, the answer comes back until the
+/// upstream ends. Nothing the guest sends after that body is read; a request cut short is
+/// passed on as a half close.
+fn relay_request(guest: TcpStream, upstream: TcpStream, read: &[u8], request: &Request) -> bool {
+    relay_with(guest, upstream, |guest_reader, mut upstream_writer| {
+        let early = read.get(request.consumed..).unwrap_or_default();
+        if send_request(guest_reader, &mut upstream_writer, early, request).is_err() {
+            let _ = upstream_writer.shutdown(Shutdown::Write);
+        }
+    })
+}
+
+/// Starts the upstream-to-guest direction on a thread of its own, runs `forward` (the other
+/// direction) here, and waits for both.
+fn relay_with(
+    guest: TcpStream,
+    upstream: TcpStream,
+    forward: impl FnOnce(TcpStream, TcpStream),
+) -> bool {
+    let (Ok(guest_reader), Ok(upstream_writer)) = (guest.try_clone(), upstream.try_clone()) else {
         return false;
     };
     for socket in [&guest, &upstream] {
@@ -350,14 +396,54 @@ fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) -> bool {
             return false;
         }
     };
-    if upstream_writer.write_all(head).is_ok() {
-        copy(guest_reader, upstream_writer);
-    } else {
-        let _ = guest_reader.shutdown(Shutdown::Both);
-        let _ = upstream_writer.shutdown(Shutdown::Both);
-    }
+    forward(guest_reader, upstream_writer);
     let _ = back.join();
     true
+}
+
+/// Writes the request's head, then exactly its body: first from `early` (bytes read with the
+/// head), then from the guest. `Err` when the guest or the upstream ends before it is whole.
+fn send_request(
+    mut guest: TcpStream,
+    upstream: &mut TcpStream,
+    early: &[u8],
+    request: &Request,
+) -> Result<(), ()> {
+    upstream.write_all(&request.head).map_err(|_| ())?;
+    let mut buffer = vec![0u8; RELAY_BYTES];
+    match request.body {
+        Body::Length(length) => {
+            let first = usize::try_from(length).map_or(early.len(), |n| n.min(early.len()));
+            upstream.write_all(&early[..first]).map_err(|_| ())?;
+            let mut left = length - first as u64;
+            while left > 0 {
+                let want = usize::try_from(left).map_or(buffer.len(), |n| n.min(buffer.len()));
+                match guest.read(&mut buffer[..want]) {
+                    Ok(0) | Err(_) => return Err(()),
+                    Ok(n) => {
+                        upstream.write_all(&buffer[..n]).map_err(|_| ())?;
+                        left -= n as u64;
+                    }
+                }
+            }
+            Ok(())
+        }
+        Body::Chunked => {
+            let mut chunked = Chunked::default();
+            let (take, mut done) = chunked.feed(early).map_err(|_| ())?;
+            upstream.write_all(&early[..take]).map_err(|_| ())?;
+            while !done {
+                let n = match guest.read(&mut buffer) {
+                    Ok(0) | Err(_) => return Err(()),
+                    Ok(n) => n,
+                };
+                let (take, end) = chunked.feed(&buffer[..n]).map_err(|_| ())?;
+                upstream.write_all(&buffer[..take]).map_err(|_| ())?;
+                done = end;
+            }
+            Ok(())
+        }
+    }
 }
 
 /// TCP keepalive: a peer that vanished without a word ends its relay within about three minutes.

@@ -1,5 +1,7 @@
 //! The name a connection asks for, read from its first bytes before anything goes upstream: a
-//! TLS ClientHello's server name (SNI), or a plain HTTP request's `Host` header.
+//! TLS ClientHello's server name (SNI), or a plain HTTP request's `Host` header (`http.rs`).
+
+use super::http::{self, Parsed, Request};
 
 /// At most this much of a connection is read before it names its host.
 pub const PEEK_MAX: usize = 16 * 1_024;
@@ -8,8 +10,10 @@ pub const PEEK_MAX: usize = 16 * 1_024;
 pub enum Peeked {
     /// More bytes are needed.
     Incomplete,
-    /// The host name asked for (lower-case, without a port or trailing dot).
+    /// The host name a TLS connection asks for (lower-case, without a port or trailing dot).
     Name(String),
+    /// A plain HTTP request, its host named by its `Host` header.
+    Request(Request),
     /// The connection names no host it may be judged by: the reason.
     Unnamed(&'static str),
 }
@@ -18,7 +22,14 @@ pub fn peek(bytes: &[u8]) -> Peeked {
     match bytes.first() {
         None => Peeked::Incomplete,
         Some(0x16) => client_hello_name(bytes),
-        Some(_) => http_host(bytes),
+        Some(_) => match http::parse(bytes) {
+            Parsed::Incomplete if bytes.len() >= PEEK_MAX => {
+                Peeked::Unnamed("a request head too long")
+            }
+            Parsed::Incomplete => Peeked::Incomplete,
+            Parsed::Request(request) => Peeked::Request(request),
+            Parsed::Refused(reason) => Peeked::Unnamed(reason),
+        },
     }
 }
 
@@ -84,41 +95,9 @@ fn sni(handshake: &[u8]) -> Option<Option<String>> {
     Some(None)
 }
 
-/// The `Host` header of an HTTP/1 request whose head is complete.
-fn http_host(bytes: &[u8]) -> Peeked {
-    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
-        return if bytes.len() >= PEEK_MAX {
-            Peeked::Unnamed("a request head too long")
-        } else {
-            Peeked::Incomplete
-        };
-    };
-    let head = String::from_utf8_lossy(&bytes[..end]);
-    let mut lines = head.split("\r\n");
-    let request = lines.next().unwrap_or_default();
-    if !request.ends_with(" HTTP/1.1") && !request.ends_with(" HTTP/1.0") {
-        return Peeked::Unnamed("neither TLS nor HTTP/1");
-    }
-    let mut hosts = lines.filter_map(|line| {
-        let (field, value) = line.split_once(':')?;
-        field.eq_ignore_ascii_case("host").then(|| value.trim())
-    });
-    match (hosts.next(), hosts.next()) {
-        (Some(value), None) => {
-            let name = match value.rsplit_once(':') {
-                Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
-                _ => value,
-            };
-            host_name(name).map_or(Peeked::Unnamed("a malformed Host header"), Peeked::Name)
-        }
-        (None, _) => Peeked::Unnamed("HTTP without a Host header"),
-        (Some(_), Some(_)) => Peeked::Unnamed("HTTP with two Host headers"),
-    }
-}
-
 /// A host name as the allowlist holds names: lower-case, no trailing dot, only the bytes a
 /// name may hold (an IP literal has only digits and dots in its last label and is refused).
-fn host_name(raw: &str) -> Option<String> {
+pub(super) fn host_name(raw: &str) -> Option<String> {
     let name = raw.strip_suffix('.').unwrap_or(raw).to_ascii_lowercase();
     let valid = super::name::well_formed(&name, |b| {
         b.is_ascii_alphanumeric() || b == b'-' || b == b'_'
@@ -189,21 +168,16 @@ pub mod tests {
     }
 
     #[test]
-    fn http_names_its_host() {
+    fn http_names_its_host_by_its_request() {
         let get = b"GET / HTTP/1.1\r\nUser-Agent: x\r\nhost: Files.Example:80\r\n\r\n";
-        assert_eq!(peek(get), Peeked::Name("files.example".into()));
+        match peek(get) {
+            Peeked::Request(request) => assert_eq!(request.host, "files.example"),
+            other => panic!("{other:?}"),
+        }
         assert_eq!(peek(&get[..get.len() - 1]), Peeked::Incomplete);
         assert_eq!(
             peek(b"GET / HTTP/1.1\r\nX: y\r\n\r\n"),
             Peeked::Unnamed("HTTP without a Host header")
-        );
-        assert_eq!(
-            peek(b"GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n"),
-            Peeked::Unnamed("HTTP with two Host headers")
-        );
-        assert_eq!(
-            peek(b"GET / HTTP/1.1\r\nHost: 192.168.0.1\r\n\r\n"),
-            Peeked::Unnamed("a malformed Host header")
         );
         assert_eq!(
             peek(b"SSH-2.0-x\r\n\r\n"),

@@ -142,8 +142,9 @@ pub(super) fn internal_network(inspect: &NetworkInspect) -> Result<InternalNetwo
 }
 
 /// The engine host's addresses the gateway refuses like private ones: its gateways on the
-/// upstream network `name`, and every public address of this host when the engine runs here
-/// (`host_addresses.rs`); read as the sandbox starts (`gateway_command` passes each once).
+/// upstream network `name`, and every public address of this host when the engine runs here,
+/// or those of the engine's endpoint when it runs elsewhere (`host_addresses.rs`); read as the
+/// sandbox starts (`gateway_command` passes each once).
 pub(super) async fn host_addresses(
     docker: &Docker,
     name: &str,
@@ -163,7 +164,7 @@ pub(super) async fn host_addresses(
         .filter(|g| g.parse::<std::net::Ipv4Addr>().is_ok())
         .collect();
     addresses.extend(
-        crate::docker::host_addresses::of_local_engine(dialer)
+        crate::docker::host_addresses::of_engine_host(dialer)
             .await?
             .iter()
             .map(ToString::to_string),

@@ -1,0 +1,469 @@
+//! One plain HTTP/1 request per connection. A connection's host is named by its first request's
+//! `Host`, so that request is the only one the gateway passes on: its head is read strictly
+//! (CRLF line ends only, token field names, no folded lines, one `Host`, a request target on
+//! that host), rewritten to ask the upstream to close after its answer (`Connection: close`),
+//! and its body passed on as framed (`Content-Length`, or `chunked`); nothing the guest sends
+//! after that body reaches the upstream. A request the gateway could not follow to its end is
+//! refused: `CONNECT` (a tunnel), a protocol upgrade (an opaque stream afterwards: use TLS), a
+//! transfer coding other than `chunked`, a length that is not one plain number.
+
+/// Where a request's body ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Body {
+    /// Exactly this many bytes (none without a length or a coding).
+    Length(u64),
+    Chunked,
+}
+
+/// A request head judged whole and acceptable.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The `Host` header's name: lower-case, without a port or trailing dot.
+    pub host: String,
+    /// The head as passed on: the guest's, its hop-by-hop connection fields replaced by
+    /// `Connection: close`.
+    pub head: Vec<u8>,
+    /// How many of the guest's bytes the head took (the rest is body).
+    pub consumed: usize,
+    pub body: Body,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum Parsed {
+    Incomplete,
+    Request(Request),
+    Refused(&'static str),
+}
+
+/// Connection fields the gateway replaces: they would keep the connection for more requests.
+const HOP_BY_HOP: [&str; 3] = ["connection", "keep-alive", "proxy-connection"];
+
+fn is_token_byte(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+fn is_token(text: &str) -> bool {
+    !text.is_empty() && text.bytes().all(is_token_byte)
+}
+
+/// `METHOD SP target SP HTTP/1.x`: the method, the target.
+fn request_line(line: &str) -> Option<(&str, &str)> {
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return None;
+    };
+    let printable = target.bytes().all(|b| b.is_ascii_graphic());
+    (is_token(method) && printable && matches!(version, "HTTP/1.1" | "HTTP/1.0"))
+        .then_some((method, target))
+}
+
+/// Reads a request head from the first bytes of a connection (`PEEK_MAX` at most: the caller
+/// bounds them). What cannot start a request is refused at once, before its head is whole (a
+/// protocol whose server speaks first would otherwise wait out the deadline).
+pub fn parse(bytes: &[u8]) -> Parsed {
+    const NOT_HTTP: Parsed = Parsed::Refused("neither TLS nor HTTP/1");
+    match bytes.windows(2).position(|w| w == b"\r\n") {
+        Some(line_end) => {
+            let first = std::str::from_utf8(&bytes[..line_end]).ok();
+            if first.and_then(request_line).is_none() {
+                return NOT_HTTP;
+            }
+        }
+        None => {
+            let started = bytes
+                .iter()
+                .take_while(|b| **b != b' ')
+                .all(|b| is_token_byte(*b));
+            if !started || bytes.iter().any(|b| b.is_ascii_control() && *b != b'\r') {
+                return NOT_HTTP;
+            }
+        }
+    }
+    let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return Parsed::Incomplete;
+    };
+    let head = &bytes[..end];
+    let Ok(text) = std::str::from_utf8(head) else {
+        return Parsed::Refused("a request head that is not text");
+    };
+    let mut lines = text.split("\r\n");
+    let request_line_text = lines.next().unwrap_or_default();
+    let Some((method, target)) = request_line(request_line_text) else {
+        return NOT_HTTP;
+    };
+    // A line end is CRLF only: a lone CR or LF (or a NUL) inside a line is refused.
+    if text
+        .split("\r\n")
+        .any(|line| line.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0))
+    {
+        return Parsed::Refused("a malformed request head");
+    }
+    let mut host = None;
+    let mut hosts = 0;
+    let mut length = None;
+    let mut lengths = 0;
+    let mut coding = None;
+    let mut kept = Vec::new();
+    for line in lines {
+        let Some((name, value)) = line.split_once(':') else {
+            return Parsed::Refused("a malformed request head");
+        };
+        if !is_token(name) {
+            return Parsed::Refused("a malformed request head");
+        }
+        let value = value.trim_matches([' ', '\t']);
+        let field = name.to_ascii_lowercase();
+        match field.as_str() {
+            "host" => {
+                hosts += 1;
+                host = Some(value);
+            }
+            "content-length" => {
+                lengths += 1;
+                length = Some(value);
+            }
+            "transfer-encoding" => coding = Some(value),
+            "upgrade" => return Parsed::Refused("a protocol upgrade over plain HTTP (use TLS)"),
+            _ => {}
+        }
+        if !HOP_BY_HOP.contains(&field.as_str()) {
+            kept.push(line);
+        }
+    }
+    let host = match (hosts, host) {
+        (1, Some(value)) => match host_of(value) {
+            Some(name) => name,
+            None => return Parsed::Refused("a malformed Host header"),
+        },
+        (0, _) => return Parsed::Refused("HTTP without a Host header"),
+        _ => return Parsed::Refused("HTTP with two Host headers"),
+    };
+    if method == "CONNECT" {
+        return Parsed::Refused("CONNECT (a tunnel) over plain HTTP");
+    }
+    if !target_on(target, method, &host) {
+        return Parsed::Refused("a request target naming another host");
+    }
+    let body = match (coding, length, lengths) {
+        (Some(coding), None, 0) if coding.eq_ignore_ascii_case("chunked") => Body::Chunked,
+        (Some(_), _, _) => return Parsed::Refused("a transfer coding the gateway cannot follow"),
+        (None, None, 0) => Body::Length(0),
+        (None, Some(value), 1)
+            if !value.is_empty()
+                && value.len() <= 18
+                && value.bytes().all(|b| b.is_ascii_digit()) =>
+        {
+            Body::Length(value.parse().unwrap_or(0))
+        }
+        _ => return Parsed::Refused("a malformed Content-Length"),
+    };
+    let mut rewritten = request_line_text.as_bytes().to_vec();
+    for line in kept {
+        rewritten.extend_from_slice(b"\r\n");
+        rewritten.extend_from_slice(line.as_bytes());
+    }
+    rewritten.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
+    Parsed::Request(Request {
+        host,
+        head: rewritten,
+        consumed: end + 4,
+        body,
+    })
+}
+
+/// The name of a `Host` value: without its port; `None` when it is no host name.
+fn host_of(value: &str) -> Option<String> {
+    let name = match value.rsplit_once(':') {
+        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => value,
+    };
+    super::peek::host_name(name)
+}
+
+/// Whether a request target stays on `host`: a path, `*` for OPTIONS, or an absolute URI
+/// whose authority names `host` (servers take the host from such a target, not from `Host`).
+fn target_on(target: &str, method: &str, host: &str) -> bool {
+    if target.starts_with('/') {
+        return true;
+    }
+    if target == "*" {
+        return method == "OPTIONS";
+    }
+    let Some((scheme, rest)) = target.split_once("://") else {
+        return false;
+    };
+    if !scheme.eq_ignore_ascii_case("http") {
+        return false;
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return false;
+    }
+    host_of(authority).as_deref() == Some(host)
+}
+
+/// Follows a chunked body as its bytes pass: how many of them still belong to it.
+#[derive(Debug, Default)]
+pub struct Chunked {
+    state: State,
+    /// The current size or trailer line, bounded.
+    line: Vec<u8>,
+}
+
+#[derive(Debug, Default, PartialEq, Eq)]
+enum State {
+    #[default]
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailer,
+    Done,
+}
+
+/// The longest size or trailer line followed.
+const LINE_MAX: usize = 8 * 1_024;
+
+impl Chunked {
+    /// Of `bytes`, how many belong to the body, and whether it ends with them; `Err` for a
+    /// body that is not chunked as it says.
+    pub fn feed(&mut self, bytes: &[u8]) -> Result<(usize, bool), &'static str> {
+        let mut at = 0;
+        while at < bytes.len() && self.state != State::Done {
+            match self.state {
+                State::Data(left) => {
+                    let take = left.min((bytes.len() - at) as u64);
+                    at += take as usize;
+                    self.state = if take == left {
+                        State::DataEnd
+                    } else {
+                        State::Data(left - take)
+                    };
+                }
+                State::Size | State::DataEnd | State::Trailer => {
+                    let byte = bytes[at];
+                    at += 1;
+                    self.line.push(byte);
+                    if self.line.len() > LINE_MAX {
+                        return Err("a chunked body with a line too long");
+                    }
+                    if byte == b'\n' {
+                        let line = std::mem::take(&mut self.line);
+                        self.line_done(&line)?;
+                    }
+                }
+                State::Done => {}
+            }
+        }
+        Ok((at, self.state == State::Done))
+    }
+
+    fn line_done(&mut self, line: &[u8]) -> Result<(), &'static str> {
+        let Some(line) = line.strip_suffix(b"\r\n") else {
+            return Err("a chunked body with a bare line feed");
+        };
+        self.state = match self.state {
+            State::Size => {
+                let digits = line.split(|b| *b == b';').next().unwrap_or_default();
+                let size = std::str::from_utf8(digits)
+                    .ok()
+                    .filter(|d| !d.is_empty() && d.len() <= 15)
+                    .and_then(|d| u64::from_str_radix(d, 16).ok())
+                    .ok_or("a chunked body with a malformed size")?;
+                if size == 0 {
+                    State::Trailer
+                } else {
+                    State::Data(size)
+                }
+            }
+            State::DataEnd if line.is_empty() => State::Size,
+            State::DataEnd => return Err("a chunk longer than its size"),
+            State::Trailer if line.is_empty() => State::Done,
+            State::Trailer => State::Trailer,
+            State::Data(_) | State::Done => return Err("a chunked body out of step"),
+        };
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn request(text: &str) -> Request {
+        match parse(text.as_bytes()) {
+            Parsed::Request(r) => r,
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+
+    fn refused(text: &str) -> &'static str {
+        match parse(text.as_bytes()) {
+            Parsed::Refused(why) => why,
+            other => panic!("{text:?}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn one_request_is_passed_on_asking_the_upstream_to_close() {
+        let r = request(
+            "GET /a HTTP/1.1\r\nHost: API.example:80\r\nConnection: keep-alive\r\nKeep-Alive: 5\r\nAccept: */*\r\n\r\nGET /next",
+        );
+        assert_eq!(r.host, "api.example");
+        assert_eq!(
+            String::from_utf8(r.head).unwrap(),
+            "GET /a HTTP/1.1\r\nHost: API.example:80\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        assert_eq!(r.consumed, 93, "up to the next request");
+        assert_eq!(r.body, Body::Length(0));
+        let post = request("POST / HTTP/1.1\r\nhost:a.example\r\nContent-Length: 12\r\n\r\n");
+        assert_eq!(post.body, Body::Length(12));
+        let chunked =
+            request("POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: Chunked\r\n\r\n");
+        assert_eq!(chunked.body, Body::Chunked);
+        assert_eq!(
+            request("GET http://a.example:80/x HTTP/1.1\r\nHost: a.example\r\n\r\n").host,
+            "a.example"
+        );
+        assert_eq!(
+            request("OPTIONS * HTTP/1.1\r\nHost: a.example\r\n\r\n").host,
+            "a.example"
+        );
+        assert_eq!(
+            parse(b"GET / HTTP/1.1\r\nHost: a.example\r\n"),
+            Parsed::Incomplete
+        );
+    }
+
+    #[test]
+    fn what_the_gateway_could_not_follow_or_that_names_another_host_is_refused() {
+        let another = "a request target naming another host";
+        assert_eq!(
+            refused("GET http://b.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            another
+        );
+        assert_eq!(
+            refused("GET http://a.example@b.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            another
+        );
+        assert_eq!(
+            refused("GET https://a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            another
+        );
+        assert_eq!(
+            refused("GET a.example/ HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            another
+        );
+        assert_eq!(
+            refused("GET * HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            another
+        );
+        assert_eq!(
+            refused("CONNECT b.example:443 HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            "CONNECT (a tunnel) over plain HTTP"
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: h2c\r\n\r\n"),
+            "a protocol upgrade over plain HTTP (use TLS)"
+        );
+        let malformed = "a malformed request head";
+        assert_eq!(
+            refused("GET / HTTP/1.1\nHost: b.example\nX: HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            "neither TLS nor HTTP/1"
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nX: a\nHost: b.example\r\n\r\n"),
+            malformed
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost : b.example\r\nHost: a.example\r\n\r\n"),
+            malformed
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\n folded\r\n\r\n"),
+            malformed
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nX-\u{85}: y\r\nHost: a.example\r\n\r\n"),
+            malformed
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nHost: b.example\r\n\r\n"),
+            "HTTP with two Host headers"
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.0\r\n\r\n"),
+            "HTTP without a Host header"
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n"),
+            "a malformed Host header"
+        );
+        let coding = "a transfer coding the gateway cannot follow";
+        assert_eq!(
+            refused(
+                "POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+            ),
+            coding
+        );
+        assert_eq!(
+            refused("POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"),
+            coding
+        );
+        let length = "a malformed Content-Length";
+        assert_eq!(refused("POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 3\r\nContent-Length: 3\r\n\r\n"), length);
+        assert_eq!(
+            refused("POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: -1\r\n\r\n"),
+            length
+        );
+        assert_eq!(
+            refused("POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 1,1\r\n\r\n"),
+            length
+        );
+        assert_eq!(refused("SSH-2.0-x\r\n\r\n"), "neither TLS nor HTTP/1");
+        // Refused before the head is whole: a first line that is no request line, a first
+        // byte no method starts with (a database's binary hello), a control byte.
+        assert_eq!(refused("SSH-2.0-OpenSSH_9.6\r\n"), "neither TLS nor HTTP/1");
+        assert_eq!(
+            parse(b"\x00\x00\x00\x08\x04\xd2\x16\x2f"),
+            Parsed::Refused("neither TLS nor HTTP/1")
+        );
+        assert_eq!(
+            parse(b"GET /\x01"),
+            Parsed::Refused("neither TLS nor HTTP/1")
+        );
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: a"), Parsed::Incomplete);
+        assert_eq!(parse(b"GE"), Parsed::Incomplete);
+        assert_eq!(
+            refused("GET / HTTP/2.0\r\nHost: a.example\r\n\r\n"),
+            "neither TLS nor HTTP/1"
+        );
+    }
+
+    #[test]
+    fn a_chunked_body_is_followed_to_its_end_in_any_pieces() {
+        let body = b"5;ext=1\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+        let whole = body.len() - 4;
+        let mut once = Chunked::default();
+        assert_eq!(once.feed(body), Ok((whole, true)));
+        for split in 1..whole {
+            let mut pieces = Chunked::default();
+            let (first, done) = pieces.feed(&body[..split]).unwrap();
+            assert_eq!((first, done), (split, false), "{split}");
+            assert_eq!(
+                pieces.feed(&body[split..]),
+                Ok((whole - split, true)),
+                "{split}"
+            );
+        }
+        for bad in [
+            &b"x\r\n"[..],
+            b"5\r\nhelloX\r\n",
+            b"5\nhello",
+            b"1234567890abcdef0\r\n",
+        ] {
+            assert!(Chunked::default().feed(bad).is_err(), "{bad:?}");
+        }
+    }
+}
