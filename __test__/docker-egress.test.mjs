@@ -230,6 +230,35 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
+  test('a busy gateway still answers lookups at once: unlisted names NXDOMAIN, listed ones SERVFAIL, counted', async () => {
+    const ns = uniqueNamespace('egress-busy');
+    const backend = dockerBackend(ns, world.backendOptions);
+    // 24 PIDs: (24 - 16 - 2 ports) / 2 = 3 connections or upstream lookups at once.
+    const sandbox = await backend.reserve(request((p) => {
+      allowlist(p);
+      p.resources.pids = 24;
+    }), { kind: 'in_process' }).start();
+    try {
+      const gateway = gatewayOf(sandbox);
+      const script = [
+        // Four connections that never name a host: three hold every slot for 10 s.
+        `for i in 1 2 3 4; do (sleep 9 | nc ${gateway} 80 >/dev/null 2>&1 &); done; sleep 1`,
+        `out=$(nslookup nope.test 2>&1); echo "unlisted=$(echo "$out" | grep -c NXDOMAIN)"`,
+        `out=$(nslookup allowed.test 2>&1); echo "listed=$(echo "$out" | grep -c SERVFAIL)"`,
+      ].join('\n');
+      const { stdout } = await runShell(sandbox, script);
+      const seen = marks(stdout);
+      assert.notEqual(seen.unlisted, '0', stdout);
+      assert.notEqual(seen.listed, '0', stdout);
+      const report = await dockerSandboxEgress(sandbox);
+      assert.ok(report.recent.some((r) => r.port === 53 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+      assert.ok(report.recent.some((r) => r.port === 80 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
   test('HTTPS by name with the server name checked: a verified request works, another or no server name is refused', async () => {
     const ns = uniqueNamespace('egress-tls');
     const backend = dockerBackend(ns, { ...world.backendOptions, image: NODE_IMAGE });

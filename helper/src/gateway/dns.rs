@@ -171,6 +171,8 @@ pub fn parse_answer(id: u16, message: &[u8]) -> Option<Upstream> {
     if rcode != 0 {
         return Some(Upstream::Failed(rcode));
     }
+    // A truncated answer (TC) keeps the whole records it holds; one with none fails.
+    let truncated = message[2] & 0x02 != 0;
     let questions = u16_at(message, 4)?;
     let answers = u16_at(message, 6)?;
     let mut at = HEADER;
@@ -180,19 +182,36 @@ pub fn parse_answer(id: u16, message: &[u8]) -> Option<Upstream> {
     let mut addresses = Vec::new();
     let mut ttl = u32::MAX;
     for _ in 0..answers {
-        at = skip_name(message, at)?;
-        let rtype = u16_at(message, at)?;
-        let rclass = u16_at(message, at + 2)?;
-        let record_ttl = u32::from_be_bytes(message.get(at + 4..at + 8)?.try_into().ok()?);
-        let length = usize::from(u16_at(message, at + 8)?);
-        let data = message.get(at + 10..at + 10 + length)?;
-        if rtype == TYPE_A && rclass == CLASS_IN && length == 4 {
-            addresses.push(Ipv4Addr::new(data[0], data[1], data[2], data[3]));
+        let Some((record, next)) = answer_record(message, at) else {
+            if truncated {
+                break;
+            }
+            return None;
+        };
+        if let Some((address, record_ttl)) = record {
+            addresses.push(address);
             ttl = ttl.min(record_ttl);
         }
-        at += 10 + length;
+        at = next;
+    }
+    if truncated && addresses.is_empty() {
+        return Some(Upstream::Failed(RCODE_SERVFAIL));
     }
     Some(Upstream::Addresses(addresses, ttl))
+}
+
+/// The answer record at `at`: its address and TTL when it is an IN A record, and where the
+/// next one starts.
+fn answer_record(message: &[u8], at: usize) -> Option<(Option<(Ipv4Addr, u32)>, usize)> {
+    let at = skip_name(message, at)?;
+    let rtype = u16_at(message, at)?;
+    let rclass = u16_at(message, at + 2)?;
+    let ttl = u32::from_be_bytes(message.get(at + 4..at + 8)?.try_into().ok()?);
+    let length = usize::from(u16_at(message, at + 8)?);
+    let data = message.get(at + 10..at + 10 + length)?;
+    let record = (rtype == TYPE_A && rclass == CLASS_IN && length == 4)
+        .then(|| (Ipv4Addr::new(data[0], data[1], data[2], data[3]), ttl));
+    Some((record, at + 10 + length))
 }
 
 /// Past a possibly compressed name at `at`.
@@ -268,5 +287,18 @@ mod tests {
             ))
         );
         assert_eq!(parse_answer(9, &message[..message.len() - 2]), None);
+        // Truncated (TC): the whole records it holds count; without any, it failed.
+        let mut truncated = message.clone();
+        truncated[2] |= 0x02;
+        truncated[7] = 3;
+        assert_eq!(
+            parse_answer(9, &truncated),
+            Some(Upstream::Addresses(
+                vec![Ipv4Addr::new(198, 51, 100, 7)],
+                20
+            ))
+        );
+        let cut = &truncated[..truncated.len() - 16];
+        assert_eq!(parse_answer(9, cut), Some(Upstream::Failed(RCODE_SERVFAIL)));
     }
 }

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use address::{class, Class};
 use config::Config;
-use dns::{bare_answer, parse_query, Malformed, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
+use dns::{bare_answer, parse_query, Malformed, Query, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
 use http::{Body, Chunked, Request};
 use peek::{peek, Peeked, PEEK_MAX};
 use report::Report;
@@ -126,24 +126,36 @@ fn serve_lookups(gateway: &Arc<Gateway>, socket: &UdpSocket) {
         if !gateway.config.internal(ip_of(from)) {
             continue;
         }
-        let message = buffer[..n].to_vec();
-        let busy = |gateway: &Gateway| {
+        // Only a listed name's A question waits on the upstream, on a thread of its own; every
+        // other answer, and a busy gateway's, is sent at once.
+        let query = match answer_at_once(gateway, &buffer[..n]) {
+            Ok(Some(answer)) => {
+                let _ = socket.send_to(&answer, from);
+                continue;
+            }
+            Ok(None) => continue,
+            Err(query) => query,
+        };
+        let busy = query.answer(RCODE_SERVFAIL, None, 0);
+        let refuse = || {
             gateway
                 .report
-                .refused(&ip_of(from).to_string(), 53, "the gateway is busy")
+                .refused(&ip_of(from).to_string(), 53, "the gateway is busy");
+            let _ = socket.send_to(&busy, from);
         };
         let (Some(held), Ok(reply)) = (slot(gateway), socket.try_clone()) else {
-            busy(gateway);
+            refuse();
             continue;
         };
+        let message = buffer[..n].to_vec();
         let spawned = spawn(move || {
-            if let Some(answer) = lookup(&held.0, &message) {
-                let _ = reply.send_to(&answer, from);
+            if let Ok(query) = parse_query(&message) {
+                let _ = reply.send_to(&upstream_answer(&held.0, &query), from);
             }
             drop(held);
         });
         if spawned.is_err() {
-            busy(gateway);
+            refuse();
         }
     }
 }
@@ -155,29 +167,36 @@ fn ip_of(address: SocketAddr) -> Ipv4Addr {
     }
 }
 
-/// The answer to one guest lookup, `None` for a message not worth one.
-fn lookup(gateway: &Gateway, message: &[u8]) -> Option<Vec<u8>> {
+/// The answer to a guest lookup that needs no upstream (`Ok`: `None` for a message not worth
+/// one), or the query of a listed name's A question, which does (`Err`).
+fn answer_at_once<'a>(gateway: &Gateway, message: &'a [u8]) -> Result<Option<Vec<u8>>, Query<'a>> {
     let query = match parse_query(message) {
         Ok(query) => query,
-        Err(Malformed::Unanswerable) => return None,
+        Err(Malformed::Unanswerable) => return Ok(None),
         Err(Malformed::Answer(id, code)) => {
             gateway
                 .report
                 .refused("a malformed lookup", 53, "not a lookup the gateway answers");
-            return Some(bare_answer(id, code));
+            return Ok(Some(bare_answer(id, code)));
         }
     };
     if !query.is_internet_class() || !gateway.config.names(&query.name) {
         gateway
             .report
             .refused(&query.name, 53, "not on the allowlist");
-        return Some(query.answer(RCODE_NXDOMAIN, None, 0));
+        return Ok(Some(query.answer(RCODE_NXDOMAIN, None, 0)));
     }
     if query.qtype != TYPE_A {
         // Allowed, but only IPv4 goes out: an empty answer, so the guest asks for A.
-        return Some(query.answer(0, None, ANSWER_TTL));
+        return Ok(Some(query.answer(0, None, ANSWER_TTL)));
     }
-    Some(match gateway.resolver.resolve(&query.name) {
+    Err(query)
+}
+
+/// The answer to a listed name's A question: the gateway's own address once the name
+/// resolved upstream.
+fn upstream_answer(gateway: &Gateway, query: &Query<'_>) -> Vec<u8> {
+    match gateway.resolver.resolve(&query.name) {
         Resolved::Addresses(addresses) if addresses.is_empty() => query.answer(0, None, ANSWER_TTL),
         Resolved::Addresses(_) => {
             gateway.report.allowed();
@@ -188,7 +207,7 @@ fn lookup(gateway: &Gateway, message: &[u8]) -> Option<Vec<u8>> {
             eprintln!("native-sandbox gateway: resolving {}: {why}", query.name);
             query.answer(RCODE_SERVFAIL, None, 0)
         }
-    })
+    }
 }
 
 fn accept_loop(gateway: &Arc<Gateway>, port: u16, listener: &TcpListener) {

@@ -52,7 +52,12 @@ impl Resolver {
         for server in &self.servers {
             match ask(*server, name) {
                 Ok(Upstream::Addresses(addresses, ttl)) => {
-                    let ttl = Duration::from_secs(u64::from(ttl)).clamp(TTL_MIN, TTL_MAX);
+                    // An empty answer has no TTL of its own: it is asked again soon.
+                    let ttl = if addresses.is_empty() {
+                        TTL_MIN
+                    } else {
+                        Duration::from_secs(u64::from(ttl)).clamp(TTL_MIN, TTL_MAX)
+                    };
                     let mut cache = self.lock();
                     if cache.len() >= CACHE_MAX {
                         cache.clear();
