@@ -34,7 +34,8 @@ use resolve::{Resolved, Resolver};
 
 pub use report::print as print_report;
 
-/// How long a connection may take, in all, to name its host, and an upstream to accept.
+/// How long a connection may take, in all, to name its host, and its upstream (every address
+/// tried, one after another) to accept.
 const PEEK_WAIT: Duration = Duration::from_secs(10);
 const CONNECT_WAIT: Duration = Duration::from_secs(10);
 /// How long a loop waits after its socket failed (out of descriptors, say) before it tries again.
@@ -308,25 +309,26 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         );
         return;
     }
+    let deadline = std::time::Instant::now() + CONNECT_WAIT;
     let Some(upstream) = permitted.iter().find_map(|address| {
-        TcpStream::connect_timeout(
-            &SocketAddr::V4(SocketAddrV4::new(*address, port)),
-            CONNECT_WAIT,
-        )
-        .ok()
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        if left.is_zero() {
+            return None;
+        }
+        TcpStream::connect_timeout(&SocketAddr::V4(SocketAddrV4::new(*address, port)), left).ok()
     }) else {
         gateway
             .report
             .refused(&name, port, "the upstream did not accept");
         return;
     };
+    // Counted as allowed once both directions run.
+    let started = || gateway.report.allowed();
     let relayed = match named {
-        Named::Tls(_) => relay(guest, upstream, &head),
-        Named::Http(request) => relay_request(guest, upstream, &head, &request),
+        Named::Tls(_) => relay(guest, upstream, &head, started),
+        Named::Http(request) => relay_request(guest, upstream, &head, &request, started),
     };
-    if relayed {
-        gateway.report.allowed();
-    } else {
+    if !relayed {
         gateway.report.refused(&name, port, "the gateway is busy");
     }
 }
@@ -369,35 +371,52 @@ fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<Named, &'stati
 
 /// Both directions until each ends; an end is passed on as a half close. `false` when the
 /// second direction's thread could not start (both sides are then closed, nothing relayed).
-fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8]) -> bool {
-    relay_with(guest, upstream, |guest_reader, mut upstream_writer| {
-        if upstream_writer.write_all(head).is_ok() {
-            copy(guest_reader, upstream_writer);
-        } else {
-            let _ = guest_reader.shutdown(Shutdown::Both);
-            let _ = upstream_writer.shutdown(Shutdown::Both);
-        }
-    })
+fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8], started: impl FnOnce()) -> bool {
+    relay_with(
+        guest,
+        upstream,
+        started,
+        |guest_reader, mut upstream_writer| {
+            if upstream_writer.write_all(head).is_ok() {
+                copy(guest_reader, upstream_writer);
+            } else {
+                let _ = guest_reader.shutdown(Shutdown::Both);
+                let _ = upstream_writer.shutdown(Shutdown::Both);
+            }
+        },
+    )
 }
 
 /// A plain HTTP connection: its one request (`http.rs`: the head as rewritten, then the body
 /// as framed, from the bytes already read on) goes up, the answer comes back until the
 /// upstream ends. Nothing the guest sends after that body is read; a request cut short is
 /// passed on as a half close.
-fn relay_request(guest: TcpStream, upstream: TcpStream, read: &[u8], request: &Request) -> bool {
-    relay_with(guest, upstream, |guest_reader, mut upstream_writer| {
-        let early = read.get(request.consumed..).unwrap_or_default();
-        if send_request(guest_reader, &mut upstream_writer, early, request).is_err() {
-            let _ = upstream_writer.shutdown(Shutdown::Write);
-        }
-    })
+fn relay_request(
+    guest: TcpStream,
+    upstream: TcpStream,
+    read: &[u8],
+    request: &Request,
+    started: impl FnOnce(),
+) -> bool {
+    relay_with(
+        guest,
+        upstream,
+        started,
+        |guest_reader, mut upstream_writer| {
+            let early = read.get(request.consumed..).unwrap_or_default();
+            if send_request(guest_reader, &mut upstream_writer, early, request).is_err() {
+                let _ = upstream_writer.shutdown(Shutdown::Write);
+            }
+        },
+    )
 }
 
-/// Starts the upstream-to-guest direction on a thread of its own, runs `forward` (the other
-/// direction) here, and waits for both.
+/// Starts the upstream-to-guest direction on a thread of its own, says so (`started`), runs
+/// `forward` (the other direction) here, and waits for both.
 fn relay_with(
     guest: TcpStream,
     upstream: TcpStream,
+    started: impl FnOnce(),
     forward: impl FnOnce(TcpStream, TcpStream),
 ) -> bool {
     let (Ok(guest_reader), Ok(upstream_writer)) = (guest.try_clone(), upstream.try_clone()) else {
@@ -415,6 +434,7 @@ fn relay_with(
             return false;
         }
     };
+    started();
     forward(guest_reader, upstream_writer);
     let _ = back.join();
     true

@@ -3,8 +3,9 @@
 
 use super::http::{self, Parsed, Request};
 
-/// At most this much of a connection is read before it names its host.
-pub const PEEK_MAX: usize = 16 * 1_024;
+/// At most this much of a connection is read before it names its host: a ClientHello of up to
+/// 16 KiB in whole records (each with its 5-byte header), or an HTTP head.
+pub const PEEK_MAX: usize = 16 * 1_024 + 64;
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum Peeked {
@@ -40,15 +41,29 @@ fn u16_at(bytes: &[u8], at: usize) -> Option<usize> {
     ])))
 }
 
-/// The SNI of a ClientHello that fits in its first record.
+/// The SNI of a ClientHello, in one handshake record or spread over several (RFC 8446 5.1).
 fn client_hello_name(bytes: &[u8]) -> Peeked {
-    let Some(length) = u16_at(bytes, 3) else {
-        return Peeked::Incomplete;
+    let mut handshake = Vec::new();
+    let mut at = 0;
+    // The whole handshake message: its type and 3-byte length, then that many bytes.
+    let whole = |h: &[u8]| {
+        h.len() >= 4
+            && h.len() >= 4 + (usize::from(h[1]) << 16 | usize::from(h[2]) << 8 | usize::from(h[3]))
     };
-    if bytes.len() < 5 + length {
-        return Peeked::Incomplete;
+    while !whole(&handshake) {
+        let Some(length) = u16_at(bytes, at + 3) else {
+            return Peeked::Incomplete;
+        };
+        if bytes[at] != 0x16 || length == 0 {
+            return Peeked::Unnamed("a malformed TLS ClientHello");
+        }
+        let Some(fragment) = bytes.get(at + 5..at + 5 + length) else {
+            return Peeked::Incomplete;
+        };
+        handshake.extend_from_slice(fragment);
+        at += 5 + length;
     }
-    match sni(&bytes[5..5 + length]) {
+    match sni(&handshake) {
         Some(Some(name)) => {
             host_name(&name).map_or(Peeked::Unnamed("a malformed server name"), Peeked::Name)
         }
@@ -165,6 +180,31 @@ pub mod tests {
             peek(&garbage),
             Peeked::Unnamed("a malformed TLS ClientHello")
         );
+    }
+
+    #[test]
+    fn a_client_hello_spread_over_records_names_its_server() {
+        let hello = client_hello("api.example.com");
+        let handshake = &hello[5..];
+        // Split the handshake into three records of its own type.
+        let mut split = Vec::new();
+        for piece in [&handshake[..3], &handshake[3..50], &handshake[50..]] {
+            split.extend_from_slice(&[0x16, 0x03, 0x01]);
+            split.extend_from_slice(&(piece.len() as u16).to_be_bytes());
+            split.extend_from_slice(piece);
+        }
+        assert_eq!(peek(&split), Peeked::Name("api.example.com".into()));
+        for cut in [6, 8, 9, 60, split.len() - 1] {
+            assert_eq!(peek(&split[..cut]), Peeked::Incomplete, "{cut}");
+        }
+        // A record of another type (alert) in between, or an empty one: malformed.
+        let mut alert = split.clone();
+        alert[8] = 0x15;
+        assert_eq!(peek(&alert), Peeked::Unnamed("a malformed TLS ClientHello"));
+        let mut empty = hello[..5].to_vec();
+        empty[3] = 0;
+        empty[4] = 0;
+        assert_eq!(peek(&empty), Peeked::Unnamed("a malformed TLS ClientHello"));
     }
 
     #[test]
