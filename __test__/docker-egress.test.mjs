@@ -186,16 +186,19 @@ describe('allowlist egress', () => {
     const ns = uniqueNamespace('egress-http');
     const backend = dockerBackend(ns, world.backendOptions);
     const sandbox = await backend.reserve(request((p) => {
-      p.network = { kind: 'allowlist', hosts: ['bulk.test:80'] };
+      p.network = { kind: 'allowlist', hosts: ['bulk.test:80', 'bulk.test:8080'] };
     }), { kind: 'in_process' }).start();
     try {
       const gateway = gatewayOf(sandbox);
-      // The bulk server answers `/N` with N bytes and keeps connections alive.
-      const send = (key, text) => `out=$(printf '${text}' | timeout 8 nc ${gateway} 80 | tr -d '\\r' | tr '\\n' '|'); echo "${key}=$?:$out"`;
+      // On 80 the bulk server answers `/N` with N bytes; on 8080 it answers with every byte
+      // the gateway passed on to it.
+      const send = (key, text, port = 80) => `out=$(printf '${text}' | timeout 8 nc ${gateway} ${port} | tr -d '\\r' | tr '\\n' '|'); echo "${key}=$?:$out"`;
       const script = [
-        send('pipelined', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
-        send('posted', 'POST /2 HTTP/1.1\\r\\nHost: bulk.test\\r\\nContent-Length: 5\\r\\n\\r\\nhelloGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
-        send('chunked', 'POST /4 HTTP/1.1\\r\\nHost: bulk.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
+        send('pipelined', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nConnection: keep-alive\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n', 8080),
+        send('posted', 'POST /2 HTTP/1.1\\r\\nHost: bulk.test:8080\\r\\nContent-Length: 5\\r\\n\\r\\nhelloGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n', 8080),
+        send('chunked', 'POST /4 HTTP/1.1\\r\\nHost: bulk.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n', 8080),
+        send('answered', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
+        send('other_port', 'GET / HTTP/1.1\\r\\nHost: bulk.test:8080\\r\\n\\r\\n'),
         send('absolute', 'GET http://other.test/3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
         send('upgrade', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nUpgrade: h2c\\r\\nConnection: Upgrade\\r\\n\\r\\n'),
         send('tunnel', 'CONNECT other.test:80 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
@@ -205,15 +208,16 @@ describe('allowlist egress', () => {
       ].join('\n');
       const { stdout } = await runShell(sandbox, script);
       const seen = marks(stdout);
-      const answers = (key) => (seen[key].match(/HTTP\/1\.1 200 OK/g) ?? []).length;
-      for (const key of ['pipelined', 'posted', 'chunked']) {
-        assert.equal(answers(key), 1, `${key}: ${stdout}`);
-        assert.match(seen[key], /^0:/, `${key}: ${stdout}`);
-      }
-      assert.match(seen.pipelined, /\|xxx$/, stdout);
-      assert.match(seen.posted, /\|xx$/, stdout);
-      assert.match(seen.chunked, /\|xxxx$/, stdout);
-      for (const key of ['absolute', 'upgrade', 'tunnel', 'not_http']) assert.equal(seen[key], '0:', `${key}: ${stdout}`);
+      // Exactly the one request reached the upstream (its head with `Connection: close`, its
+      // body as framed), nothing after it.
+      const echoed = (text) => `0:HTTP/1.1 200 OK|Content-Length: ${text.replaceAll('|', '\r\n').length}||${text}`;
+      assert.equal(seen.pipelined, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
+      assert.equal(seen.posted, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 5|Connection: close||hello'), stdout);
+      assert.equal(seen.chunked, echoed('POST /4 HTTP/1.1|Host: bulk.test|Transfer-Encoding: chunked|Connection: close||5|hello|0||'), stdout);
+      // A keep-alive server answers the one request and closes.
+      assert.equal((seen.answered.match(/HTTP\/1\.1 200 OK/g) ?? []).length, 1, stdout);
+      assert.match(seen.answered, /^0:.*\|xxx$/, stdout);
+      for (const key of ['absolute', 'upgrade', 'tunnel', 'not_http', 'other_port']) assert.equal(seen[key], '0:', `${key}: ${stdout}`);
       assert.equal(seen.wget, '0:xxxx', stdout);
       const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
       for (const expected of [
@@ -221,6 +225,7 @@ describe('allowlist egress', () => {
         `${gateway}:80 a protocol upgrade over plain HTTP (use TLS)`,
         `${gateway}:80 CONNECT (a tunnel) over plain HTTP`,
         `${gateway}:80 neither TLS nor HTTP/1`,
+        `${gateway}:80 a malformed Host header`,
       ]) {
         assert.ok(reasons.includes(expected), `${expected} in ${JSON.stringify(reasons)}`);
       }

@@ -48,8 +48,21 @@ https.createServer({ key: process.env.KEY, cert: process.env.CERT, ciphers: 'ALL
 }).listen(443);
 `;
 
-// A plain HTTP server that sends `/<n>` bytes (for the benchmark's downloads).
+// A plain HTTP server that sends `/<n>` bytes (for the benchmark's downloads); on 8080, a raw
+// one that answers each connection, 500 ms after its first bytes, with every byte it received
+// (what the gateway passed on, exactly).
 const BULK = `
+require('node:net').createServer((socket) => {
+  const got = [];
+  socket.on('error', () => {});
+  socket.on('data', (d) => {
+    if (got.push(d) > 1) return;
+    setTimeout(() => {
+      const body = Buffer.concat(got);
+      socket.end(Buffer.concat([Buffer.from('HTTP/1.1 200 OK\\r\\nContent-Length: ' + body.length + '\\r\\n\\r\\n'), body]));
+    }, 500);
+  });
+}).listen(8080);
 const http = require('node:http');
 const block = Buffer.alloc(256 * 1024, 120);
 http.createServer((req, res) => {

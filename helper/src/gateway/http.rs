@@ -59,10 +59,11 @@ fn request_line(line: &str) -> Option<(&str, &str)> {
         .then_some((method, target))
 }
 
-/// Reads a request head from the first bytes of a connection (`PEEK_MAX` at most: the caller
-/// bounds them). What cannot start a request is refused at once, before its head is whole (a
-/// protocol whose server speaks first would otherwise wait out the deadline).
-pub fn parse(bytes: &[u8]) -> Parsed {
+/// Reads a request head from the first bytes of a connection on `port` (`PEEK_MAX` at most:
+/// the caller bounds them). What cannot start a request is refused at once, before its head
+/// is whole (a client speaking another protocol first: SSH, a database's binary hello); a
+/// protocol whose server speaks first sends nothing, so it waits out the deadline.
+pub fn parse(bytes: &[u8], port: u16) -> Parsed {
     const NOT_HTTP: Parsed = Parsed::Refused("neither TLS nor HTTP/1");
     match bytes.windows(2).position(|w| w == b"\r\n") {
         Some(line_end) => {
@@ -93,11 +94,12 @@ pub fn parse(bytes: &[u8]) -> Parsed {
     let Some((method, target)) = request_line(request_line_text) else {
         return NOT_HTTP;
     };
-    // A line end is CRLF only: a lone CR or LF (or a NUL) inside a line is refused.
-    if text
-        .split("\r\n")
-        .any(|line| line.bytes().any(|b| b == b'\r' || b == b'\n' || b == 0))
-    {
+    // A line end is CRLF only: a lone CR or LF, or any other control byte but a tab, inside a
+    // line is refused.
+    if text.split("\r\n").any(|line| {
+        line.bytes()
+            .any(|b| (b.is_ascii_control() && b != b'\t') || b == 0x7f)
+    }) {
         return Parsed::Refused("a malformed request head");
     }
     let mut host = None;
@@ -105,6 +107,7 @@ pub fn parse(bytes: &[u8]) -> Parsed {
     let mut length = None;
     let mut lengths = 0;
     let mut coding = None;
+    let mut codings = 0;
     let mut kept = Vec::new();
     for line in lines {
         let Some((name, value)) = line.split_once(':') else {
@@ -124,7 +127,10 @@ pub fn parse(bytes: &[u8]) -> Parsed {
                 lengths += 1;
                 length = Some(value);
             }
-            "transfer-encoding" => coding = Some(value),
+            "transfer-encoding" => {
+                codings += 1;
+                coding = Some(value);
+            }
             "upgrade" => return Parsed::Refused("a protocol upgrade over plain HTTP (use TLS)"),
             _ => {}
         }
@@ -133,7 +139,7 @@ pub fn parse(bytes: &[u8]) -> Parsed {
         }
     }
     let host = match (hosts, host) {
-        (1, Some(value)) => match host_of(value) {
+        (1, Some(value)) => match host_of(value, port) {
             Some(name) => name,
             None => return Parsed::Refused("a malformed Host header"),
         },
@@ -143,11 +149,16 @@ pub fn parse(bytes: &[u8]) -> Parsed {
     if method == "CONNECT" {
         return Parsed::Refused("CONNECT (a tunnel) over plain HTTP");
     }
-    if !target_on(target, method, &host) {
+    if !target_on(target, method, &host, port) {
         return Parsed::Refused("a request target naming another host");
     }
+    let http_1_1 = request_line_text.ends_with("HTTP/1.1");
     let body = match (coding, length, lengths) {
-        (Some(coding), None, 0) if coding.eq_ignore_ascii_case("chunked") => Body::Chunked,
+        (Some(coding), None, 0)
+            if codings == 1 && http_1_1 && coding.eq_ignore_ascii_case("chunked") =>
+        {
+            Body::Chunked
+        }
         (Some(_), _, _) => return Parsed::Refused("a transfer coding the gateway cannot follow"),
         (None, None, 0) => Body::Length(0),
         (None, Some(value), 1)
@@ -173,10 +184,17 @@ pub fn parse(bytes: &[u8]) -> Parsed {
     })
 }
 
-/// The name of a `Host` value: without its port; `None` when it is no host name.
-fn host_of(value: &str) -> Option<String> {
+/// The name of a `Host` value (or an absolute target's authority) on a connection to `port`:
+/// without its port, which may only be that one; `None` when it is no host name.
+fn host_of(value: &str, port: u16) -> Option<String> {
     let name = match value.rsplit_once(':') {
-        Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+        Some((name, "")) => name,
+        Some((name, given)) if given.bytes().all(|b| b.is_ascii_digit()) => {
+            if given.len() > 5 || given.parse::<u16>().ok() != Some(port) {
+                return None;
+            }
+            name
+        }
         _ => value,
     };
     super::peek::host_name(name)
@@ -184,7 +202,7 @@ fn host_of(value: &str) -> Option<String> {
 
 /// Whether a request target stays on `host`: a path, `*` for OPTIONS, or an absolute URI
 /// whose authority names `host` (servers take the host from such a target, not from `Host`).
-fn target_on(target: &str, method: &str, host: &str) -> bool {
+fn target_on(target: &str, method: &str, host: &str, port: u16) -> bool {
     if target.starts_with('/') {
         return true;
     }
@@ -201,7 +219,7 @@ fn target_on(target: &str, method: &str, host: &str) -> bool {
     if authority.contains('@') {
         return false;
     }
-    host_of(authority).as_deref() == Some(host)
+    host_of(authority, port).as_deref() == Some(host)
 }
 
 /// Follows a chunked body as its bytes pass: how many of them still belong to it.
@@ -265,10 +283,20 @@ impl Chunked {
         };
         self.state = match self.state {
             State::Size => {
-                let digits = line.split(|b| *b == b';').next().unwrap_or_default();
+                // Hex digits, then perhaps extensions (`;name[=value]`), no control bytes.
+                let (digits, extensions) =
+                    line.split_at(line.iter().position(|b| *b == b';').unwrap_or(line.len()));
+                let clean = extensions
+                    .iter()
+                    .all(|b| !b.is_ascii_control() || *b == b'\t');
                 let size = std::str::from_utf8(digits)
                     .ok()
-                    .filter(|d| !d.is_empty() && d.len() <= 15)
+                    .filter(|d| {
+                        clean
+                            && !d.is_empty()
+                            && d.len() <= 15
+                            && d.bytes().all(|b| b.is_ascii_hexdigit())
+                    })
                     .and_then(|d| u64::from_str_radix(d, 16).ok())
                     .ok_or("a chunked body with a malformed size")?;
                 if size == 0 {
@@ -280,7 +308,19 @@ impl Chunked {
             State::DataEnd if line.is_empty() => State::Size,
             State::DataEnd => return Err("a chunk longer than its size"),
             State::Trailer if line.is_empty() => State::Done,
-            State::Trailer => State::Trailer,
+            // A trailer field: `name: value`, no control bytes but a tab.
+            State::Trailer => {
+                let field = std::str::from_utf8(line)
+                    .ok()
+                    .and_then(|l| l.split_once(':'))
+                    .filter(|(name, value)| {
+                        is_token(name) && value.bytes().all(|b| !b.is_ascii_control() || b == b'\t')
+                    });
+                if field.is_none() {
+                    return Err("a chunked body with a malformed trailer");
+                }
+                State::Trailer
+            }
             State::Data(_) | State::Done => return Err("a chunked body out of step"),
         };
         Ok(())
@@ -292,14 +332,14 @@ mod tests {
     use super::*;
 
     fn request(text: &str) -> Request {
-        match parse(text.as_bytes()) {
+        match parse(text.as_bytes(), 80) {
             Parsed::Request(r) => r,
             other => panic!("{text:?}: {other:?}"),
         }
     }
 
     fn refused(text: &str) -> &'static str {
-        match parse(text.as_bytes()) {
+        match parse(text.as_bytes(), 80) {
             Parsed::Refused(why) => why,
             other => panic!("{text:?}: {other:?}"),
         }
@@ -331,7 +371,7 @@ mod tests {
             "a.example"
         );
         assert_eq!(
-            parse(b"GET / HTTP/1.1\r\nHost: a.example\r\n"),
+            parse(b"GET / HTTP/1.1\r\nHost: a.example\r\n", 80),
             Parsed::Incomplete
         );
     }
@@ -400,7 +440,37 @@ mod tests {
             refused("GET / HTTP/1.1\r\nHost: 10.0.0.1\r\n\r\n"),
             "a malformed Host header"
         );
+        // A port other than the connection's, in Host or in the target.
+        let host = "a malformed Host header";
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example:8443\r\n\r\n"),
+            host
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example:99999999\r\n\r\n"),
+            host
+        );
+        assert_eq!(
+            request("GET / HTTP/1.1\r\nHost: a.example:\r\n\r\n").host,
+            "a.example"
+        );
+        assert_eq!(
+            refused("GET http://a.example:9999/ HTTP/1.1\r\nHost: a.example\r\n\r\n"),
+            another
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nX: a\x01b\r\n\r\n"),
+            malformed
+        );
         let coding = "a transfer coding the gateway cannot follow";
+        assert_eq!(
+            refused("POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: identity\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            coding
+        );
+        assert_eq!(
+            refused("POST / HTTP/1.0\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            coding
+        );
         assert_eq!(
             refused(
                 "POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
@@ -426,15 +496,15 @@ mod tests {
         // byte no method starts with (a database's binary hello), a control byte.
         assert_eq!(refused("SSH-2.0-OpenSSH_9.6\r\n"), "neither TLS nor HTTP/1");
         assert_eq!(
-            parse(b"\x00\x00\x00\x08\x04\xd2\x16\x2f"),
+            parse(b"\x00\x00\x00\x08\x04\xd2\x16\x2f", 80),
             Parsed::Refused("neither TLS nor HTTP/1")
         );
         assert_eq!(
-            parse(b"GET /\x01"),
+            parse(b"GET /\x01", 80),
             Parsed::Refused("neither TLS nor HTTP/1")
         );
-        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: a"), Parsed::Incomplete);
-        assert_eq!(parse(b"GE"), Parsed::Incomplete);
+        assert_eq!(parse(b"GET / HTTP/1.1\r\nHost: a", 80), Parsed::Incomplete);
+        assert_eq!(parse(b"GE", 80), Parsed::Incomplete);
         assert_eq!(
             refused("GET / HTTP/2.0\r\nHost: a.example\r\n\r\n"),
             "neither TLS nor HTTP/1"
@@ -462,6 +532,10 @@ mod tests {
             b"5\r\nhelloX\r\n",
             b"5\nhello",
             b"1234567890abcdef0\r\n",
+            b"+5\r\nhello\r\n",
+            b"5;a\rb\r\nhello\r\n",
+            b"0\r\nGET /x HTTP/1.1\r\n\r\n",
+            b"0\r\nX: \x01\r\n\r\n",
         ] {
             assert!(Chunked::default().feed(bad).is_err(), "{bad:?}");
         }

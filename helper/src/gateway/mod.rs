@@ -20,7 +20,7 @@ mod resolve;
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, Shutdown, SocketAddr, SocketAddrV4, TcpListener, TcpStream, UdpSocket};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -151,7 +151,8 @@ fn serve_lookups(gateway: &Arc<Gateway>, socket: &UdpSocket) {
         let message = buffer[..n].to_vec();
         let spawned = spawn(move || {
             if let Ok(query) = parse_query(&message) {
-                let _ = reply.send_to(&upstream_answer(&held.0, &query), from);
+                let resolved = held.0.resolver.resolve(&query.name);
+                let _ = reply.send_to(&answer_a(&held.0, &query, resolved), from);
             }
             drop(held);
         });
@@ -191,13 +192,20 @@ fn answer_at_once<'a>(gateway: &Gateway, message: &'a [u8]) -> Result<Option<Vec
         // Allowed, but only IPv4 goes out: an empty answer, so the guest asks for A.
         return Ok(Some(query.answer(0, None, ANSWER_TTL)));
     }
-    Err(query)
+    match gateway.resolver.cached(&query.name) {
+        Some(addresses) => Ok(Some(answer_a(
+            gateway,
+            &query,
+            Resolved::Addresses(addresses),
+        ))),
+        None => Err(query),
+    }
 }
 
-/// The answer to a listed name's A question: the gateway's own address once the name
-/// resolved upstream.
-fn upstream_answer(gateway: &Gateway, query: &Query<'_>) -> Vec<u8> {
-    match gateway.resolver.resolve(&query.name) {
+/// The answer to a listed name's A question once the name resolved: the gateway's own
+/// address when it has addresses.
+fn answer_a(gateway: &Gateway, query: &Query<'_>, resolved: Resolved) -> Vec<u8> {
+    match resolved {
         Resolved::Addresses(addresses) if addresses.is_empty() => query.answer(0, None, ANSWER_TTL),
         Resolved::Addresses(_) => {
             gateway.report.allowed();
@@ -253,7 +261,7 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         return;
     }
     let mut head = Vec::with_capacity(4_096);
-    let named = match read_name(&mut guest, &mut head) {
+    let named = match read_name(&mut guest, port, &mut head) {
         Ok(named) => named,
         Err(reason) => {
             gateway
@@ -324,9 +332,10 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
     };
     // Counted as allowed once both directions run.
     let started = || gateway.report.allowed();
+    let refuse = |reason| gateway.report.refused(&name, port, reason);
     let relayed = match named {
         Named::Tls(_) => relay(guest, upstream, &head, started),
-        Named::Http(request) => relay_request(guest, upstream, &head, &request, started),
+        Named::Http(request) => relay_request(guest, upstream, &head, &request, started, refuse),
     };
     if !relayed {
         gateway.report.refused(&name, port, "the gateway is busy");
@@ -340,11 +349,11 @@ enum Named {
 }
 
 /// Reads until the connection names its host (within `PEEK_WAIT` in all, `PEEK_MAX` bytes).
-fn read_name(guest: &mut TcpStream, head: &mut Vec<u8>) -> Result<Named, &'static str> {
+fn read_name(guest: &mut TcpStream, port: u16, head: &mut Vec<u8>) -> Result<Named, &'static str> {
     let deadline = std::time::Instant::now() + PEEK_WAIT;
     let mut buffer = [0u8; 4_096];
     loop {
-        match peek(head) {
+        match peek(head, port) {
             Peeked::Name(name) => break Ok(Named::Tls(name)),
             Peeked::Request(request) => break Ok(Named::Http(request)),
             Peeked::Unnamed(reason) => break Err(reason),
@@ -376,7 +385,7 @@ fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8], started: impl FnOnc
         guest,
         upstream,
         started,
-        |guest_reader, mut upstream_writer| {
+        |guest_reader, mut upstream_writer, _| {
             if upstream_writer.write_all(head).is_ok() {
                 copy(guest_reader, upstream_writer);
             } else {
@@ -389,35 +398,82 @@ fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8], started: impl FnOnc
 
 /// A plain HTTP connection: its one request (`http.rs`: the head as rewritten, then the body
 /// as framed, from the bytes already read on) goes up, the answer comes back until the
-/// upstream ends. Nothing the guest sends after that body is read; a request cut short is
-/// passed on as a half close.
+/// upstream ends. What the guest sends after that body is read and dropped (`drain`); a
+/// request cut short is passed on as a half close, a malformed body ends both ways, refused.
 fn relay_request(
     guest: TcpStream,
     upstream: TcpStream,
     read: &[u8],
     request: &Request,
     started: impl FnOnce(),
+    refuse: impl FnOnce(&'static str),
 ) -> bool {
     relay_with(
         guest,
         upstream,
         started,
-        |guest_reader, mut upstream_writer| {
+        |mut guest_reader, mut upstream_writer, answered| {
             let early = read.get(request.consumed..).unwrap_or_default();
-            if send_request(guest_reader, &mut upstream_writer, early, request).is_err() {
-                let _ = upstream_writer.shutdown(Shutdown::Write);
+            match send_request(&mut guest_reader, &mut upstream_writer, early, request) {
+                // The upstream closes after its answer (`Connection: close`); the guest's own end
+                // is not passed on (a server may take a half close for the end of everything).
+                Ok(()) => drain(&mut guest_reader, answered),
+                Err(None) => {
+                    let _ = upstream_writer.shutdown(Shutdown::Write);
+                }
+                Err(Some(reason)) => {
+                    refuse(reason);
+                    let _ = upstream_writer.shutdown(Shutdown::Both);
+                }
             }
         },
     )
 }
 
+/// How long a guest may go on sending after its request's answer ended, and how often that
+/// end is looked for while it sends nothing.
+const LINGER: Duration = Duration::from_secs(2);
+const DRAIN_POLL: Duration = Duration::from_millis(250);
+
+/// Reads and drops what the guest sends after its request (never passed on) until it closes,
+/// or `LINGER` after the answer ended (`answered`): closing a socket with unread bytes would
+/// reset it and could cut the answer's tail the guest has not read yet.
+fn drain(guest: &mut TcpStream, answered: &AtomicBool) {
+    if guest.set_read_timeout(Some(DRAIN_POLL)).is_err() {
+        return;
+    }
+    let mut buffer = [0u8; 4_096];
+    let mut ended_at = None;
+    loop {
+        match guest.read(&mut buffer) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    std::io::ErrorKind::WouldBlock
+                        | std::io::ErrorKind::TimedOut
+                        | std::io::ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return,
+        }
+        if answered.load(Ordering::Acquire) {
+            let since = *ended_at.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed() >= LINGER {
+                return;
+            }
+        }
+    }
+}
+
 /// Starts the upstream-to-guest direction on a thread of its own, says so (`started`), runs
-/// `forward` (the other direction) here, and waits for both.
+/// `forward` (the other direction) here, and waits for both. `forward` is told when the
+/// upstream-to-guest direction ended (its third argument).
 fn relay_with(
     guest: TcpStream,
     upstream: TcpStream,
     started: impl FnOnce(),
-    forward: impl FnOnce(TcpStream, TcpStream),
+    forward: impl FnOnce(TcpStream, TcpStream, &AtomicBool),
 ) -> bool {
     let (Ok(guest_reader), Ok(upstream_writer)) = (guest.try_clone(), upstream.try_clone()) else {
         return false;
@@ -426,7 +482,12 @@ fn relay_with(
         let _ = socket.set_nodelay(true);
         keepalive(socket);
     }
-    let back = match spawn(move || copy(upstream, guest)) {
+    let answered = Arc::new(AtomicBool::new(false));
+    let ended = Arc::clone(&answered);
+    let back = match spawn(move || {
+        copy(upstream, guest);
+        ended.store(true, Ordering::Release);
+    }) {
         Ok(back) => back,
         Err(_) => {
             let _ = guest_reader.shutdown(Shutdown::Both);
@@ -435,32 +496,33 @@ fn relay_with(
         }
     };
     started();
-    forward(guest_reader, upstream_writer);
+    forward(guest_reader, upstream_writer, &answered);
     let _ = back.join();
     true
 }
 
 /// Writes the request's head, then exactly its body: first from `early` (bytes read with the
-/// head), then from the guest. `Err` when the guest or the upstream ends before it is whole.
+/// head), then from the guest. `Err(None)` when the guest or the upstream ends before it is
+/// whole, `Err(Some(reason))` for a chunked body that is not chunked as it says.
 fn send_request(
-    mut guest: TcpStream,
+    guest: &mut TcpStream,
     upstream: &mut TcpStream,
     early: &[u8],
     request: &Request,
-) -> Result<(), ()> {
-    upstream.write_all(&request.head).map_err(|_| ())?;
+) -> Result<(), Option<&'static str>> {
+    upstream.write_all(&request.head).map_err(|_| None)?;
     let mut buffer = vec![0u8; RELAY_BYTES];
     match request.body {
         Body::Length(length) => {
             let first = usize::try_from(length).map_or(early.len(), |n| n.min(early.len()));
-            upstream.write_all(&early[..first]).map_err(|_| ())?;
+            upstream.write_all(&early[..first]).map_err(|_| None)?;
             let mut left = length - first as u64;
             while left > 0 {
                 let want = usize::try_from(left).map_or(buffer.len(), |n| n.min(buffer.len()));
                 match guest.read(&mut buffer[..want]) {
-                    Ok(0) | Err(_) => return Err(()),
+                    Ok(0) | Err(_) => return Err(None),
                     Ok(n) => {
-                        upstream.write_all(&buffer[..n]).map_err(|_| ())?;
+                        upstream.write_all(&buffer[..n]).map_err(|_| None)?;
                         left -= n as u64;
                     }
                 }
@@ -469,15 +531,15 @@ fn send_request(
         }
         Body::Chunked => {
             let mut chunked = Chunked::default();
-            let (take, mut done) = chunked.feed(early).map_err(|_| ())?;
-            upstream.write_all(&early[..take]).map_err(|_| ())?;
+            let (take, mut done) = chunked.feed(early).map_err(Some)?;
+            upstream.write_all(&early[..take]).map_err(|_| None)?;
             while !done {
                 let n = match guest.read(&mut buffer) {
-                    Ok(0) | Err(_) => return Err(()),
+                    Ok(0) | Err(_) => return Err(None),
                     Ok(n) => n,
                 };
-                let (take, end) = chunked.feed(&buffer[..n]).map_err(|_| ())?;
-                upstream.write_all(&buffer[..take]).map_err(|_| ())?;
+                let (take, end) = chunked.feed(&buffer[..n]).map_err(Some)?;
+                upstream.write_all(&buffer[..take]).map_err(|_| None)?;
                 done = end;
             }
             Ok(())

@@ -19,11 +19,12 @@ pub enum Peeked {
     Unnamed(&'static str),
 }
 
-pub fn peek(bytes: &[u8]) -> Peeked {
+/// What the first bytes of a connection on `port` name.
+pub fn peek(bytes: &[u8], port: u16) -> Peeked {
     match bytes.first() {
         None => Peeked::Incomplete,
         Some(0x16) => client_hello_name(bytes),
-        Some(_) => match http::parse(bytes) {
+        Some(_) => match http::parse(bytes, port) {
             Parsed::Incomplete if bytes.len() >= PEEK_MAX => {
                 Peeked::Unnamed("a request head too long")
             }
@@ -162,22 +163,22 @@ pub mod tests {
     #[test]
     fn tls_names_its_server() {
         let hello = client_hello("API.Example.com.");
-        assert_eq!(peek(&hello), Peeked::Name("api.example.com".into()));
+        assert_eq!(peek(&hello, 80), Peeked::Name("api.example.com".into()));
         for cut in [1, 4, 5, hello.len() - 1] {
-            assert_eq!(peek(&hello[..cut]), Peeked::Incomplete, "{cut}");
+            assert_eq!(peek(&hello[..cut], 80), Peeked::Incomplete, "{cut}");
         }
         assert_eq!(
-            peek(&client_hello("")),
+            peek(&client_hello(""), 80),
             Peeked::Unnamed("TLS without a server name (SNI)")
         );
         assert_eq!(
-            peek(&client_hello("10.0.0.1")),
+            peek(&client_hello("10.0.0.1"), 80),
             Peeked::Unnamed("a malformed server name")
         );
         let mut garbage = client_hello("a.example");
         garbage[5] = 2;
         assert_eq!(
-            peek(&garbage),
+            peek(&garbage, 80),
             Peeked::Unnamed("a malformed TLS ClientHello")
         );
     }
@@ -193,38 +194,44 @@ pub mod tests {
             split.extend_from_slice(&(piece.len() as u16).to_be_bytes());
             split.extend_from_slice(piece);
         }
-        assert_eq!(peek(&split), Peeked::Name("api.example.com".into()));
+        assert_eq!(peek(&split, 80), Peeked::Name("api.example.com".into()));
         for cut in [6, 8, 9, 60, split.len() - 1] {
-            assert_eq!(peek(&split[..cut]), Peeked::Incomplete, "{cut}");
+            assert_eq!(peek(&split[..cut], 80), Peeked::Incomplete, "{cut}");
         }
         // A record of another type (alert) in between, or an empty one: malformed.
         let mut alert = split.clone();
         alert[8] = 0x15;
-        assert_eq!(peek(&alert), Peeked::Unnamed("a malformed TLS ClientHello"));
+        assert_eq!(
+            peek(&alert, 80),
+            Peeked::Unnamed("a malformed TLS ClientHello")
+        );
         let mut empty = hello[..5].to_vec();
         empty[3] = 0;
         empty[4] = 0;
-        assert_eq!(peek(&empty), Peeked::Unnamed("a malformed TLS ClientHello"));
+        assert_eq!(
+            peek(&empty, 80),
+            Peeked::Unnamed("a malformed TLS ClientHello")
+        );
     }
 
     #[test]
     fn http_names_its_host_by_its_request() {
         let get = b"GET / HTTP/1.1\r\nUser-Agent: x\r\nhost: Files.Example:80\r\n\r\n";
-        match peek(get) {
+        match peek(get, 80) {
             Peeked::Request(request) => assert_eq!(request.host, "files.example"),
             other => panic!("{other:?}"),
         }
-        assert_eq!(peek(&get[..get.len() - 1]), Peeked::Incomplete);
+        assert_eq!(peek(&get[..get.len() - 1], 80), Peeked::Incomplete);
         assert_eq!(
-            peek(b"GET / HTTP/1.1\r\nX: y\r\n\r\n"),
+            peek(b"GET / HTTP/1.1\r\nX: y\r\n\r\n", 80),
             Peeked::Unnamed("HTTP without a Host header")
         );
         assert_eq!(
-            peek(b"SSH-2.0-x\r\n\r\n"),
+            peek(b"SSH-2.0-x\r\n\r\n", 80),
             Peeked::Unnamed("neither TLS nor HTTP/1")
         );
         assert_eq!(
-            peek(&[b'G'; PEEK_MAX]),
+            peek(&[b'G'; PEEK_MAX], 80),
             Peeked::Unnamed("a request head too long")
         );
     }

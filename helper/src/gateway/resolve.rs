@@ -42,11 +42,16 @@ impl Resolver {
         })
     }
 
+    /// The addresses of `name` still fresh in the cache, asking no one.
+    pub fn cached(&self, name: &str) -> Option<Vec<Ipv4Addr>> {
+        let cache = self.lock();
+        let (addresses, until) = cache.get(name)?;
+        (Instant::now() < *until).then(|| addresses.clone())
+    }
+
     pub fn resolve(&self, name: &str) -> Resolved {
-        if let Some((addresses, until)) = self.lock().get(name) {
-            if Instant::now() < *until {
-                return Resolved::Addresses(addresses.clone());
-            }
+        if let Some(addresses) = self.cached(name) {
+            return Resolved::Addresses(addresses);
         }
         let mut failure = String::from("no resolver answered");
         for server in &self.servers {
