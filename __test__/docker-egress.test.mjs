@@ -200,7 +200,9 @@ describe('allowlist egress', () => {
         send('answered', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
         send('other_port', 'GET / HTTP/1.1\\r\\nHost: bulk.test:8080\\r\\n\\r\\n'),
         send('absolute', 'GET http://other.test/3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
-        send('upgrade', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nUpgrade: h2c\\r\\nConnection: Upgrade\\r\\n\\r\\n'),
+        send('upgrade', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nUpgrade: websocket\\r\\nConnection: Upgrade\\r\\n\\r\\n'),
+        // An offer of cleartext HTTP/2 (curl --http2 on http://) is dropped: HTTP/1.1 goes on.
+        send('h2c', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nConnection: Upgrade, HTTP2-Settings\\r\\nUpgrade: h2c\\r\\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\\r\\n\\r\\n', 8080),
         send('tunnel', 'CONNECT other.test:80 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
         // Not HTTP: refused at its first line, not after the 10 s a host may take to be named.
         send('not_http', 'SSH-2.0-x\\r\\n'),
@@ -214,6 +216,7 @@ describe('allowlist egress', () => {
       assert.equal(seen.pipelined, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
       assert.equal(seen.posted, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 5|Connection: close||hello'), stdout);
       assert.equal(seen.chunked, echoed('POST /4 HTTP/1.1|Host: bulk.test|Transfer-Encoding: chunked|Connection: close||5|hello|0||'), stdout);
+      assert.equal(seen.h2c, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
       // A keep-alive server answers the one request and closes.
       assert.equal((seen.answered.match(/HTTP\/1\.1 200 OK/g) ?? []).length, 1, stdout);
       assert.match(seen.answered, /^0:.*\|xxx$/, stdout);

@@ -36,7 +36,15 @@ pub enum Parsed {
 }
 
 /// Connection fields the gateway replaces: they would keep the connection for more requests.
-const HOP_BY_HOP: [&str; 3] = ["connection", "keep-alive", "proxy-connection"];
+/// An offer to upgrade to cleartext HTTP/2 (`h2c`, which `curl --http2` makes on `http://`)
+/// is dropped with them: the client then goes on in HTTP/1.1.
+const HOP_BY_HOP: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    "http2-settings",
+];
 
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -131,7 +139,9 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
                 codings += 1;
                 coding = Some(value);
             }
-            "upgrade" => return Parsed::Refused("a protocol upgrade over plain HTTP (use TLS)"),
+            "upgrade" if !value.eq_ignore_ascii_case("h2c") => {
+                return Parsed::Refused("a protocol upgrade over plain HTTP (use TLS)")
+            }
             _ => {}
         }
         if !HOP_BY_HOP.contains(&field.as_str()) {
@@ -286,6 +296,11 @@ impl Chunked {
                 // Hex digits, then perhaps extensions (`;name[=value]`), no control bytes.
                 let (digits, extensions) =
                     line.split_at(line.iter().position(|b| *b == b';').unwrap_or(line.len()));
+                // Spaces or tabs may come before the extensions (RFC 9112 7.1.1).
+                let digits = digits
+                    .iter()
+                    .rposition(|b| *b != b' ' && *b != b'\t')
+                    .map_or(&digits[..0], |last| &digits[..=last]);
                 let clean = extensions
                     .iter()
                     .all(|b| !b.is_ascii_control() || *b == b'\t');
@@ -370,6 +385,12 @@ mod tests {
             request("OPTIONS * HTTP/1.1\r\nHost: a.example\r\n\r\n").host,
             "a.example"
         );
+        // An offer of cleartext HTTP/2 is dropped, not refused.
+        let h2c = request("GET / HTTP/1.1\r\nHost: a.example\r\nConnection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\nUser-Agent: curl\r\n\r\n");
+        assert_eq!(
+            String::from_utf8(h2c.head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: a.example\r\nUser-Agent: curl\r\nConnection: close\r\n\r\n"
+        );
         assert_eq!(
             parse(b"GET / HTTP/1.1\r\nHost: a.example\r\n", 80),
             Parsed::Incomplete
@@ -404,7 +425,11 @@ mod tests {
             "CONNECT (a tunnel) over plain HTTP"
         );
         assert_eq!(
-            refused("GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: h2c\r\n\r\n"),
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n"),
+            "a protocol upgrade over plain HTTP (use TLS)"
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: h2c, websocket\r\n\r\n"),
             "a protocol upgrade over plain HTTP (use TLS)"
         );
         let malformed = "a malformed request head";
@@ -513,7 +538,7 @@ mod tests {
 
     #[test]
     fn a_chunked_body_is_followed_to_its_end_in_any_pieces() {
-        let body = b"5;ext=1\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+        let body = b"5 ;ext=1\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT";
         let whole = body.len() - 4;
         let mut once = Chunked::default();
         assert_eq!(once.feed(body), Ok((whole, true)));

@@ -417,11 +417,13 @@ fn relay_request(
             match send_request(&mut guest_reader, &mut upstream_writer, early, request) {
                 // The upstream closes after its answer (`Connection: close`); the guest's own end
                 // is not passed on (a server may take a half close for the end of everything).
-                Ok(()) => drain(&mut guest_reader, answered),
-                Err(None) => {
+                // An upstream that stopped taking the body answered early (413, 401): the guest
+                // still gets that answer.
+                Ok(()) | Err(Cut::Upstream) => drain(&mut guest_reader, answered),
+                Err(Cut::Guest) => {
                     let _ = upstream_writer.shutdown(Shutdown::Write);
                 }
-                Err(Some(reason)) => {
+                Err(Cut::Malformed(reason)) => {
                     refuse(reason);
                     let _ = upstream_writer.shutdown(Shutdown::Both);
                 }
@@ -430,20 +432,21 @@ fn relay_request(
     )
 }
 
-/// How long a guest may go on sending after its request's answer ended, and how often that
-/// end is looked for while it sends nothing.
+/// How long, once the answer ended, the guest may leave it unacknowledged without taking any
+/// more of it, and how often that is looked at while the guest sends nothing.
 const LINGER: Duration = Duration::from_secs(2);
 const DRAIN_POLL: Duration = Duration::from_millis(250);
 
 /// Reads and drops what the guest sends after its request (never passed on) until it closes,
-/// or `LINGER` after the answer ended (`answered`): closing a socket with unread bytes would
-/// reset it and could cut the answer's tail the guest has not read yet.
+/// or, once the answer ended (`answered`), until the guest acknowledged all of it (or took
+/// none of it for `LINGER`): closing a socket with unread bytes resets it, and a reset drops
+/// whatever of the answer the guest had not acknowledged yet.
 fn drain(guest: &mut TcpStream, answered: &AtomicBool) {
     if guest.set_read_timeout(Some(DRAIN_POLL)).is_err() {
         return;
     }
     let mut buffer = [0u8; 4_096];
-    let mut ended_at = None;
+    let mut outstanding: Option<(i32, std::time::Instant)> = None;
     loop {
         match guest.read(&mut buffer) {
             Ok(0) => return,
@@ -458,12 +461,37 @@ fn drain(guest: &mut TcpStream, answered: &AtomicBool) {
             Err(_) => return,
         }
         if answered.load(Ordering::Acquire) {
-            let since = *ended_at.get_or_insert_with(std::time::Instant::now);
-            if since.elapsed() >= LINGER {
-                return;
+            let queued = unacknowledged(guest).unwrap_or(0);
+            match outstanding {
+                _ if queued == 0 => return,
+                Some((before, since)) if before == queued => {
+                    if since.elapsed() >= LINGER {
+                        return;
+                    }
+                }
+                _ => outstanding = Some((queued, std::time::Instant::now())),
             }
         }
     }
+}
+
+/// The bytes written to `socket` that its peer has not acknowledged yet.
+fn unacknowledged(socket: &TcpStream) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: TIOCOUTQ writes one c_int, `queued`, for our own socket.
+    let asked = unsafe { libc::ioctl(socket.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    (asked == 0).then_some(queued)
+}
+
+/// Why a request's body did not go up whole.
+enum Cut {
+    /// The guest ended (or failed) first.
+    Guest,
+    /// The upstream stopped taking it.
+    Upstream,
+    /// A chunked body that is not chunked as it says.
+    Malformed(&'static str),
 }
 
 /// Starts the upstream-to-guest direction on a thread of its own, says so (`started`), runs
@@ -502,27 +530,32 @@ fn relay_with(
 }
 
 /// Writes the request's head, then exactly its body: first from `early` (bytes read with the
-/// head), then from the guest. `Err(None)` when the guest or the upstream ends before it is
-/// whole, `Err(Some(reason))` for a chunked body that is not chunked as it says.
+/// head), then from the guest; `Err` says why it did not.
 fn send_request(
     guest: &mut TcpStream,
     upstream: &mut TcpStream,
     early: &[u8],
     request: &Request,
-) -> Result<(), Option<&'static str>> {
-    upstream.write_all(&request.head).map_err(|_| None)?;
+) -> Result<(), Cut> {
+    upstream
+        .write_all(&request.head)
+        .map_err(|_| Cut::Upstream)?;
     let mut buffer = vec![0u8; RELAY_BYTES];
     match request.body {
         Body::Length(length) => {
             let first = usize::try_from(length).map_or(early.len(), |n| n.min(early.len()));
-            upstream.write_all(&early[..first]).map_err(|_| None)?;
+            upstream
+                .write_all(&early[..first])
+                .map_err(|_| Cut::Upstream)?;
             let mut left = length - first as u64;
             while left > 0 {
                 let want = usize::try_from(left).map_or(buffer.len(), |n| n.min(buffer.len()));
                 match guest.read(&mut buffer[..want]) {
-                    Ok(0) | Err(_) => return Err(None),
+                    Ok(0) | Err(_) => return Err(Cut::Guest),
                     Ok(n) => {
-                        upstream.write_all(&buffer[..n]).map_err(|_| None)?;
+                        upstream
+                            .write_all(&buffer[..n])
+                            .map_err(|_| Cut::Upstream)?;
                         left -= n as u64;
                     }
                 }
@@ -531,15 +564,19 @@ fn send_request(
         }
         Body::Chunked => {
             let mut chunked = Chunked::default();
-            let (take, mut done) = chunked.feed(early).map_err(Some)?;
-            upstream.write_all(&early[..take]).map_err(|_| None)?;
+            let (take, mut done) = chunked.feed(early).map_err(Cut::Malformed)?;
+            upstream
+                .write_all(&early[..take])
+                .map_err(|_| Cut::Upstream)?;
             while !done {
                 let n = match guest.read(&mut buffer) {
-                    Ok(0) | Err(_) => return Err(None),
+                    Ok(0) | Err(_) => return Err(Cut::Guest),
                     Ok(n) => n,
                 };
-                let (take, end) = chunked.feed(&buffer[..n]).map_err(Some)?;
-                upstream.write_all(&buffer[..take]).map_err(|_| None)?;
+                let (take, end) = chunked.feed(&buffer[..n]).map_err(Cut::Malformed)?;
+                upstream
+                    .write_all(&buffer[..take])
+                    .map_err(|_| Cut::Upstream)?;
                 done = end;
             }
             Ok(())
