@@ -197,6 +197,10 @@ describe('allowlist egress', () => {
         send('pipelined', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\nConnection: keep-alive\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n', 8080),
         send('posted', 'POST /2 HTTP/1.1\\r\\nHost: bulk.test:8080\\r\\nContent-Length: 5\\r\\n\\r\\nhelloGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n', 8080),
         send('chunked', 'POST /4 HTTP/1.1\\r\\nHost: bulk.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5\\r\\nhello\\r\\n0\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n', 8080),
+        // A body cut short: the guest's half close is passed on, nothing is added.
+        send('cut', 'POST /2 HTTP/1.1\\r\\nHost: bulk.test:8080\\r\\nContent-Length: 10\\r\\n\\r\\nhello', 8080),
+        // A chunk size with a space and no extension: the body is refused, its head alone went up.
+        send('bad_chunk', 'POST /4 HTTP/1.1\\r\\nHost: bulk.test\\r\\nTransfer-Encoding: chunked\\r\\n\\r\\n5 \\r\\nhello\\r\\n0\\r\\n\\r\\n', 8080),
         send('answered', 'GET /3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\nGET /5 HTTP/1.1\\r\\nHost: other.test\\r\\n\\r\\n'),
         send('other_port', 'GET / HTTP/1.1\\r\\nHost: bulk.test:8080\\r\\n\\r\\n'),
         send('absolute', 'GET http://other.test/3 HTTP/1.1\\r\\nHost: bulk.test\\r\\n\\r\\n'),
@@ -216,6 +220,8 @@ describe('allowlist egress', () => {
       assert.equal(seen.pipelined, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
       assert.equal(seen.posted, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 5|Connection: close||hello'), stdout);
       assert.equal(seen.chunked, echoed('POST /4 HTTP/1.1|Host: bulk.test|Transfer-Encoding: chunked|Connection: close||5|hello|0||'), stdout);
+      assert.equal(seen.cut, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 10|Connection: close||hello'), stdout);
+      assert.equal(seen.bad_chunk, '0:', stdout);
       assert.equal(seen.h2c, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
       // A keep-alive server answers the one request and closes.
       assert.equal((seen.answered.match(/HTTP\/1\.1 200 OK/g) ?? []).length, 1, stdout);
@@ -229,9 +235,43 @@ describe('allowlist egress', () => {
         `${gateway}:80 CONNECT (a tunnel) over plain HTTP`,
         `${gateway}:80 neither TLS nor HTTP/1`,
         `${gateway}:80 a malformed Host header`,
+        'bulk.test:8080 a chunked body with a malformed size',
       ]) {
         assert.ok(reasons.includes(expected), `${expected} in ${JSON.stringify(reasons)}`);
       }
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
+  test('an upstream that answers an upload early and stops reading gets nothing more: the guest has the answer, the relay ends, its slot comes back', async () => {
+    const ns = uniqueNamespace('egress-early');
+    const backend = dockerBackend(ns, world.backendOptions);
+    // 24 PIDs: 3 connections at once, so three relays held forever would refuse the fourth.
+    const sandbox = await backend.reserve(request((p) => {
+      p.network = { kind: 'allowlist', hosts: ['bulk.test:80', 'bulk.test:8081'] };
+      p.resources.pids = 24;
+    }), { kind: 'in_process' }).start();
+    try {
+      const gateway = gatewayOf(sandbox);
+      // 64 MiB announced and sent: more than every buffer between the gateway and an upstream
+      // that stopped reading after its first bytes.
+      const upload = (key) => `out=$({ printf 'POST /up HTTP/1.1\\r\\nHost: bulk.test:8081\\r\\nContent-Length: 67108864\\r\\n\\r\\n'; head -c 67108864 /dev/zero; } | timeout 5 nc ${gateway} 8081 | tr -d '\\r' | tr '\\n' '|'); echo "${key}=$out"`;
+      const script = [
+        upload('first'),
+        upload('second'),
+        upload('third'),
+        `out=$(timeout 5 wget -q -O - http://bulk.test/4 2>/dev/null); echo "after=$?:$out"`,
+      ].join('\n');
+      const { stdout } = await runShell(sandbox, script);
+      const seen = marks(stdout);
+      for (const key of ['first', 'second', 'third']) {
+        assert.equal(seen[key], 'HTTP/1.1 413 Payload Too Large|Content-Length: 4|Connection: close||big|', `${key}: ${stdout}`);
+      }
+      assert.equal(seen.after, '0:xxxx', stdout);
+      const report = await dockerSandboxEgress(sandbox);
+      assert.ok(!report.recent.some((r) => r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
     } finally {
       await sandbox.destroy();
     }

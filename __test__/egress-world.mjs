@@ -50,9 +50,18 @@ https.createServer({ key: process.env.KEY, cert: process.env.CERT, ciphers: 'ALL
 
 // A plain HTTP server that sends `/<n>` bytes (for the benchmark's downloads); on 8080, a raw
 // one that answers each connection, 500 ms after its first bytes, with every byte it received
-// (what the gateway passed on, exactly).
+// (what the gateway passed on, exactly, a half close included); on 8081, one that stops reading
+// at a request's first bytes, answers 413 a second later and closes (an upstream refusing an
+// upload early).
 const BULK = `
 require('node:net').createServer((socket) => {
+  socket.on('error', () => {});
+  socket.once('data', () => {
+    socket.pause();
+    setTimeout(() => socket.end('HTTP/1.1 413 Payload Too Large\\r\\nContent-Length: 4\\r\\nConnection: close\\r\\n\\r\\nbig\\n'), 1000);
+  });
+}).listen(8081);
+require('node:net').createServer({ allowHalfOpen: true }, (socket) => {
   const got = [];
   socket.on('error', () => {});
   socket.on('data', (d) => {

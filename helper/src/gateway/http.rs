@@ -296,11 +296,15 @@ impl Chunked {
                 // Hex digits, then perhaps extensions (`;name[=value]`), no control bytes.
                 let (digits, extensions) =
                     line.split_at(line.iter().position(|b| *b == b';').unwrap_or(line.len()));
-                // Spaces or tabs may come before the extensions (RFC 9112 7.1.1).
-                let digits = digits
-                    .iter()
-                    .rposition(|b| *b != b' ' && *b != b'\t')
-                    .map_or(&digits[..0], |last| &digits[..=last]);
+                // Spaces or tabs may come before extensions (RFC 9112 7.1.1), nowhere else.
+                let digits = if extensions.is_empty() {
+                    digits
+                } else {
+                    digits
+                        .iter()
+                        .rposition(|b| *b != b' ' && *b != b'\t')
+                        .map_or(&digits[..0], |last| &digits[..=last])
+                };
                 let clean = extensions
                     .iter()
                     .all(|b| !b.is_ascii_control() || *b == b'\t');
@@ -538,7 +542,7 @@ mod tests {
 
     #[test]
     fn a_chunked_body_is_followed_to_its_end_in_any_pieces() {
-        let body = b"5 ;ext=1\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT";
+        let body = b"5 ;ext=1\r\nhello\r\n3\t;e\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT";
         let whole = body.len() - 4;
         let mut once = Chunked::default();
         assert_eq!(once.feed(body), Ok((whole, true)));
@@ -561,6 +565,10 @@ mod tests {
             b"5;a\rb\r\nhello\r\n",
             b"0\r\nGET /x HTTP/1.1\r\n\r\n",
             b"0\r\nX: \x01\r\n\r\n",
+            b"5 \r\nhello\r\n",
+            b"5\t\r\nhello\r\n",
+            b" 5\r\nhello\r\n",
+            b" ;e\r\n",
         ] {
             assert!(Chunked::default().feed(bad).is_err(), "{bad:?}");
         }

@@ -12,6 +12,7 @@
 mod address;
 mod config;
 mod dns;
+mod drain;
 mod http;
 mod name;
 mod peek;
@@ -27,6 +28,7 @@ use std::time::Duration;
 use address::{class, Class};
 use config::Config;
 use dns::{bare_answer, parse_query, Malformed, Query, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A};
+use drain::{drain, LINGER};
 use http::{Body, Chunked, Request};
 use peek::{peek, Peeked, PEEK_MAX};
 use report::Report;
@@ -385,9 +387,10 @@ fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8], started: impl FnOnc
         guest,
         upstream,
         started,
+        AnswerEnd::HalfClose,
         |guest_reader, mut upstream_writer, _| {
             if upstream_writer.write_all(head).is_ok() {
-                copy(guest_reader, upstream_writer);
+                copy(&guest_reader, &upstream_writer);
             } else {
                 let _ = guest_reader.shutdown(Shutdown::Both);
                 let _ = upstream_writer.shutdown(Shutdown::Both);
@@ -400,6 +403,8 @@ fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8], started: impl FnOnc
 /// as framed, from the bytes already read on) goes up, the answer comes back until the
 /// upstream ends. What the guest sends after that body is read and dropped (`drain`); a
 /// request cut short is passed on as a half close, a malformed body ends both ways, refused.
+/// Once the answer ended nothing more goes up: an upstream that answered early and stopped
+/// reading the body cannot hold the relay.
 fn relay_request(
     guest: TcpStream,
     upstream: TcpStream,
@@ -412,6 +417,7 @@ fn relay_request(
         guest,
         upstream,
         started,
+        AnswerEnd::Close,
         |mut guest_reader, mut upstream_writer, answered| {
             let early = read.get(request.consumed..).unwrap_or_default();
             match send_request(&mut guest_reader, &mut upstream_writer, early, request) {
@@ -419,7 +425,7 @@ fn relay_request(
                 // is not passed on (a server may take a half close for the end of everything).
                 // An upstream that stopped taking the body answered early (413, 401): the guest
                 // still gets that answer.
-                Ok(()) | Err(Cut::Upstream) => drain(&mut guest_reader, answered),
+                Ok(()) | Err(Cut::Upstream) => drain(&mut guest_reader, answered, LINGER),
                 Err(Cut::Guest) => {
                     let _ = upstream_writer.shutdown(Shutdown::Write);
                 }
@@ -432,58 +438,6 @@ fn relay_request(
     )
 }
 
-/// How long, once the answer ended, the guest may leave it unacknowledged without taking any
-/// more of it, and how often that is looked at while the guest sends nothing.
-const LINGER: Duration = Duration::from_secs(2);
-const DRAIN_POLL: Duration = Duration::from_millis(250);
-
-/// Reads and drops what the guest sends after its request (never passed on) until it closes,
-/// or, once the answer ended (`answered`), until the guest acknowledged all of it (or took
-/// none of it for `LINGER`): closing a socket with unread bytes resets it, and a reset drops
-/// whatever of the answer the guest had not acknowledged yet.
-fn drain(guest: &mut TcpStream, answered: &AtomicBool) {
-    if guest.set_read_timeout(Some(DRAIN_POLL)).is_err() {
-        return;
-    }
-    let mut buffer = [0u8; 4_096];
-    let mut outstanding: Option<(i32, std::time::Instant)> = None;
-    loop {
-        match guest.read(&mut buffer) {
-            Ok(0) => return,
-            Ok(_) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock
-                        | std::io::ErrorKind::TimedOut
-                        | std::io::ErrorKind::Interrupted
-                ) => {}
-            Err(_) => return,
-        }
-        if answered.load(Ordering::Acquire) {
-            let queued = unacknowledged(guest).unwrap_or(0);
-            match outstanding {
-                _ if queued == 0 => return,
-                Some((before, since)) if before == queued => {
-                    if since.elapsed() >= LINGER {
-                        return;
-                    }
-                }
-                _ => outstanding = Some((queued, std::time::Instant::now())),
-            }
-        }
-    }
-}
-
-/// The bytes written to `socket` that its peer has not acknowledged yet.
-fn unacknowledged(socket: &TcpStream) -> Option<i32> {
-    use std::os::fd::AsRawFd;
-    let mut queued: libc::c_int = 0;
-    // SAFETY: TIOCOUTQ writes one c_int, `queued`, for our own socket.
-    let asked = unsafe { libc::ioctl(socket.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
-    (asked == 0).then_some(queued)
-}
-
 /// Why a request's body did not go up whole.
 enum Cut {
     /// The guest ended (or failed) first.
@@ -494,6 +448,14 @@ enum Cut {
     Malformed(&'static str),
 }
 
+/// What the end of the answer (the upstream-to-guest direction) does to the other direction.
+enum AnswerEnd {
+    /// Nothing: the guest may go on sending (a half-closed TLS stream).
+    HalfClose,
+    /// The upstream is closed for writing too, so a write blocked on it fails at once.
+    Close,
+}
+
 /// Starts the upstream-to-guest direction on a thread of its own, says so (`started`), runs
 /// `forward` (the other direction) here, and waits for both. `forward` is told when the
 /// upstream-to-guest direction ended (its third argument).
@@ -501,6 +463,7 @@ fn relay_with(
     guest: TcpStream,
     upstream: TcpStream,
     started: impl FnOnce(),
+    answer_end: AnswerEnd,
     forward: impl FnOnce(TcpStream, TcpStream, &AtomicBool),
 ) -> bool {
     let (Ok(guest_reader), Ok(upstream_writer)) = (guest.try_clone(), upstream.try_clone()) else {
@@ -513,8 +476,11 @@ fn relay_with(
     let answered = Arc::new(AtomicBool::new(false));
     let ended = Arc::clone(&answered);
     let back = match spawn(move || {
-        copy(upstream, guest);
+        copy(&upstream, &guest);
         ended.store(true, Ordering::Release);
+        if let AnswerEnd::Close = answer_end {
+            let _ = upstream.shutdown(Shutdown::Write);
+        }
     }) {
         Ok(back) => back,
         Err(_) => {
@@ -608,8 +574,8 @@ fn keepalive(socket: &TcpStream) {
 /// One direction until its end (or a failure of either side), then a half close of `to`. The
 /// bytes move through a pipe by splice(2), never through this process's memory; a kernel that
 /// cannot splice these sockets gets a copy through a buffer instead.
-fn copy(mut from: TcpStream, mut to: TcpStream) {
-    match splice_all(&from, &to) {
+fn copy(mut from: &TcpStream, mut to: &TcpStream) {
+    match splice_all(from, to) {
         Spliced::Ended => {}
         Spliced::Unsupported => {
             let mut buffer = vec![0u8; RELAY_BYTES];
