@@ -93,20 +93,23 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
     let Some(end) = bytes.windows(4).position(|w| w == b"\r\n\r\n") else {
         return Parsed::Incomplete;
     };
-    let head = &bytes[..end];
-    let Ok(text) = std::str::from_utf8(head) else {
-        return Parsed::Refused("a request head that is not text");
+    // Lines as bytes: a field value may hold obs-text (bytes from 0x80, Latin-1 say), passed on
+    // as it is; the request line, field names and the fields the gateway reads are ASCII.
+    let lines = crlf_lines(&bytes[..end]);
+    let Some((&request_line_text, fields)) = lines.split_first() else {
+        return NOT_HTTP;
     };
-    let mut lines = text.split("\r\n");
-    let request_line_text = lines.next().unwrap_or_default();
-    let Some((method, target)) = request_line(request_line_text) else {
+    let Some((method, target)) = std::str::from_utf8(request_line_text)
+        .ok()
+        .and_then(request_line)
+    else {
         return NOT_HTTP;
     };
     // A line end is CRLF only: a lone CR or LF, or any other control byte but a tab, inside a
     // line is refused.
-    if text.split("\r\n").any(|line| {
-        line.bytes()
-            .any(|b| (b.is_ascii_control() && b != b'\t') || b == 0x7f)
+    if lines.iter().any(|line| {
+        line.iter()
+            .any(|b| (b.is_ascii_control() && *b != b'\t') || *b == 0x7f)
     }) {
         return Parsed::Refused("a malformed request head");
     }
@@ -117,14 +120,21 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
     let mut coding = None;
     let mut codings = 0;
     let mut kept = Vec::new();
-    for line in lines {
-        let Some((name, value)) = line.split_once(':') else {
+    for line in fields {
+        let Some(colon) = line.iter().position(|b| *b == b':') else {
             return Parsed::Refused("a malformed request head");
         };
-        if !is_token(name) {
+        let Some(name) = std::str::from_utf8(&line[..colon])
+            .ok()
+            .filter(|n| is_token(n))
+        else {
             return Parsed::Refused("a malformed request head");
-        }
-        let value = value.trim_matches([' ', '\t']);
+        };
+        // Not ASCII: no value the gateway reads (an empty one is refused for each of them).
+        let value = std::str::from_utf8(&line[colon + 1..])
+            .ok()
+            .filter(|v| v.is_ascii())
+            .map_or("", |v| v.trim_matches([' ', '\t']));
         let field = name.to_ascii_lowercase();
         match field.as_str() {
             "host" => {
@@ -145,7 +155,7 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
             _ => {}
         }
         if !HOP_BY_HOP.contains(&field.as_str()) {
-            kept.push(line);
+            kept.push(*line);
         }
     }
     let host = match (hosts, host) {
@@ -162,7 +172,7 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
     if !target_on(target, method, &host, port) {
         return Parsed::Refused("a request target naming another host");
     }
-    let http_1_1 = request_line_text.ends_with("HTTP/1.1");
+    let http_1_1 = request_line_text.ends_with(b"HTTP/1.1");
     let body = match (coding, length, lengths) {
         (Some(coding), None, 0)
             if codings == 1 && http_1_1 && coding.eq_ignore_ascii_case("chunked") =>
@@ -180,10 +190,10 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
         }
         _ => return Parsed::Refused("a malformed Content-Length"),
     };
-    let mut rewritten = request_line_text.as_bytes().to_vec();
+    let mut rewritten = request_line_text.to_vec();
     for line in kept {
         rewritten.extend_from_slice(b"\r\n");
-        rewritten.extend_from_slice(line.as_bytes());
+        rewritten.extend_from_slice(line);
     }
     rewritten.extend_from_slice(b"\r\nConnection: close\r\n\r\n");
     Parsed::Request(Request {
@@ -192,6 +202,17 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
         consumed: end + 4,
         body,
     })
+}
+
+/// `head` split at each CRLF (one line at least).
+fn crlf_lines(mut head: &[u8]) -> Vec<&[u8]> {
+    let mut lines = Vec::new();
+    while let Some(at) = head.windows(2).position(|w| w == b"\r\n") {
+        lines.push(&head[..at]);
+        head = &head[at + 2..];
+    }
+    lines.push(head);
+    lines
 }
 
 /// The name of a `Host` value (or an absolute target's authority) on a connection to `port`:
@@ -399,6 +420,48 @@ mod tests {
             parse(b"GET / HTTP/1.1\r\nHost: a.example\r\n", 80),
             Parsed::Incomplete
         );
+    }
+
+    #[test]
+    fn a_field_value_may_hold_bytes_beyond_ascii_passed_on_as_they_are() {
+        let head = b"GET / HTTP/1.1\r\nHost: a.example\r\nX-Name: caf\xe9\r\n\r\n";
+        let Parsed::Request(r) = parse(head, 80) else {
+            panic!("refused");
+        };
+        assert_eq!(r.host, "a.example");
+        assert_eq!(
+            r.head,
+            b"GET / HTTP/1.1\r\nHost: a.example\r\nX-Name: caf\xe9\r\nConnection: close\r\n\r\n"
+        );
+        // Not where the gateway reads: the request line, a field name, a field it judges.
+        for (bad, why) in [
+            (
+                &b"GET /caf\xe9 HTTP/1.1\r\nHost: a.example\r\n\r\n"[..],
+                "neither TLS nor HTTP/1",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: a.example\r\nX-N\xe4me: x\r\n\r\n",
+                "a malformed request head",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: caf\xe9.example\r\n\r\n",
+                "a malformed Host header",
+            ),
+            (
+                b"POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 5\xa0\r\n\r\n",
+                "a malformed Content-Length",
+            ),
+            (
+                b"POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\xa0\r\n\r\n",
+                "a transfer coding the gateway cannot follow",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: h2c\xa0\r\n\r\n",
+                "a protocol upgrade over plain HTTP (use TLS)",
+            ),
+        ] {
+            assert_eq!(parse(bad, 80), Parsed::Refused(why), "{bad:?}");
+        }
     }
 
     #[test]
