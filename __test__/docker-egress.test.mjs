@@ -220,7 +220,7 @@ describe('allowlist egress', () => {
       assert.equal(seen.pipelined, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
       assert.equal(seen.posted, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 5|Connection: close||hello'), stdout);
       assert.equal(seen.chunked, echoed('POST /4 HTTP/1.1|Host: bulk.test|Transfer-Encoding: chunked|Connection: close||5|hello|0||'), stdout);
-      assert.equal(seen.cut, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 10|Connection: close||hello'), stdout);
+      assert.equal(seen.cut, echoed('POST /2 HTTP/1.1|Host: bulk.test:8080|Content-Length: 10|Connection: close||hello<FIN>'), stdout);
       assert.equal(seen.bad_chunk, '0:', stdout);
       assert.equal(seen.h2c, echoed('GET /3 HTTP/1.1|Host: bulk.test|Connection: close||'), stdout);
       // A keep-alive server answers the one request and closes.

@@ -50,9 +50,10 @@ https.createServer({ key: process.env.KEY, cert: process.env.CERT, ciphers: 'ALL
 
 // A plain HTTP server that sends `/<n>` bytes (for the benchmark's downloads); on 8080, a raw
 // one that answers each connection, 500 ms after its first bytes, with every byte it received
-// (what the gateway passed on, exactly, a half close included); on 8081, one that stops reading
-// at a request's first bytes, answers 413 a second later and closes (an upstream refusing an
-// upload early).
+// (what the gateway passed on, exactly) and `<FIN>` if the gateway's half close came before
+// that; on 8081, one that stops reading at a request's first bytes and a second later answers
+// 413 and half closes, never reading again (an upstream refusing an upload early: it does not
+// close, which would reset the gateway's write of the body instead of leaving it blocked).
 const BULK = `
 require('node:net').createServer((socket) => {
   socket.on('error', () => {});
@@ -64,6 +65,7 @@ require('node:net').createServer((socket) => {
 require('node:net').createServer({ allowHalfOpen: true }, (socket) => {
   const got = [];
   socket.on('error', () => {});
+  socket.on('end', () => got.push(Buffer.from('<FIN>')));
   socket.on('data', (d) => {
     if (got.push(d) > 1) return;
     setTimeout(() => {

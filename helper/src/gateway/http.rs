@@ -113,6 +113,9 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
     }) {
         return Parsed::Refused("a malformed request head");
     }
+    if lines.iter().any(|line| breaks_beyond_ascii(line)) {
+        return Parsed::Refused("a line break beyond ASCII in the request head");
+    }
     let mut host = None;
     let mut hosts = 0;
     let mut length = None;
@@ -202,6 +205,16 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
         consumed: end + 4,
         body,
     })
+}
+
+/// Whether `line` holds bytes an upstream may read as a line break, so that it would see
+/// fields (a length, a second request) the gateway did not: NEL (any byte 0x85, as a Latin-1
+/// reader takes it) and U+2028 or U+2029 in UTF-8.
+fn breaks_beyond_ascii(line: &[u8]) -> bool {
+    line.contains(&0x85)
+        || line
+            .windows(3)
+            .any(|w| w == [0xe2, 0x80, 0xa8] || w == [0xe2, 0x80, 0xa9])
 }
 
 /// `head` split at each CRLF (one line at least).
@@ -459,6 +472,23 @@ mod tests {
                 b"GET / HTTP/1.1\r\nHost: a.example\r\nUpgrade: h2c\xa0\r\n\r\n",
                 "a protocol upgrade over plain HTTP (use TLS)",
             ),
+            // What an upstream may take for a line break, hiding a field from the gateway.
+            (
+                b"POST / HTTP/1.1\r\nHost: a.example\r\nX: a\x85Content-Length: 0\r\nContent-Length: 5\r\n\r\n",
+                "a line break beyond ASCII in the request head",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: a.example\r\nX: a\xc2\x85b\r\n\r\n",
+                "a line break beyond ASCII in the request head",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: a.example\r\nX: a\xe2\x80\xa8b\r\n\r\n",
+                "a line break beyond ASCII in the request head",
+            ),
+            (
+                b"GET / HTTP/1.1\r\nHost: a.example\r\nX: a\xe2\x80\xa9b\r\n\r\n",
+                "a line break beyond ASCII in the request head",
+            ),
         ] {
             assert_eq!(parse(bad, 80), Parsed::Refused(why), "{bad:?}");
         }
@@ -517,7 +547,7 @@ mod tests {
             malformed
         );
         assert_eq!(
-            refused("GET / HTTP/1.1\r\nX-\u{85}: y\r\nHost: a.example\r\n\r\n"),
+            refused("GET / HTTP/1.1\r\nX-\u{e9}: y\r\nHost: a.example\r\n\r\n"),
             malformed
         );
         assert_eq!(

@@ -420,7 +420,13 @@ fn relay_request(
         AnswerEnd::Close,
         |mut guest_reader, mut upstream_writer, answered| {
             let early = read.get(request.consumed..).unwrap_or_default();
-            match send_request(&mut guest_reader, &mut upstream_writer, early, request) {
+            match send_request(
+                &mut guest_reader,
+                &mut upstream_writer,
+                early,
+                request,
+                answered,
+            ) {
                 // The upstream closes after its answer (`Connection: close`); the guest's own end
                 // is not passed on (a server may take a half close for the end of everything).
                 // An upstream that stopped taking the body answered early (413, 401): the guest
@@ -496,16 +502,22 @@ fn relay_with(
 }
 
 /// Writes the request's head, then exactly its body: first from `early` (bytes read with the
-/// head), then from the guest; `Err` says why it did not.
+/// head), then from the guest; `Err` says why it did not. Once the answer ended (`answered`)
+/// the body is given up as the upstream's (`Cut::Upstream`): a guest that stops sending its
+/// body then is left to `drain`'s bounds.
 fn send_request(
     guest: &mut TcpStream,
     upstream: &mut TcpStream,
     early: &[u8],
     request: &Request,
+    answered: &AtomicBool,
 ) -> Result<(), Cut> {
     upstream
         .write_all(&request.head)
         .map_err(|_| Cut::Upstream)?;
+    guest
+        .set_read_timeout(Some(BODY_POLL))
+        .map_err(|_| Cut::Guest)?;
     let mut buffer = vec![0u8; RELAY_BYTES];
     match request.body {
         Body::Length(length) => {
@@ -516,15 +528,11 @@ fn send_request(
             let mut left = length - first as u64;
             while left > 0 {
                 let want = usize::try_from(left).map_or(buffer.len(), |n| n.min(buffer.len()));
-                match guest.read(&mut buffer[..want]) {
-                    Ok(0) | Err(_) => return Err(Cut::Guest),
-                    Ok(n) => {
-                        upstream
-                            .write_all(&buffer[..n])
-                            .map_err(|_| Cut::Upstream)?;
-                        left -= n as u64;
-                    }
-                }
+                let n = read_body(guest, &mut buffer[..want], answered)?;
+                upstream
+                    .write_all(&buffer[..n])
+                    .map_err(|_| Cut::Upstream)?;
+                left -= n as u64;
             }
             Ok(())
         }
@@ -535,10 +543,7 @@ fn send_request(
                 .write_all(&early[..take])
                 .map_err(|_| Cut::Upstream)?;
             while !done {
-                let n = match guest.read(&mut buffer) {
-                    Ok(0) | Err(_) => return Err(Cut::Guest),
-                    Ok(n) => n,
-                };
+                let n = read_body(guest, &mut buffer, answered)?;
                 let (take, end) = chunked.feed(&buffer[..n]).map_err(Cut::Malformed)?;
                 upstream
                     .write_all(&buffer[..take])
@@ -546,6 +551,29 @@ fn send_request(
                 done = end;
             }
             Ok(())
+        }
+    }
+}
+
+/// How often a body read that waits on the guest looks whether the answer ended.
+const BODY_POLL: Duration = Duration::from_millis(250);
+
+/// Some bytes of the body from the guest (`guest` reads time out after `BODY_POLL`).
+fn read_body(
+    guest: &mut TcpStream,
+    buffer: &mut [u8],
+    answered: &AtomicBool,
+) -> Result<usize, Cut> {
+    loop {
+        match guest.read(buffer) {
+            Ok(0) => return Err(Cut::Guest),
+            Ok(n) => return Ok(n),
+            Err(e) if drain::waited(&e) => {
+                if answered.load(Ordering::Acquire) {
+                    return Err(Cut::Upstream);
+                }
+            }
+            Err(_) => return Err(Cut::Guest),
         }
     }
 }
@@ -698,4 +726,78 @@ fn default_routes() -> Vec<Ipv4Addr> {
             (gateway != 0).then(|| Ipv4Addr::from(gateway.to_ne_bytes()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use drain::tests::pair;
+    use http::{parse, Parsed};
+    use std::time::Instant;
+
+    fn request(head: &[u8]) -> Request {
+        match parse(head, 80) {
+            Parsed::Request(request) => request,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_body_the_guest_stops_sending_is_given_up_once_the_answer_ended() {
+        let head = b"POST / HTTP/1.1\r\nHost: a.example\r\nContent-Length: 100\r\n\r\nhello";
+        let request = request(head);
+        let (mut from_guest, mut guest) = pair();
+        let (mut to_upstream, mut upstream) = pair();
+        guest.write_all(b"more").unwrap();
+        let answered = AtomicBool::new(false);
+        let answer_ended = std::sync::Mutex::new(None);
+        std::thread::scope(|scope| {
+            scope.spawn(|| {
+                std::thread::sleep(Duration::from_millis(600));
+                *answer_ended.lock().unwrap() = Some(Instant::now());
+                answered.store(true, Ordering::Release);
+            });
+            let early = &head[request.consumed..];
+            let outcome = send_request(
+                &mut from_guest,
+                &mut to_upstream,
+                early,
+                &request,
+                &answered,
+            );
+            let returned = Instant::now();
+            assert!(matches!(outcome, Err(Cut::Upstream)));
+            let ended = answer_ended
+                .lock()
+                .unwrap()
+                .expect("returned before the answer ended");
+            assert!(returned - ended < BODY_POLL * 4, "{:?}", returned - ended);
+        });
+        drop(to_upstream);
+        let mut passed = Vec::new();
+        upstream.read_to_end(&mut passed).unwrap();
+        assert!(
+            passed.ends_with(b"Connection: close\r\n\r\nhellomore"),
+            "{passed:?}"
+        );
+    }
+
+    #[test]
+    fn a_guest_that_ends_its_body_short_is_a_guest_cut() {
+        let head =
+            b"POST / HTTP/1.1\r\nHost: a.example\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhe";
+        let request = request(head);
+        let (mut from_guest, guest) = pair();
+        let (mut to_upstream, _upstream) = pair();
+        drop(guest);
+        let early = &head[request.consumed..];
+        let outcome = send_request(
+            &mut from_guest,
+            &mut to_upstream,
+            early,
+            &request,
+            &AtomicBool::new(false),
+        );
+        assert!(matches!(outcome, Err(Cut::Guest)));
+    }
 }
