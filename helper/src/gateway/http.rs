@@ -266,7 +266,8 @@ fn target_on(target: &str, method: &str, host: &str, port: u16) -> bool {
     host_of(authority, port).as_deref() == Some(host)
 }
 
-/// Follows a chunked body as its bytes pass: how many of them still belong to it.
+/// Follows a chunked body as its bytes pass: how many of them still belong to it, and which
+/// may go on now (a size or trailer line only once it is whole and judged).
 #[derive(Debug, Default)]
 pub struct Chunked {
     state: State,
@@ -288,14 +289,16 @@ enum State {
 const LINE_MAX: usize = 8 * 1_024;
 
 impl Chunked {
-    /// Of `bytes`, how many belong to the body, and whether it ends with them; `Err` for a
+    /// Of `bytes`, how many belong to the body, and whether it ends with them; what may be
+    /// passed on now is appended to `out` (a line held back until it is whole). `Err` for a
     /// body that is not chunked as it says.
-    pub fn feed(&mut self, bytes: &[u8]) -> Result<(usize, bool), &'static str> {
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), &'static str> {
         let mut at = 0;
         while at < bytes.len() && self.state != State::Done {
             match self.state {
                 State::Data(left) => {
                     let take = left.min((bytes.len() - at) as u64);
+                    out.extend_from_slice(&bytes[at..at + take as usize]);
                     at += take as usize;
                     self.state = if take == left {
                         State::DataEnd
@@ -313,6 +316,7 @@ impl Chunked {
                     if byte == b'\n' {
                         let line = std::mem::take(&mut self.line);
                         self.line_done(&line)?;
+                        out.extend_from_slice(&line);
                     }
                 }
                 State::Done => {}
@@ -339,9 +343,10 @@ impl Chunked {
                         .rposition(|b| *b != b' ' && *b != b'\t')
                         .map_or(&digits[..0], |last| &digits[..=last])
                 };
+                // ASCII only: no byte an upstream may read as a line break.
                 let clean = extensions
                     .iter()
-                    .all(|b| !b.is_ascii_control() || *b == b'\t');
+                    .all(|b| b.is_ascii() && (!b.is_ascii_control() || *b == b'\t'));
                 let size = std::str::from_utf8(digits)
                     .ok()
                     .filter(|d| {
@@ -369,7 +374,7 @@ impl Chunked {
                     .filter(|(name, value)| {
                         is_token(name) && value.bytes().all(|b| !b.is_ascii_control() || b == b'\t')
                     });
-                if field.is_none() {
+                if field.is_none() || breaks_beyond_ascii(line) {
                     return Err("a chunked body with a malformed trailer");
                 }
                 State::Trailer
@@ -638,17 +643,30 @@ mod tests {
         let body = b"5 ;ext=1\r\nhello\r\n3\t;e\r\nabc\r\n10\r\n0123456789abcdef\r\n0\r\nTrailer: x\r\n\r\nNEXT";
         let whole = body.len() - 4;
         let mut once = Chunked::default();
-        assert_eq!(once.feed(body), Ok((whole, true)));
+        let mut out = Vec::new();
+        assert_eq!(once.feed(body, &mut out), Ok((whole, true)));
+        assert_eq!(out, &body[..whole]);
         for split in 1..whole {
             let mut pieces = Chunked::default();
-            let (first, done) = pieces.feed(&body[..split]).unwrap();
+            let mut out = Vec::new();
+            let (first, done) = pieces.feed(&body[..split], &mut out).unwrap();
             assert_eq!((first, done), (split, false), "{split}");
+            // Only whole lines and data so far: what is held back is one unfinished line.
+            let passed = out.len();
+            assert!(passed <= split && out == body[..passed], "{split}");
+            assert!(!body[passed..split].contains(&b'\n'), "{split}");
             assert_eq!(
-                pieces.feed(&body[split..]),
+                pieces.feed(&body[split..], &mut out),
                 Ok((whole - split, true)),
                 "{split}"
             );
+            assert_eq!(out, &body[..whole], "{split}");
         }
+        // A size line's first part is held until the line is judged.
+        let mut held = Chunked::default();
+        let mut out = Vec::new();
+        assert_eq!(held.feed(b"5;ext", &mut out), Ok((5, false)));
+        assert!(out.is_empty());
         for bad in [
             &b"x\r\n"[..],
             b"5\r\nhelloX\r\n",
@@ -662,8 +680,16 @@ mod tests {
             b"5\t\r\nhello\r\n",
             b" 5\r\nhello\r\n",
             b" ;e\r\n",
+            // What an upstream may read as a line break, ending the body early.
+            b"0;\x85\x85GET /x HTTP/1.1\r\n",
+            b"0;e=\xc3\xa9\r\n",
+            b"0\r\nX: a\xc2\x85\xc2\x85GET /x HTTP/1.1\r\n\r\n",
+            b"0\r\nX: a\xe2\x80\xa8b\r\n\r\n",
         ] {
-            assert!(Chunked::default().feed(bad).is_err(), "{bad:?}");
+            assert!(
+                Chunked::default().feed(bad, &mut Vec::new()).is_err(),
+                "{bad:?}"
+            );
         }
     }
 }

@@ -538,16 +538,16 @@ fn send_request(
         }
         Body::Chunked => {
             let mut chunked = Chunked::default();
-            let (take, mut done) = chunked.feed(early).map_err(Cut::Malformed)?;
-            upstream
-                .write_all(&early[..take])
-                .map_err(|_| Cut::Upstream)?;
+            let mut judged = Vec::with_capacity(RELAY_BYTES);
+            let (_, mut done) = chunked.feed(early, &mut judged).map_err(Cut::Malformed)?;
+            upstream.write_all(&judged).map_err(|_| Cut::Upstream)?;
             while !done {
                 let n = read_body(guest, &mut buffer, answered)?;
-                let (take, end) = chunked.feed(&buffer[..n]).map_err(Cut::Malformed)?;
-                upstream
-                    .write_all(&buffer[..take])
-                    .map_err(|_| Cut::Upstream)?;
+                judged.clear();
+                let (_, end) = chunked
+                    .feed(&buffer[..n], &mut judged)
+                    .map_err(Cut::Malformed)?;
+                upstream.write_all(&judged).map_err(|_| Cut::Upstream)?;
                 done = end;
             }
             Ok(())
