@@ -83,14 +83,27 @@ export interface SandboxTemporaryStorage {
 }
 
 /**
- * `isolated`: no network but loopback. `outbound`: broad egress, not an allowlist. `allowlist`:
- * egress only to `hosts` (see `SandboxEgressHost`); a backend whose `support.network` lacks it
- * refuses it at `reserve` with `SandboxUnsupportedError` (the Docker backend does under gVisor).
+ * The network as parsed and as observed: `isolated`: no network but loopback. `outbound`: broad
+ * egress, not an allowlist. `allowlist`: egress only to `hosts`, each a string (see
+ * `SandboxEgressHost`); `allowPrivate`, present only when some entry has it, names the entries
+ * that may resolve to loopback, link-local or private addresses. A backend whose
+ * `support.network` lacks `allowlist` refuses it at `reserve` with `SandboxUnsupportedError`
+ * (the Docker backend does under gVisor).
  */
 export type SandboxNetwork =
   | { readonly kind: 'isolated' }
   | { readonly kind: 'outbound' }
-  | { readonly kind: 'allowlist'; readonly hosts: readonly SandboxEgressHost[] };
+  | { readonly kind: 'allowlist'; readonly hosts: readonly string[]; readonly allowPrivate?: readonly string[] };
+
+/**
+ * The network as requested: as `SandboxNetwork`, and an entry may also be
+ * `{ host, allowPrivate: true }` (the same as listing it in `allowPrivate`). Parsing turns it
+ * into `SandboxNetwork`'s form.
+ */
+export type SandboxNetworkInput =
+  | { readonly kind: 'isolated' }
+  | { readonly kind: 'outbound' }
+  | { readonly kind: 'allowlist'; readonly hosts: readonly SandboxEgressHost[]; readonly allowPrivate?: readonly string[] };
 
 /**
  * One allowlist entry: a DNS name, exact (`api.example.com`) or a wildcard (`*.example.com`,
@@ -98,7 +111,9 @@ export type SandboxNetwork =
  * (without one, 443 and 80). Parsed names are lower-case ASCII (a Unicode label as its `xn--`
  * form). IP literals, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
  * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
- * resolve to loopback, link-local or private addresses.
+ * resolve to loopback, link-local or private addresses; each string of the network's
+ * `allowPrivate` must be an entry of `hosts` (written in any form that parses to the same name
+ * and port).
  */
 export type SandboxEgressHost = string | { readonly host: string; readonly allowPrivate?: boolean };
 
@@ -147,7 +162,7 @@ export interface SandboxRequestInput {
   readonly policy: {
     readonly resources: SandboxResources;
     readonly temporaryStorage: SandboxTemporaryStorage;
-    readonly network: SandboxNetwork;
+    readonly network: SandboxNetworkInput;
     readonly deadlines: SandboxDeadlines;
     readonly transfers: SandboxTransferBuffers;
     readonly streams: SandboxStreamLimits;

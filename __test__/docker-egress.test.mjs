@@ -182,6 +182,39 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
+  test('an entry that opts in reaches a private address (here the host\'s own); the effective policy lists hosts as strings and names the opt-in apart', async () => {
+    const ns = uniqueNamespace('egress-private');
+    let reached = 0;
+    const listener = createServer((socket) => {
+      reached += 1;
+      socket.end('HTTP/1.0 200 OK\r\n\r\nhost service\n');
+    });
+    await new Promise((resolve, reject) => listener.once('error', reject).listen(0, world.uplink, resolve));
+    const port = listener.address().port;
+    let sandbox;
+    try {
+      const backend = dockerBackend(ns, world.backendOptions);
+      sandbox = await backend.reserve(request((p) => {
+        p.network = { kind: 'allowlist', hosts: ['allowed.test', { host: `Uplink.Test:${port}`, allowPrivate: true }, 'host.test'] };
+      }), { kind: 'in_process' }).start();
+      assert.deepEqual(sandbox.effective.network, { kind: 'allowlist', hosts: ['allowed.test', `uplink.test:${port}`, 'host.test'], allowPrivate: [`uplink.test:${port}`] });
+      const { stdout } = await runShell(sandbox, [
+        `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "opted=$?:$out"`,
+        `out=$(timeout 5 wget -q -O - http://host.test/ 2>/dev/null); echo "not_opted=$?:$out"`,
+      ].join('\n'));
+      const seen = marks(stdout);
+      assert.equal(seen.opted, '0:host service', stdout);
+      assert.match(seen.not_opted, /^[1-9][0-9]*:$/, stdout);
+      assert.equal(reached, 1);
+      const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
+      assert.deepEqual(reasons, ['host.test:80 resolves only to private or unusable addresses']);
+    } finally {
+      listener.close();
+      await sandbox?.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
   test('plain HTTP carries one request per connection: a second request, another host in the target, an upgrade or a tunnel never reach the upstream; bodies are passed on as framed', async () => {
     const ns = uniqueNamespace('egress-http');
     const backend = dockerBackend(ns, world.backendOptions);

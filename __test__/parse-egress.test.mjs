@@ -11,11 +11,19 @@ const allowlist = (hosts) => request((p) => (p.network = { kind: 'allowlist', ho
 
 test('an allowlist parses to lower-case ASCII names, ports and opt-ins, deeply frozen', () => {
   const parsed = parseSandboxRequest(allowlist(['API.Example.com', '*.example.org:8443', 'bücher.example', { host: 'db.internal:5432', allowPrivate: true }]));
+  // The parsed form holds strings only (the contract's string[]); the opt-ins are named apart.
   assert.deepEqual(parsed.policy.network, {
     kind: 'allowlist',
-    hosts: ['api.example.com', '*.example.org:8443', 'xn--bcher-kva.example', { host: 'db.internal:5432', allowPrivate: true }],
+    hosts: ['api.example.com', '*.example.org:8443', 'xn--bcher-kva.example', 'db.internal:5432'],
+    allowPrivate: ['db.internal:5432'],
   });
   assertDeepFrozen(parsed);
+  // The parsed form parses to itself; `allowPrivate` may name an entry in another spelling.
+  assert.deepEqual(parseSandboxRequest(parsed).policy.network, parsed.policy.network);
+  const listed = parseSandboxRequest(request((p) => (p.network = { kind: 'allowlist', hosts: ['a.example', 'DB.internal:5432'], allowPrivate: ['db.INTERNAL:5432'] })));
+  assert.deepEqual(listed.policy.network, { kind: 'allowlist', hosts: ['a.example', 'db.internal:5432'], allowPrivate: ['db.internal:5432'] });
+  // Without an opt-in there is no allowPrivate field.
+  assert.deepEqual(parseSandboxRequest(allowlist(['a.example'])).policy.network, { kind: 'allowlist', hosts: ['a.example'] });
 });
 
 test('every bad entry is refused with an issue naming it', () => {
@@ -30,6 +38,13 @@ test('every bad entry is refused with an issue naming it', () => {
     ['unknown_field', ['policy', 'network', 'hosts', 8, 'extra']],
   ]);
   assertIssues(parseSandboxRequest, allowlist([]), [['invalid_value', ['policy', 'network', 'hosts']]]);
+  assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'allowlist', hosts: ['a.example', 'b.example:8080'], allowPrivate: ['a.example', 'b.example', 'a.example', '10.0.0.1', 7] })), [
+    ['invalid_value', ['policy', 'network', 'allowPrivate', 1]],
+    ['invalid_value', ['policy', 'network', 'allowPrivate', 2]],
+    ['invalid_value', ['policy', 'network', 'allowPrivate', 3]],
+    ['invalid_type', ['policy', 'network', 'allowPrivate', 4]],
+  ]);
+  assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'outbound', allowPrivate: ['a.example'] })), [['unknown_field', ['policy', 'network', 'allowPrivate']]]);
   assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'allowlist' })), [['required', ['policy', 'network', 'hosts']]]);
   assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'isolated', hosts: ['a.example'] })), [['unknown_field', ['policy', 'network', 'hosts']]]);
   const many = Array.from({ length: 257 }, (_, i) => `h${i}.example`);

@@ -145,6 +145,12 @@ export const registerConformance: (options: SandboxConformanceOptions) => void =
 export const runtimeOf: (sandbox: Sandbox) => string = dockerSandboxRuntime;
 // An allowlist sandbox behind its gateway, and why a request failed.
 export const allowlisted = createDockerSandboxBackend({ image: 'x', namespace: 'n', spillDirectory: '/tmp', egress: { network: 'bridge', resolvers: ['10.0.0.2'] } });
+export const allowlistInput: SandboxRequestInput['policy']['network'] = { kind: 'allowlist', hosts: ['api.example.com', { host: 'db.internal:5432', allowPrivate: true }, 'cache.internal'], allowPrivate: ['cache.internal'] };
+// The parsed and observed allowlist holds strings only, as the contract's `string[]`.
+export function allowedHosts(sandbox: Sandbox): { hosts: string[]; allowPrivate: string[] } {
+  const network = sandbox.effective.network;
+  return network.kind === 'allowlist' ? { hosts: [...network.hosts], allowPrivate: [...(network.allowPrivate ?? [])] } : { hosts: [], allowPrivate: [] };
+}
 export async function lastRefusal(sandbox: Sandbox): Promise<string | undefined> {
   const report = await dockerSandboxEgress(sandbox);
   const last = report?.recent[report.recent.length - 1];

@@ -93,7 +93,10 @@ pub fn check_effective(
                 .hosts
                 .iter()
                 .filter(|host| !asked.network.hosts.iter().any(|a| within(host, a)))
-                .map(|host| format!("{host:?}"))
+                .map(|host| match host.allow_private {
+                    true => format!("{} (private addresses too)", host.rendered()),
+                    false => host.rendered(),
+                })
                 .collect();
             if !extra.is_empty() {
                 looser.push(format!(
@@ -194,8 +197,8 @@ mod tests {
                 "8443",
             ),
             (
-                json!({ "kind": "allowlist", "hosts": [{ "host": "a.example", "allowPrivate": true }] }),
-                "allow_private: true",
+                json!({ "kind": "allowlist", "hosts": ["a.example"], "allowPrivate": ["a.example"] }),
+                "network.hosts allows a.example (private addresses too) beyond",
             ),
         ] {
             let error = check_effective(&asked, &effective(wider.clone())).expect_err("wider");

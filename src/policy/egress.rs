@@ -2,9 +2,11 @@
 //! and a name of at least two labels, which matches names one or more labels deeper and never
 //! the name itself) with an optional `:port` (without one, 443 and 80). An entry is a string, or
 //! `{ host, allowPrivate: true }` for a name that may resolve to loopback, link-local or private
-//! addresses. Names are lower-cased and held in their ASCII form (a Unicode label as its `xn--`
-//! Punycode; an `xn--` label must decode). IP literals, CIDRs, `*` alone, empty labels and names
-//! over 253 bytes are refused, each with an issue naming the entry.
+//! addresses; the network's `allowPrivate` list (`allow_private_entries`) says the same by
+//! naming listed entries, and is the form a parsed policy takes (its `hosts` all strings).
+//! Names are lower-cased and held in their ASCII form (a Unicode label as its `xn--` Punycode;
+//! an `xn--` label must decode). IP literals, CIDRs, `*` alone, empty labels and names over 253
+//! bytes are refused, each with an issue naming the entry.
 
 use crate::input::read::{array, boolean, object, string};
 use crate::input::{IssueCode, Issues, Seg, ToValue, Value};
@@ -26,7 +28,8 @@ pub struct EgressHost {
 }
 
 impl EgressHost {
-    fn rendered(&self) -> String {
+    /// The entry as a string: the name, and `:port` when it has one.
+    pub fn rendered(&self) -> String {
         match self.port {
             Some(port) => format!("{}:{port}", self.name),
             None => self.name.clone(),
@@ -34,16 +37,11 @@ impl EgressHost {
     }
 }
 
+/// An entry renders as its string; whether it admits private addresses is the network's
+/// `allowPrivate` list (`NetworkPolicy`'s rendering).
 impl ToValue for EgressHost {
     fn to_value(&self) -> Value {
-        if self.allow_private {
-            Value::object([
-                ("host", Value::string(self.rendered())),
-                ("allowPrivate", Value::Bool(true)),
-            ])
-        } else {
-            Value::string(self.rendered())
-        }
+        Value::string(self.rendered())
     }
 }
 
@@ -81,6 +79,58 @@ pub fn egress_hosts(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<
         }
     }
     complete.then_some(hosts)
+}
+
+/// Reads the network's `allowPrivate` list: entries of `hosts` (written as there, or in any
+/// form that parses to the same name and port), each once, marked as admitting private
+/// addresses. Every entry that is not listed in `hosts` is an issue naming it.
+pub fn allow_private_entries(
+    value: &Value,
+    path: &[Seg],
+    hosts: &mut [EgressHost],
+    issues: &mut Issues,
+) -> Option<()> {
+    let items = array(value, path, EGRESS_HOSTS_MAX, issues)?;
+    let mut seen: Vec<(String, Option<u16>)> = Vec::with_capacity(items.len());
+    let mut complete = true;
+    for (index, item) in items.iter().enumerate() {
+        let mut at = path.to_vec();
+        at.push(Seg::Index(index));
+        let Some((name, port)) =
+            string(item, &at, 512, issues).and_then(|s| host_and_port(&s, &at, issues))
+        else {
+            complete = false;
+            continue;
+        };
+        let rendered = EgressHost {
+            name: name.clone(),
+            port,
+            allow_private: true,
+        }
+        .rendered();
+        if seen.contains(&(name.clone(), port)) {
+            issues.add(
+                IssueCode::InvalidValue,
+                &at,
+                format!("{rendered} is listed twice"),
+            );
+            complete = false;
+            continue;
+        }
+        match hosts.iter_mut().find(|h| h.name == name && h.port == port) {
+            Some(host) => host.allow_private = true,
+            None => {
+                issues.add(
+                    IssueCode::InvalidValue,
+                    &at,
+                    format!("{rendered} is not an entry of hosts; list it there too"),
+                );
+                complete = false;
+            }
+        }
+        seen.push((name, port));
+    }
+    complete.then_some(())
 }
 
 fn entry(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<EgressHost> {
@@ -432,14 +482,85 @@ mod tests {
                 Value::string("*.example.com:8443"),
                 Value::string("registry.npmjs.org"),
                 Value::string("xn--bcher-kva.example"),
-                Value::object([
-                    ("host", Value::string("db.internal:5432")),
-                    ("allowPrivate", Value::Bool(true)),
-                ]),
+                Value::string("db.internal:5432"),
             ]
         );
         assert_eq!(hosts[0].port, None);
         assert_eq!(hosts[1].port, Some(8443));
+        let private: Vec<bool> = hosts.iter().map(|h| h.allow_private).collect();
+        assert_eq!(private, [false, false, false, false, true]);
+    }
+
+    fn parse_network(network: serde_json::Value) -> Result<Value, Vec<crate::input::Issue>> {
+        let mut issues = Issues::new();
+        let parsed = crate::policy::network::network(
+            &from_json(network),
+            &[Seg::from("network")],
+            &mut issues,
+        );
+        issues.finish(parsed).map(|n| n.to_value())
+    }
+
+    #[test]
+    fn a_parsed_allowlist_is_strings_and_names_its_private_entries_apart() {
+        let both_forms = parse_network(json!({
+            "kind": "allowlist",
+            "hosts": ["a.example", { "host": "DB.internal:5432", "allowPrivate": true }, "c.example"],
+            "allowPrivate": ["C.Example."]
+        }))
+        .expect("parses");
+        let strings =
+            |list: &[&str]| Value::Array(list.iter().map(|s| Value::string(*s)).collect());
+        let rendered = Value::object([
+            ("kind", Value::string("allowlist")),
+            (
+                "hosts",
+                strings(&["a.example", "db.internal:5432", "c.example"]),
+            ),
+            ("allowPrivate", strings(&["db.internal:5432", "c.example"])),
+        ]);
+        assert_eq!(both_forms, rendered);
+        // The rendering parses back to itself.
+        let again = parse_network(json!({
+            "kind": "allowlist",
+            "hosts": ["a.example", "db.internal:5432", "c.example"],
+            "allowPrivate": ["db.internal:5432", "c.example"]
+        }))
+        .expect("parses");
+        assert_eq!(again, rendered);
+        let plain =
+            parse_network(json!({ "kind": "allowlist", "hosts": ["a.example"] })).expect("parses");
+        assert_eq!(
+            plain,
+            Value::object([
+                ("kind", Value::string("allowlist")),
+                ("hosts", strings(&["a.example"])),
+            ])
+        );
+    }
+
+    #[test]
+    fn every_bad_private_entry_is_named() {
+        let result = parse_network(json!({
+            "kind": "allowlist",
+            "hosts": ["a.example", "b.example:8080"],
+            "allowPrivate": ["a.example", "b.example", "a.example", "10.0.0.1", 7, "b.example:8080"]
+        }));
+        let listed = issue_list(result);
+        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "network.allowPrivate[1]",
+                "network.allowPrivate[2]",
+                "network.allowPrivate[3]",
+                "network.allowPrivate[4]",
+            ]
+        );
+        let isolated = parse_network(json!({ "kind": "isolated", "allowPrivate": ["a.example"] }));
+        let listed = issue_list(isolated);
+        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(paths, ["network.allowPrivate"]);
     }
 
     #[test]

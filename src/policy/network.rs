@@ -1,7 +1,7 @@
 //! The network policy: `isolated` (no interfaces but loopback), `outbound` (broad egress), or
 //! `allowlist` (egress only to the listed hosts; see `egress.rs` for the entries).
 
-use super::egress::{egress_hosts, EgressHost};
+use super::egress::{allow_private_entries, egress_hosts, EgressHost};
 use crate::input::read::{kind, object};
 use crate::input::{Issues, Seg, ToValue, Value};
 
@@ -62,14 +62,24 @@ impl PartialEq<NetworkKind> for NetworkPolicy {
     }
 }
 
-/// Reads `{ kind: 'isolated' | 'outbound' }` or `{ kind: 'allowlist', hosts: [...] }`.
+/// Reads `{ kind: 'isolated' | 'outbound' }` or
+/// `{ kind: 'allowlist', hosts: [...], allowPrivate?: [...] }`.
 pub fn network(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<NetworkPolicy> {
     let mut f = object(value, path, issues)?;
     let found = kind(&mut f, NETWORK_KINDS, issues).and_then(NetworkKind::from_literal);
     let hosts = match found {
-        Some(NetworkKind::Allowlist) => f
-            .required("hosts", issues)
-            .and_then(|v| egress_hosts(v, &f.at("hosts"), issues)),
+        Some(NetworkKind::Allowlist) => {
+            let hosts = f
+                .required("hosts", issues)
+                .and_then(|v| egress_hosts(v, &f.at("hosts"), issues));
+            match (hosts, f.optional("allowPrivate")) {
+                (Some(mut hosts), Some(listed)) => {
+                    allow_private_entries(listed, &f.at("allowPrivate"), &mut hosts, issues)
+                        .map(|()| hosts)
+                }
+                (hosts, _) => hosts,
+            }
+        }
         _ => Some(Vec::new()),
     };
     f.finish(issues);
@@ -79,17 +89,29 @@ pub fn network(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<Netwo
     })
 }
 
+/// An allowlist renders its entries as strings (`hosts`, the contract's `string[]`) and, only
+/// when some entry admits private addresses, names those in `allowPrivate`.
 impl ToValue for NetworkPolicy {
     fn to_value(&self) -> Value {
-        match self.kind {
-            NetworkKind::Allowlist => Value::object([
-                ("kind", Value::string(self.kind.as_str())),
-                (
-                    "hosts",
-                    Value::Array(self.hosts.iter().map(ToValue::to_value).collect()),
-                ),
-            ]),
-            kind => kind.to_value(),
+        if self.kind != NetworkKind::Allowlist {
+            return self.kind.to_value();
         }
+        let mut fields = vec![
+            ("kind", Value::string(self.kind.as_str())),
+            (
+                "hosts",
+                Value::Array(self.hosts.iter().map(ToValue::to_value).collect()),
+            ),
+        ];
+        let private: Vec<Value> = self
+            .hosts
+            .iter()
+            .filter(|h| h.allow_private)
+            .map(ToValue::to_value)
+            .collect();
+        if !private.is_empty() {
+            fields.push(("allowPrivate", Value::Array(private)));
+        }
+        Value::object(fields)
     }
 }
