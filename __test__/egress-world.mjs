@@ -2,8 +2,9 @@
 // own (198.18.N.0/24, outside the private ranges, so the gateway treats it as the internet), a
 // resolver that answers the test's names and logs every query it gets, a plain HTTP server and an
 // HTTPS server with a test certificate, and an address of the host's own on an interface of the
-// test's (a veth pair, one end with a 198.51.100.N address, which no rule calls private: the host's
-// uplink address as a public host would have it). No traffic ever goes to an address the test
+// test's (a veth pair, one end with a 198.19.255.N address, in the benchmarking range the gateway
+// counts as public, outside the world's 198.18 subnets: the host's uplink address as a public
+// host would have it). No traffic ever goes to an address the test
 // did not make.
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -115,7 +116,7 @@ export function uplinkDevices() {
 }
 
 /**
- * Gives this host the address `198.51.100.N` on a veth pair of its own, named by this process's
+ * Gives this host the address `198.19.255.N` on a veth pair of its own, named by this process's
  * PID (deleting one end deletes both; root only: the tests run as root); returns it and how to
  * remove it. A pair left by a run whose process is gone is removed first.
  */
@@ -128,7 +129,7 @@ function hostUplink() {
     }
   }
   const device = `nsb-up${process.pid}`;
-  const address = `198.51.100.${(process.pid % 250) + 1}`;
+  const address = `198.19.255.${(process.pid % 250) + 1}`;
   const remove = () => {
     try { execFileSync('ip', ['link', 'del', device], { stdio: 'ignore' }); } catch { /* gone */ }
   };

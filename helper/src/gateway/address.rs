@@ -1,6 +1,9 @@
 //! Which upstream addresses a connection may go to: never an unusable one (unspecified,
 //! multicast, broadcast, reserved); a private one (loopback, link-local such as cloud metadata,
-//! RFC 1918, shared address space, or the host's own) only for an entry that opts in.
+//! RFC 1918, shared address space, IETF protocol assignments, documentation ranges, or the
+//! host's own) only for an entry that opts in. The benchmarking range 198.18.0.0/15 counts as public:
+//! it is routed nowhere on the internet, so only a network of the host's own can answer there
+//! (this package's tests build theirs in it, on this machine).
 
 use std::net::Ipv4Addr;
 
@@ -12,7 +15,7 @@ pub enum Class {
 }
 
 pub fn class(address: Ipv4Addr, host_addresses: &[Ipv4Addr]) -> Class {
-    let [a, b, ..] = address.octets();
+    let [a, b, c, _] = address.octets();
     if address.is_unspecified()
         || a == 0
         || address.is_multicast()
@@ -22,10 +25,14 @@ pub fn class(address: Ipv4Addr, host_addresses: &[Ipv4Addr]) -> Class {
         return Class::Unusable;
     }
     let shared = a == 100 && (64..128).contains(&b);
+    let protocol_assignments = (a, b, c) == (192, 0, 0);
+    let documentation = matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113));
     if address.is_loopback()
         || address.is_link_local()
         || address.is_private()
         || shared
+        || protocol_assignments
+        || documentation
         || host_addresses.contains(&address)
     {
         return Class::Private;
@@ -50,6 +57,10 @@ mod tests {
             "172.16.5.4",
             "192.168.1.1",
             "100.64.0.1",
+            "192.0.0.8",
+            "192.0.2.1",
+            "198.51.100.7",
+            "203.0.113.255",
             "198.18.0.1",
         ] {
             assert_eq!(of(private), Class::Private, "{private}");
@@ -63,7 +74,16 @@ mod tests {
         ] {
             assert_eq!(of(unusable), Class::Unusable, "{unusable}");
         }
-        for public in ["198.18.0.2", "93.184.216.34", "172.32.0.1", "100.128.0.1"] {
+        for public in [
+            "198.18.0.2",
+            "198.19.255.1",
+            "93.184.216.34",
+            "172.32.0.1",
+            "100.128.0.1",
+            "192.0.1.1",
+            "192.0.3.1",
+            "203.0.114.1",
+        ] {
             assert_eq!(of(public), Class::Public, "{public}");
         }
     }

@@ -25,8 +25,9 @@ pub const LINGER: Linger = Linger {
     total: Duration::from_secs(30),
 };
 
-/// How often the drain looks at the answer's acknowledgement while the guest sends nothing.
-const POLL: Duration = Duration::from_millis(250);
+/// How often a wait on the guest looks whether the answer ended or was acknowledged: the
+/// drain's reads, and the body reads of `send_request` once the answer may have ended.
+pub const POLL: Duration = Duration::from_millis(250);
 
 /// Reads and drops what the guest sends until it closes (or fails), or, once `answered`, until
 /// the guest acknowledged the whole answer and sent nothing for a poll, or `linger` ran out.

@@ -289,10 +289,10 @@ enum State {
 const LINE_MAX: usize = 8 * 1_024;
 
 impl Chunked {
-    /// Of `bytes`, how many belong to the body, and whether it ends with them; what may be
-    /// passed on now is appended to `out` (a line held back until it is whole). `Err` for a
-    /// body that is not chunked as it says.
-    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<(usize, bool), &'static str> {
+    /// Whether the body ends within `bytes` (what follows its end is not the body's and is
+    /// left alone); what may be passed on now is appended to `out` (a line held back until it
+    /// is whole). `Err` for a body that is not chunked as it says.
+    pub fn feed(&mut self, bytes: &[u8], out: &mut Vec<u8>) -> Result<bool, &'static str> {
         let mut at = 0;
         while at < bytes.len() && self.state != State::Done {
             match self.state {
@@ -322,7 +322,7 @@ impl Chunked {
                 State::Done => {}
             }
         }
-        Ok((at, self.state == State::Done))
+        Ok(self.state == State::Done)
     }
 
     fn line_done(&mut self, line: &[u8]) -> Result<(), &'static str> {
@@ -644,28 +644,24 @@ mod tests {
         let whole = body.len() - 4;
         let mut once = Chunked::default();
         let mut out = Vec::new();
-        assert_eq!(once.feed(body, &mut out), Ok((whole, true)));
+        assert_eq!(once.feed(body, &mut out), Ok(true));
+        // All of the body and nothing after it.
         assert_eq!(out, &body[..whole]);
         for split in 1..whole {
             let mut pieces = Chunked::default();
             let mut out = Vec::new();
-            let (first, done) = pieces.feed(&body[..split], &mut out).unwrap();
-            assert_eq!((first, done), (split, false), "{split}");
+            assert_eq!(pieces.feed(&body[..split], &mut out), Ok(false), "{split}");
             // Only whole lines and data so far: what is held back is one unfinished line.
             let passed = out.len();
             assert!(passed <= split && out == body[..passed], "{split}");
             assert!(!body[passed..split].contains(&b'\n'), "{split}");
-            assert_eq!(
-                pieces.feed(&body[split..], &mut out),
-                Ok((whole - split, true)),
-                "{split}"
-            );
+            assert_eq!(pieces.feed(&body[split..], &mut out), Ok(true), "{split}");
             assert_eq!(out, &body[..whole], "{split}");
         }
         // A size line's first part is held until the line is judged.
         let mut held = Chunked::default();
         let mut out = Vec::new();
-        assert_eq!(held.feed(b"5;ext", &mut out), Ok((5, false)));
+        assert_eq!(held.feed(b"5;ext", &mut out), Ok(false));
         assert!(out.is_empty());
         for bad in [
             &b"x\r\n"[..],

@@ -516,7 +516,7 @@ fn send_request(
         .write_all(&request.head)
         .map_err(|_| Cut::Upstream)?;
     guest
-        .set_read_timeout(Some(BODY_POLL))
+        .set_read_timeout(Some(drain::POLL))
         .map_err(|_| Cut::Guest)?;
     let mut buffer = vec![0u8; RELAY_BYTES];
     match request.body {
@@ -539,26 +539,22 @@ fn send_request(
         Body::Chunked => {
             let mut chunked = Chunked::default();
             let mut judged = Vec::with_capacity(RELAY_BYTES);
-            let (_, mut done) = chunked.feed(early, &mut judged).map_err(Cut::Malformed)?;
+            let mut done = chunked.feed(early, &mut judged).map_err(Cut::Malformed)?;
             upstream.write_all(&judged).map_err(|_| Cut::Upstream)?;
             while !done {
                 let n = read_body(guest, &mut buffer, answered)?;
                 judged.clear();
-                let (_, end) = chunked
+                done = chunked
                     .feed(&buffer[..n], &mut judged)
                     .map_err(Cut::Malformed)?;
                 upstream.write_all(&judged).map_err(|_| Cut::Upstream)?;
-                done = end;
             }
             Ok(())
         }
     }
 }
 
-/// How often a body read that waits on the guest looks whether the answer ended.
-const BODY_POLL: Duration = Duration::from_millis(250);
-
-/// Some bytes of the body from the guest (`guest` reads time out after `BODY_POLL`).
+/// Some bytes of the body from the guest (`guest` reads time out after `drain::POLL`).
 fn read_body(
     guest: &mut TcpStream,
     buffer: &mut [u8],
@@ -771,7 +767,7 @@ mod tests {
                 .lock()
                 .unwrap()
                 .expect("returned before the answer ended");
-            assert!(returned - ended < BODY_POLL * 4, "{:?}", returned - ended);
+            assert!(returned - ended < drain::POLL * 4, "{:?}", returned - ended);
         });
         drop(to_upstream);
         let mut passed = Vec::new();
