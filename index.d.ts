@@ -111,9 +111,9 @@ export type SandboxNetworkInput =
  * (without one, 443 and 80). Parsed names are lower-case ASCII (a Unicode label as its `xn--`
  * form). IP literals, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
  * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
- * resolve to loopback, link-local or private addresses; each string of the network's
- * `allowPrivate` must be an entry of `hosts` (written in any form that parses to the same name
- * and port).
+ * resolve to loopback, link-local or private addresses (`false` is the same as leaving it out);
+ * each string of the network's `allowPrivate` must be an entry of `hosts` (written in any form
+ * that parses to the same name and port), and an entry may resolve there when either says so.
  */
 export type SandboxEgressHost = string | { readonly host: string; readonly allowPrivate?: boolean };
 

@@ -45,6 +45,12 @@ test('every bad entry is refused with an issue naming it', () => {
     ['invalid_type', ['policy', 'network', 'allowPrivate', 4]],
   ]);
   assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'outbound', allowPrivate: ['a.example'] })), [['unknown_field', ['policy', 'network', 'allowPrivate']]]);
+  // Both lists' problems at once, not a second round after hosts is mended.
+  assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'allowlist', hosts: ['1.2.3.4'], allowPrivate: [7, 'x/y'] })), [
+    ['invalid_value', ['policy', 'network', 'hosts', 0]],
+    ['invalid_type', ['policy', 'network', 'allowPrivate', 0]],
+    ['invalid_value', ['policy', 'network', 'allowPrivate', 1]],
+  ]);
   assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'allowlist' })), [['required', ['policy', 'network', 'hosts']]]);
   assertIssues(parseSandboxRequest, request((p) => (p.network = { kind: 'isolated', hosts: ['a.example'] })), [['unknown_field', ['policy', 'network', 'hosts']]]);
   const many = Array.from({ length: 257 }, (_, i) => `h${i}.example`);

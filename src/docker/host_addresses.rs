@@ -137,11 +137,11 @@ mod tests {
     #[tokio::test]
     async fn a_remote_engine_gives_its_endpoint_address_when_public() {
         // Literal addresses: nothing is asked of any resolver.
-        let public = of_engine_host(&Dialer::Tcp("198.51.100.7:2376".into()))
+        let public = of_engine_host(&Dialer::Tcp("198.19.0.7:2376".into()))
             .await
             .expect("read");
-        assert_eq!(public, vec![Ipv4Addr::new(198, 51, 100, 7)]);
-        for private in ["10.0.0.5:2375", "[2001:db8::1]:2375"] {
+        assert_eq!(public, vec![Ipv4Addr::new(198, 19, 0, 7)]);
+        for private in ["10.0.0.5:2375", "203.0.113.9:2376", "[2001:db8::1]:2375"] {
             let none = of_engine_host(&Dialer::Tcp(private.into()))
                 .await
                 .expect("read");

@@ -200,10 +200,39 @@ mod tests {
                 json!({ "kind": "allowlist", "hosts": ["a.example"], "allowPrivate": ["a.example"] }),
                 "network.hosts allows a.example (private addresses too) beyond",
             ),
+            (
+                json!({ "kind": "allowlist", "hosts": [{ "host": "a.example", "allowPrivate": true }] }),
+                "network.hosts allows a.example (private addresses too) beyond",
+            ),
         ] {
             let error = check_effective(&asked, &effective(wider.clone())).expect_err("wider");
             assert!(error.to_string().contains(why), "{wider}: {error}");
         }
+        // Private addresses where the request opted in, in either form, are as asked.
+        let opted = request(json!({
+            "kind": "allowlist",
+            "hosts": [{ "host": "a.example", "allowPrivate": true }, "b.example"]
+        }));
+        for fine in [
+            json!({ "kind": "allowlist", "hosts": ["a.example", "b.example"], "allowPrivate": ["a.example"] }),
+            json!({ "kind": "allowlist", "hosts": ["a.example"] }),
+        ] {
+            assert!(
+                check_effective(&opted, &effective(fine.clone())).is_ok(),
+                "{fine}"
+            );
+        }
+        let error = check_effective(
+            &opted,
+            &effective(json!({ "kind": "allowlist", "hosts": ["b.example"], "allowPrivate": ["b.example"] })),
+        )
+        .expect_err("b.example was not opted in");
+        assert!(
+            error
+                .to_string()
+                .contains("b.example (private addresses too)"),
+            "{error}"
+        );
         let isolated = request(json!({ "kind": "isolated" }));
         let error = check_effective(
             &isolated,

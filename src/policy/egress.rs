@@ -82,15 +82,19 @@ pub fn egress_hosts(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<
 }
 
 /// Reads the network's `allowPrivate` list: entries of `hosts` (written as there, or in any
-/// form that parses to the same name and port), each once, marked as admitting private
-/// addresses. Every entry that is not listed in `hosts` is an issue naming it.
+/// form that parses to the same name and port), each once, marked in `hosts` as admitting
+/// private addresses. Every bad or repeated string is an issue naming it, whether or not
+/// `hosts` parsed (`None`: it did not, so no string is matched against it); so is one that
+/// names no entry of `hosts`. Whether every string was good.
 pub fn allow_private_entries(
     value: &Value,
     path: &[Seg],
-    hosts: &mut [EgressHost],
+    mut hosts: Option<&mut [EgressHost]>,
     issues: &mut Issues,
-) -> Option<()> {
-    let items = array(value, path, EGRESS_HOSTS_MAX, issues)?;
+) -> bool {
+    let Some(items) = array(value, path, EGRESS_HOSTS_MAX, issues) else {
+        return false;
+    };
     let mut seen: Vec<(String, Option<u16>)> = Vec::with_capacity(items.len());
     let mut complete = true;
     for (index, item) in items.iter().enumerate() {
@@ -117,20 +121,22 @@ pub fn allow_private_entries(
             complete = false;
             continue;
         }
-        match hosts.iter_mut().find(|h| h.name == name && h.port == port) {
-            Some(host) => host.allow_private = true,
-            None => {
-                issues.add(
-                    IssueCode::InvalidValue,
-                    &at,
-                    format!("{rendered} is not an entry of hosts; list it there too"),
-                );
-                complete = false;
+        if let Some(hosts) = hosts.as_deref_mut() {
+            match hosts.iter_mut().find(|h| h.name == name && h.port == port) {
+                Some(host) => host.allow_private = true,
+                None => {
+                    issues.add(
+                        IssueCode::InvalidValue,
+                        &at,
+                        format!("{rendered} is not an entry of hosts; list it there too"),
+                    );
+                    complete = false;
+                }
             }
         }
         seen.push((name, port));
     }
-    complete.then_some(())
+    complete
 }
 
 fn entry(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<EgressHost> {
@@ -555,6 +561,22 @@ mod tests {
                 "network.allowPrivate[2]",
                 "network.allowPrivate[3]",
                 "network.allowPrivate[4]",
+            ]
+        );
+        // A bad allowPrivate string is named even when hosts has issues of its own.
+        let both = parse_network(json!({
+            "kind": "allowlist",
+            "hosts": ["1.2.3.4"],
+            "allowPrivate": [7, "x/y", "a.example"]
+        }));
+        let listed = issue_list(both);
+        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "network.hosts[0]",
+                "network.allowPrivate[0]",
+                "network.allowPrivate[1]"
             ]
         );
         let isolated = parse_network(json!({ "kind": "isolated", "allowPrivate": ["a.example"] }));

@@ -69,16 +69,17 @@ pub fn network(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<Netwo
     let found = kind(&mut f, NETWORK_KINDS, issues).and_then(NetworkKind::from_literal);
     let hosts = match found {
         Some(NetworkKind::Allowlist) => {
-            let hosts = f
+            let mut hosts = f
                 .required("hosts", issues)
                 .and_then(|v| egress_hosts(v, &f.at("hosts"), issues));
-            match (hosts, f.optional("allowPrivate")) {
-                (Some(mut hosts), Some(listed)) => {
-                    allow_private_entries(listed, &f.at("allowPrivate"), &mut hosts, issues)
-                        .map(|()| hosts)
+            // Read whether or not `hosts` parsed, so every bad string is named at once.
+            let private_good = match f.optional("allowPrivate") {
+                None => true,
+                Some(v) => {
+                    allow_private_entries(v, &f.at("allowPrivate"), hosts.as_deref_mut(), issues)
                 }
-                (hosts, _) => hosts,
-            }
+            };
+            hosts.filter(|_| private_good)
         }
         _ => Some(Vec::new()),
     };
