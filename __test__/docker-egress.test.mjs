@@ -154,9 +154,13 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
-  test("the host's own address on any of its interfaces is refused like a private one (the engine runs on this host)", async () => {
-    const ns = uniqueNamespace('egress-uplink');
-    // A service of the host's on its uplink address only; the entry names its port.
+  /**
+   * Runs `body(sandbox, port, reached)` in an allowlist sandbox listing `hostsFor(port)`, beside
+   * a service of the host's on its uplink address only, at `port` (one HTTP/1.0 answer per
+   * connection; `reached()` counts them); then checks that nothing of the sandbox is left.
+   */
+  async function besideUplinkService(label, hostsFor, body) {
+    const ns = uniqueNamespace(label);
     let reached = 0;
     const listener = createServer((socket) => {
       reached += 1;
@@ -166,37 +170,30 @@ describe('allowlist egress', () => {
     const port = listener.address().port;
     let sandbox;
     try {
-      const backend = dockerBackend(ns, world.backendOptions);
-      sandbox = await backend.reserve(request((p) => {
-        p.network = { kind: 'allowlist', hosts: [`uplink.test:${port}`] };
+      sandbox = await dockerBackend(ns, world.backendOptions).reserve(request((p) => {
+        p.network = { kind: 'allowlist', hosts: hostsFor(port) };
       }), { kind: 'in_process' }).start();
-      const { stdout } = await runShell(sandbox, `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "uplink=$?:$out"`);
-      assert.match(marks(stdout).uplink, /^[1-9][0-9]*:$/, stdout);
-      const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
-      assert.ok(reasons.includes(`uplink.test:${port} resolves only to private or unusable addresses`), JSON.stringify(reasons));
-      assert.equal(reached, 0, 'the host service was never reached');
+      await body(sandbox, port, () => reached);
     } finally {
       listener.close();
       await sandbox?.destroy();
     }
     assert.deepEqual(leftovers(ns), NOTHING);
+  }
+
+  test("the host's own address on any of its interfaces is refused like a private one (the engine runs on this host)", async () => {
+    await besideUplinkService('egress-uplink', (port) => [`uplink.test:${port}`], async (sandbox, port, reached) => {
+      const { stdout } = await runShell(sandbox, `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "uplink=$?:$out"`);
+      assert.match(marks(stdout).uplink, /^[1-9][0-9]*:$/, stdout);
+      const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
+      assert.ok(reasons.includes(`uplink.test:${port} resolves only to private or unusable addresses`), JSON.stringify(reasons));
+      assert.equal(reached(), 0, 'the host service was never reached');
+    });
   });
 
   test('an entry that opts in reaches a private address (here the host\'s own); the effective policy lists hosts as strings and names the opt-in apart', async () => {
-    const ns = uniqueNamespace('egress-private');
-    let reached = 0;
-    const listener = createServer((socket) => {
-      reached += 1;
-      socket.end('HTTP/1.0 200 OK\r\n\r\nhost service\n');
-    });
-    await new Promise((resolve, reject) => listener.once('error', reject).listen(0, world.uplink, resolve));
-    const port = listener.address().port;
-    let sandbox;
-    try {
-      const backend = dockerBackend(ns, world.backendOptions);
-      sandbox = await backend.reserve(request((p) => {
-        p.network = { kind: 'allowlist', hosts: ['allowed.test', { host: `Uplink.Test:${port}`, allowPrivate: true }, 'host.test'] };
-      }), { kind: 'in_process' }).start();
+    const hostsFor = (port) => ['allowed.test', { host: `Uplink.Test:${port}`, allowPrivate: true }, 'host.test'];
+    await besideUplinkService('egress-private', hostsFor, async (sandbox, port, reached) => {
       assert.deepEqual(sandbox.effective.network, { kind: 'allowlist', hosts: ['allowed.test', `uplink.test:${port}`, 'host.test'], allowPrivate: [`uplink.test:${port}`] });
       const { stdout } = await runShell(sandbox, [
         `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "opted=$?:$out"`,
@@ -205,14 +202,10 @@ describe('allowlist egress', () => {
       const seen = marks(stdout);
       assert.equal(seen.opted, '0:host service', stdout);
       assert.match(seen.not_opted, /^[1-9][0-9]*:$/, stdout);
-      assert.equal(reached, 1);
+      assert.equal(reached(), 1);
       const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
       assert.deepEqual(reasons, ['host.test:80 resolves only to private or unusable addresses']);
-    } finally {
-      listener.close();
-      await sandbox?.destroy();
-    }
-    assert.deepEqual(leftovers(ns), NOTHING);
+    });
   });
 
   test('plain HTTP carries one request per connection: a second request, another host in the target, an upgrade or a tunnel never reach the upstream; bodies are passed on as framed', async () => {
