@@ -113,7 +113,8 @@ export type SandboxNetworkInput =
  * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
  * resolve to loopback, link-local or private addresses (`false` is the same as leaving it out);
  * each string of the network's `allowPrivate` must be an entry of `hosts` (written in any form
- * that parses to the same name and port), and an entry may resolve there when either says so.
+ * that parses to the same name and port), once, and an entry may resolve there when either
+ * says so. A parsed `allowPrivate` lists its entries in the order of `hosts`.
  */
 export type SandboxEgressHost = string | { readonly host: string; readonly allowPrivate?: boolean };
 

@@ -213,26 +213,35 @@ mod tests {
             "kind": "allowlist",
             "hosts": [{ "host": "a.example", "allowPrivate": true }, "b.example"]
         }));
+        let listed = request(json!({
+            "kind": "allowlist",
+            "hosts": ["a.example", "b.example"],
+            "allowPrivate": ["a.example"]
+        }));
         for fine in [
             json!({ "kind": "allowlist", "hosts": ["a.example", "b.example"], "allowPrivate": ["a.example"] }),
             json!({ "kind": "allowlist", "hosts": ["a.example"] }),
         ] {
+            for asked in [&opted, &listed] {
+                assert!(
+                    check_effective(asked, &effective(fine.clone())).is_ok(),
+                    "{fine}"
+                );
+            }
+        }
+        for asked in [&opted, &listed] {
+            let error = check_effective(
+                asked,
+                &effective(json!({ "kind": "allowlist", "hosts": ["b.example"], "allowPrivate": ["b.example"] })),
+            )
+            .expect_err("b.example was not opted in");
             assert!(
-                check_effective(&opted, &effective(fine.clone())).is_ok(),
-                "{fine}"
+                error
+                    .to_string()
+                    .contains("b.example (private addresses too)"),
+                "{error}"
             );
         }
-        let error = check_effective(
-            &opted,
-            &effective(json!({ "kind": "allowlist", "hosts": ["b.example"], "allowPrivate": ["b.example"] })),
-        )
-        .expect_err("b.example was not opted in");
-        assert!(
-            error
-                .to_string()
-                .contains("b.example (private addresses too)"),
-            "{error}"
-        );
         let isolated = request(json!({ "kind": "isolated" }));
         let error = check_effective(
             &isolated,

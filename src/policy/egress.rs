@@ -579,6 +579,15 @@ mod tests {
                 "network.allowPrivate[1]"
             ]
         );
+        // A misspelled kind is the one issue: its lists are not unknown fields too.
+        let misspelled = parse_network(json!({
+            "kind": "allowlst",
+            "hosts": ["a.example"],
+            "allowPrivate": ["a.example"]
+        }));
+        let listed = issue_list(misspelled);
+        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
+        assert_eq!(paths, ["network.kind"]);
         let isolated = parse_network(json!({ "kind": "isolated", "allowPrivate": ["a.example"] }));
         let listed = issue_list(isolated);
         let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();

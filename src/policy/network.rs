@@ -81,7 +81,13 @@ pub fn network(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<Netwo
             };
             hosts.filter(|_| private_good)
         }
-        _ => Some(Vec::new()),
+        Some(_) => Some(Vec::new()),
+        // An unknown kind is the issue; its other fields are not unknown ones too.
+        None => {
+            f.optional("hosts");
+            f.optional("allowPrivate");
+            None
+        }
     };
     f.finish(issues);
     Some(NetworkPolicy {

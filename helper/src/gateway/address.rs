@@ -25,6 +25,7 @@ pub fn class(address: Ipv4Addr, host_addresses: &[Ipv4Addr]) -> Class {
         return Class::Unusable;
     }
     let shared = a == 100 && (64..128).contains(&b);
+    // All of 192.0.0/24, its two anycast addresses (.9, .10) too: refusing more is safe.
     let protocol_assignments = (a, b, c) == (192, 0, 0);
     let documentation = matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113));
     if address.is_loopback()
