@@ -28,6 +28,11 @@ pub struct EgressHost {
 }
 
 impl EgressHost {
+    /// Whether `other` is the same entry: the same name and port (opt-in aside).
+    pub fn same_entry(&self, other: &EgressHost) -> bool {
+        self.name == other.name && self.port == other.port
+    }
+
     /// The entry as a string: the name, and `:port` when it has one.
     pub fn rendered(&self) -> String {
         match self.port {
@@ -62,11 +67,7 @@ pub fn egress_hosts(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<
         let mut at = path.to_vec();
         at.push(Seg::Index(index));
         match entry(item, &at, issues) {
-            Some(host)
-                if hosts
-                    .iter()
-                    .any(|h| h.name == host.name && h.port == host.port) =>
-            {
+            Some(host) if hosts.iter().any(|h| h.same_entry(&host)) => {
                 issues.add(
                     IssueCode::InvalidValue,
                     &at,
@@ -95,7 +96,7 @@ pub fn allow_private_entries(
     let Some(items) = array(value, path, EGRESS_HOSTS_MAX, issues) else {
         return false;
     };
-    let mut seen: Vec<(String, Option<u16>)> = Vec::with_capacity(items.len());
+    let mut seen: Vec<EgressHost> = Vec::with_capacity(items.len());
     let mut complete = true;
     for (index, item) in items.iter().enumerate() {
         let mut at = path.to_vec();
@@ -106,35 +107,37 @@ pub fn allow_private_entries(
             complete = false;
             continue;
         };
-        let rendered = EgressHost {
-            name: name.clone(),
+        let wanted = EgressHost {
+            name,
             port,
             allow_private: true,
-        }
-        .rendered();
-        if seen.contains(&(name.clone(), port)) {
+        };
+        if seen.iter().any(|h| h.same_entry(&wanted)) {
             issues.add(
                 IssueCode::InvalidValue,
                 &at,
-                format!("{rendered} is listed twice"),
+                format!("{} is listed twice", wanted.rendered()),
             );
             complete = false;
             continue;
         }
         if let Some(hosts) = hosts.as_deref_mut() {
-            match hosts.iter_mut().find(|h| h.name == name && h.port == port) {
+            match hosts.iter_mut().find(|h| h.same_entry(&wanted)) {
                 Some(host) => host.allow_private = true,
                 None => {
                     issues.add(
                         IssueCode::InvalidValue,
                         &at,
-                        format!("{rendered} is not an entry of hosts; list it there too"),
+                        format!(
+                            "{} is not an entry of hosts; list it there too",
+                            wanted.rendered()
+                        ),
                     );
                     complete = false;
                 }
             }
         }
-        seen.push((name, port));
+        seen.push(wanted);
     }
     complete
 }
@@ -497,6 +500,14 @@ mod tests {
         assert_eq!(private, [false, false, false, false, true]);
     }
 
+    /// The paths of the issues a parse gave (it must give some).
+    fn issue_paths<T: std::fmt::Debug>(result: Result<T, Vec<crate::input::Issue>>) -> Vec<String> {
+        issue_list(result)
+            .into_iter()
+            .map(|(_, path)| path)
+            .collect()
+    }
+
     fn parse_network(network: serde_json::Value) -> Result<Value, Vec<crate::input::Issue>> {
         let mut issues = Issues::new();
         let parsed = crate::policy::network::network(
@@ -552,10 +563,8 @@ mod tests {
             "hosts": ["a.example", "b.example:8080"],
             "allowPrivate": ["a.example", "b.example", "a.example", "10.0.0.1", 7, "b.example:8080"]
         }));
-        let listed = issue_list(result);
-        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
         assert_eq!(
-            paths,
+            issue_paths(result),
             [
                 "network.allowPrivate[1]",
                 "network.allowPrivate[2]",
@@ -569,10 +578,8 @@ mod tests {
             "hosts": ["1.2.3.4"],
             "allowPrivate": [7, "x/y", "a.example"]
         }));
-        let listed = issue_list(both);
-        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
         assert_eq!(
-            paths,
+            issue_paths(both),
             [
                 "network.hosts[0]",
                 "network.allowPrivate[0]",
@@ -585,13 +592,9 @@ mod tests {
             "hosts": ["a.example"],
             "allowPrivate": ["a.example"]
         }));
-        let listed = issue_list(misspelled);
-        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
-        assert_eq!(paths, ["network.kind"]);
+        assert_eq!(issue_paths(misspelled), ["network.kind"]);
         let isolated = parse_network(json!({ "kind": "isolated", "allowPrivate": ["a.example"] }));
-        let listed = issue_list(isolated);
-        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
-        assert_eq!(paths, ["network.allowPrivate"]);
+        assert_eq!(issue_paths(isolated), ["network.allowPrivate"]);
     }
 
     #[test]
@@ -636,10 +639,8 @@ mod tests {
             { "host": "x.example", "allowPrivate": "yes" },
             7
         ]));
-        let listed = issue_list(result);
-        let paths: Vec<&str> = listed.iter().map(|(_, p)| p.as_str()).collect();
         assert_eq!(
-            paths,
+            issue_paths(result),
             [
                 "hosts[0]",
                 "hosts[1]",

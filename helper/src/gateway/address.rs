@@ -1,9 +1,9 @@
 //! Which upstream addresses a connection may go to: never an unusable one (unspecified,
 //! multicast, broadcast, reserved); a private one (loopback, link-local such as cloud metadata,
 //! RFC 1918, shared address space, IETF protocol assignments, documentation ranges, or the
-//! host's own) only for an entry that opts in. The benchmarking range 198.18.0.0/15 counts as public:
-//! it is routed nowhere on the internet, so only a network of the host's own can answer there
-//! (this package's tests build theirs in it, on this machine).
+//! host's own) only for an entry that opts in. The benchmarking range 198.18.0.0/15 counts as
+//! public: it is routed nowhere on the internet, so only a network of the host's own can answer
+//! there (this package's tests build theirs in it, on this machine).
 
 use std::net::Ipv4Addr;
 
