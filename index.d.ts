@@ -109,7 +109,8 @@ export type SandboxNetworkInput =
  * One allowlist entry: a DNS name, exact (`api.example.com`) or a wildcard (`*.example.com`,
  * names one or more labels deeper, never `example.com` itself), with an optional `:port`
  * (without one, 443 and 80). Parsed names are lower-case ASCII (a Unicode label as its `xn--`
- * form). IP literals, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
+ * form; full-width letters, digits and dots as the ASCII ones clients send for them, other
+ * half- and full-width forms refused). IP literals, paths, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
  * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
  * resolve to loopback, link-local or private addresses (`false` is the same as leaving it out);
  * each string of the network's `allowPrivate` must be an entry of `hosts` (written in any form

@@ -52,7 +52,7 @@ describe('allowlist egress', () => {
     assert.deepEqual(uplinkDevices().filter(([, pid]) => pid === process.pid), [], "the world's veth pair is gone");
   });
 
-  test('by name over HTTP and HTTPS and a wildcard; unlisted names get NXDOMAIN that never reach upstream; bare IPs, private answers, the host, a wrong Host header and other resolvers are refused and counted', async () => {
+  test('by name over HTTP and HTTPS and a wildcard; unlisted names get NXDOMAIN that never reach upstream; private answers, the host, the gateway by address and a wrong Host header are refused and counted; bare IPs, other resolvers and the host bridge have no route', async () => {
     const ns = uniqueNamespace('egress-http');
     const backend = dockerBackend(ns, world.backendOptions);
     assert.deepEqual(backend.support.network, ['isolated', 'outbound', 'allowlist']);

@@ -26,6 +26,24 @@ test('an allowlist parses to lower-case ASCII names, ports and opt-ins, deeply f
   assert.deepEqual(parseSandboxRequest(allowlist(['a.example'])).policy.network, { kind: 'allowlist', hosts: ['a.example'] });
 });
 
+test('full-width letters, digits and dots are read as the ASCII ones clients send; other compatibility forms and paths are refused, saying why', () => {
+  const parsed = parseSandboxRequest(allowlist(['ｗｗｗ。Ｅｘａｍｐｌｅ－１．ｃｏｍ:8080']));
+  assert.deepEqual(parsed.policy.network, { kind: 'allowlist', hosts: ['www.example-1.com:8080'] });
+  const message = (entry) => {
+    try {
+      parseSandboxRequest(allowlist([entry]));
+    } catch (error) {
+      assert.equal(error.issues.length, 1, entry);
+      return error.issues[0].message;
+    }
+    assert.fail(`${entry} parsed`);
+  };
+  assert.match(message('a＊b.example'), /not a DNS label/);
+  assert.match(message('ｶﾀ.example'), /not a DNS label/);
+  assert.match(message('example.com/index.html'), /has a path/);
+  assert.match(message('10.0.0.0/8'), /is an address range/);
+});
+
 test('every bad entry is refused with an issue naming it', () => {
   assertIssues(parseSandboxRequest, allowlist(['ok.example', '10.1.2.3', '10.0.0.0/8', '*', '*.com', 'a..b', 'ok.example', 'x.example:99999', { host: 'y.example', extra: 1 }]), [
     ['invalid_value', ['policy', 'network', 'hosts', 1]],

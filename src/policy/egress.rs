@@ -5,7 +5,8 @@
 //! addresses; the network's `allowPrivate` list (`allow_private_entries`) says the same by
 //! naming listed entries, and is the form a parsed policy takes (its `hosts` all strings).
 //! Names are lower-cased and held in their ASCII form (a Unicode label as its `xn--` Punycode;
-//! an `xn--` label must decode). IP literals, CIDRs, `*` alone, empty labels and names over 253
+//! an `xn--` label must decode; full-width letters, digits and dots are read as the ASCII ones
+//! clients send for them). IP literals, CIDRs, paths, `*` alone, empty labels and names over 253
 //! bytes are refused, each with an issue naming the entry.
 
 use crate::input::read::{array, boolean, object, string};
@@ -191,11 +192,16 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
             format!("{s:?} is an IP address; an allowlist names hosts by DNS name"),
         );
     }
-    if s.contains('/') {
-        return refuse(
-            issues,
-            format!("{s:?} is an address range; an allowlist names hosts by DNS name"),
-        );
+    if let Some((before, after)) = s.split_once('/') {
+        let why = if !after.is_empty()
+            && after.bytes().all(|b| b.is_ascii_digit())
+            && before.bytes().all(|b| b.is_ascii_digit() || b == b'.')
+        {
+            "is an address range; an allowlist names hosts by DNS name"
+        } else {
+            "has a path; give the host name only (with an optional :port)"
+        };
+        return refuse(issues, format!("{s:?} {why}"));
     }
     let (name, port) = match s.rsplit_once(':') {
         Some((name, port)) => match port.parse::<u16>() {
@@ -221,7 +227,8 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
 
 /// The name in lower-case ASCII, or why it is not one an allowlist takes.
 fn dns_name(name: &str) -> Result<String, String> {
-    let name = name.strip_suffix('.').unwrap_or(name);
+    let narrowed = narrowed(name);
+    let name = narrowed.strip_suffix('.').unwrap_or(&narrowed);
     if name == "*" {
         return Err("would allow every host; list the names".into());
     }
@@ -264,6 +271,24 @@ fn dns_name(name: &str) -> Result<String, String> {
         ));
     }
     Ok(ascii)
+}
+
+/// The name with the full-width letters, digits and hyphen and the ideographic and full-width
+/// dots written as the ASCII ones clients send for them (UTS-46 maps them so: `ｅｘａｍｐｌｅ。ｃｏｍ`
+/// is `example.com` to a browser or curl). Every other compatibility form stays, and is refused
+/// (`unicode_label_ok`).
+fn narrowed(name: &str) -> String {
+    name.chars()
+        .map(|c| match c {
+            '\u{3002}' | '\u{FF0E}' | '\u{FF61}' => '.',
+            '\u{FF0D}' => '-',
+            '\u{FF10}'..='\u{FF19}' | '\u{FF41}'..='\u{FF5A}' => {
+                char::from_u32(c as u32 - 0xFEE0).unwrap_or(c)
+            }
+            '\u{FF21}'..='\u{FF3A}' => char::from_u32(c as u32 - 0xFEE0 + 0x20).unwrap_or(c),
+            _ => c,
+        })
+        .collect()
 }
 
 /// One label in lower-case ASCII: letters, digits and inner hyphens, at most 63 bytes; a Unicode
@@ -313,19 +338,20 @@ fn ascii_label(label: &str) -> Result<String, String> {
 }
 
 /// A Unicode label this parser takes: no wildcard, space, control or invisible format character,
-/// no full-width dot, no combining mark written apart (no UTS-46 mapping is made, so only the
+/// no half-width or full-width form (what `narrowed` leaves of them clients map to something
+/// else), no combining mark written apart (no other UTS-46 mapping is made, so only the
 /// precomposed forms clients send can ever match).
 fn unicode_label_ok(label: &str) -> bool {
     !label.chars().any(|c| {
         c == '*'
+            || ('\u{FF00}'..='\u{FFEF}').contains(&c)
             || c.is_whitespace()
             || c.is_control()
             || matches!(c,
                 '\u{00AD}' | '\u{034F}' | '\u{061C}' | '\u{115F}' | '\u{1160}' | '\u{17B4}'
                 | '\u{17B5}' | '\u{180B}'..='\u{180F}' | '\u{200B}'..='\u{200F}'
-                | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}' | '\u{3002}'
-                | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{FF0E}' | '\u{FF61}'
-                | '\u{0300}'..='\u{036F}')
+                | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{206F}'
+                | '\u{FE00}'..='\u{FE0F}' | '\u{FEFF}' | '\u{0300}'..='\u{036F}')
     })
 }
 
@@ -480,7 +506,8 @@ mod tests {
             "*.example.com:8443",
             "registry.npmjs.org.",
             "bücher.example",
-            { "host": "db.internal:5432", "allowPrivate": true }
+            { "host": "db.internal:5432", "allowPrivate": true },
+            "ｗｗｗ。Ｅｘａｍｐｌｅ－１．ｃｏｍ:8080"
         ]))
         .expect("parses");
         let rendered: Vec<Value> = hosts.iter().map(ToValue::to_value).collect();
@@ -492,12 +519,13 @@ mod tests {
                 Value::string("registry.npmjs.org"),
                 Value::string("xn--bcher-kva.example"),
                 Value::string("db.internal:5432"),
+                Value::string("www.example-1.com:8080"),
             ]
         );
         assert_eq!(hosts[0].port, None);
         assert_eq!(hosts[1].port, Some(8443));
         let private: Vec<bool> = hosts.iter().map(|h| h.allow_private).collect();
-        assert_eq!(private, [false, false, false, false, true]);
+        assert_eq!(private, [false, false, false, false, true, false]);
     }
 
     /// The paths of the issues a parse gave (it must give some).
@@ -666,6 +694,28 @@ mod tests {
                 "hosts[22]",
             ]
         );
+    }
+
+    #[test]
+    fn compatibility_forms_other_than_full_width_letters_digits_and_dots_are_refused() {
+        for (entry, why) in [
+            ("a\u{FF0A}b.example", "not a DNS label"),
+            ("\u{FF76}\u{FF80}.example", "not a DNS label"),
+            ("example.com\u{FF1A}8080", "not a DNS label"),
+            ("\u{FF0A}\u{3002}example.com", "not a DNS label"),
+            ("example.com/index.html", "has a path"),
+            ("10.0.0.0/8", "is an address range"),
+        ] {
+            let Err(issues) = parse(json!([entry])) else {
+                panic!("{entry} parsed");
+            };
+            assert_eq!(issues.len(), 1, "{entry}");
+            assert!(
+                issues[0].message.contains(why),
+                "{entry}: {}",
+                issues[0].message
+            );
+        }
     }
 
     #[test]
