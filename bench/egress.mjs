@@ -1,10 +1,12 @@
 // `npm run bench:egress` (also the last step of `npm run bench`): what egress by hostname costs,
-// against an `outbound` sandbox, interleaved in NATIVE_SANDBOX_BENCH_ROUNDS (3) rounds whose order
+// against an `outbound` sandbox, interleaved in NATIVE_SANDBOX_BENCH_ROUNDS (5) rounds whose order
 // alternates. Everything runs on this machine, against a world the benchmark makes
 // (__test__/egress-world.mjs: a network of its own with a resolver, an HTTP bulk server and an
 // HTTPS server). Per round and contender, a Node.js guest downloads NATIVE_SANDBOX_BENCH_EGRESS_BYTES
 // (1 GiB) over plain HTTP and then makes NATIVE_SANDBOX_BENCH_EGRESS_CONNECTIONS (200) sequential
-// HTTPS requests, each on a new connection (TCP and TLS handshakes, one request). The allowlist
+// HTTPS requests, each on a new connection (TCP and TLS handshakes, one request); then busybox's
+// `wget` downloads the same bytes into /dev/null (a client that spends far less CPU per byte than
+// Node.js, so the gateway's own ceiling shows; timed by /proc/uptime, 10 ms steps). The allowlist
 // guest goes by name through its gateway (each connection looks its name up, through the
 // gateway); the outbound guest by address, the servers joined to its network for the run. Also
 // start to first stdout byte of an allowlist sandbox against an isolated and an outbound one
@@ -20,7 +22,7 @@ import { startWorld } from '../__test__/egress-world.mjs';
 
 const env = (name, fallback) => Number(process.env[`NATIVE_SANDBOX_BENCH_${name}`] ?? fallback);
 const config = {
-  rounds: env('ROUNDS', 3),
+  rounds: env('ROUNDS', 5),
   bytes: env('EGRESS_BYTES', 1024 ** 3),
   connections: env('EGRESS_CONNECTIONS', 200),
   startRuns: env('START_RUNS', 5),
@@ -91,17 +93,43 @@ async function output(sandbox, executable, args, envs) {
   return Buffer.concat(out).toString();
 }
 
+// busybox's wget: the same download, the seconds read from /proc/uptime around it.
+const WGET = 'a=$(cut -d" " -f1 /proc/uptime); wget -q -O /dev/null --header "Host: bulk.test" "http://$BULK/$BYTES" || exit 1; b=$(cut -d" " -f1 /proc/uptime); echo "$a $b"';
+
+/** One contender's traffic: the Node.js guest's download and connections, then wget's download. */
 async function traffic(world, backends, kind) {
+  const node = await onTheWire(world, backends.node, kind, async (sandbox, bulk, secure) => {
+    const text = await output(sandbox, '/usr/local/bin/node', ['-e', CLIENT], {
+      BULK: bulk,
+      SECURE: secure,
+      BYTES: String(config.bytes),
+      CONNECTIONS: String(config.connections),
+      CA: world.cert,
+    });
+    return JSON.parse(text.trim().split('\n').pop());
+  });
+  const wgetDownloadMs = await onTheWire(world, backends.busybox, kind, async (sandbox, bulk) => {
+    const [before, after] = (await output(sandbox, '/bin/sh', ['-c', WGET], { BULK: bulk, BYTES: String(config.bytes) })).trim().split(' ').map(Number);
+    return (after - before) * 1000;
+  });
+  return { ...node, wgetDownloadMs };
+}
+
+/**
+ * Runs `client(sandbox, bulk, secure)` in a `kind` sandbox of `backend` that reaches the bulk and
+ * HTTPS servers: by name through its gateway (allowlist), or by address with the servers joined
+ * to the sandbox's own network for the run (outbound: one bridge hop, as the gateway's path has
+ * one on each side).
+ */
+async function onTheWire(world, backend, kind, client) {
   const allowlist = kind === 'allowlist';
   const network = allowlist ? { kind: 'allowlist', hosts: ['bulk.test:80', 'secure.test:443'] } : { kind: 'outbound' };
-  const sandbox = await backends.node.reserve(policy(network), { kind: 'in_process' }).start();
+  const sandbox = await backend.reserve(policy(network), { kind: 'in_process' }).start();
   const joined = [];
   try {
     let bulk = 'bulk.test';
     let secure = 'secure.test';
     if (!allowlist) {
-      // The servers join the outbound sandbox's own network for the run: one bridge hop, as
-      // the gateway's path has one on each side.
       const own = sandbox.recoveryRecord.resources.find((r) => r.role === 'network').name;
       for (const label of ['bulk', 'https']) {
         docker(['network', 'connect', own, world.container(label)]);
@@ -111,14 +139,7 @@ async function traffic(world, backends, kind) {
       bulk = address('bulk');
       secure = address('https');
     }
-    const text = await output(sandbox, '/usr/local/bin/node', ['-e', CLIENT], {
-      BULK: bulk,
-      SECURE: secure,
-      BYTES: String(config.bytes),
-      CONNECTIONS: String(config.connections),
-      CA: world.cert,
-    });
-    return JSON.parse(text.trim().split('\n').pop());
+    return await client(sandbox, bulk, secure);
   } finally {
     for (const [own, container] of joined) docker(['network', 'disconnect', '--force', own, container]);
     await sandbox.destroy();
@@ -165,9 +186,10 @@ try {
     sample.firstByteMs = Object.fromEntries(kinds.map((kind) => [kind, median(starts[kind])]));
     const mbps = (ms) => config.bytes / 1e6 / (ms / 1000);
     sample.throughputRatio = round2(mbps(sample.allowlist.downloadMs) / mbps(sample.outbound.downloadMs));
+    sample.wgetThroughputRatio = round2(mbps(sample.allowlist.wgetDownloadMs) / mbps(sample.outbound.wgetDownloadMs));
     sample.addedPerConnectionMs = round2((sample.allowlist.connectionsMs - sample.outbound.connectionsMs) / config.connections);
     rounds.push(sample);
-    console.log(`round ${round + 1}: throughput ${round2(mbps(sample.allowlist.downloadMs))} vs ${round2(mbps(sample.outbound.downloadMs))} MB/s (${sample.throughputRatio}), per connection ${round2(sample.allowlist.connectionMs)} vs ${round2(sample.outbound.connectionMs)} ms (+${sample.addedPerConnectionMs} ms mean), first byte ${round2(sample.firstByteMs.allowlist)} vs ${round2(sample.firstByteMs.isolated)} ms isolated, ${round2(sample.firstByteMs.outbound)} ms outbound`);
+    console.log(`round ${round + 1}: throughput ${round2(mbps(sample.allowlist.downloadMs))} vs ${round2(mbps(sample.outbound.downloadMs))} MB/s (${sample.throughputRatio}; wget ${round2(mbps(sample.allowlist.wgetDownloadMs))} vs ${round2(mbps(sample.outbound.wgetDownloadMs))}, ${sample.wgetThroughputRatio}), per connection ${round2(sample.allowlist.connectionMs)} vs ${round2(sample.outbound.connectionMs)} ms (+${sample.addedPerConnectionMs} ms mean), first byte ${round2(sample.firstByteMs.allowlist)} vs ${round2(sample.firstByteMs.isolated)} ms isolated, ${round2(sample.firstByteMs.outbound)} ms outbound`);
   }
   const out = {
     date: new Date().toISOString(),
@@ -176,6 +198,7 @@ try {
     config,
     goals: {
       throughputRatio: { goal: '>= 0.8', median: median(rounds.map((r) => r.throughputRatio)), rounds: rounds.map((r) => r.throughputRatio) },
+      wgetThroughputRatio: { goal: '>= 0.8', median: median(rounds.map((r) => r.wgetThroughputRatio)), rounds: rounds.map((r) => r.wgetThroughputRatio) },
       addedPerConnectionMs: { goal: '<= 2', median: median(rounds.map((r) => r.addedPerConnectionMs)), rounds: rounds.map((r) => r.addedPerConnectionMs) },
     },
     firstByteMs: {
