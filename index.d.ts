@@ -86,7 +86,7 @@ export interface SandboxTemporaryStorage {
  * The network as parsed and as observed: `isolated`: no network but loopback. `outbound`: broad
  * egress, not an allowlist. `allowlist`: egress only to `hosts`, each a string (see
  * `SandboxEgressHost`); `allowPrivate`, present only when some entry has it, names the entries
- * that may resolve to loopback, link-local or private addresses. A backend whose
+ * that may resolve to link-local or private addresses (or the host's own). A backend whose
  * `support.network` lacks `allowlist` refuses it at `reserve` with `SandboxUnsupportedError`
  * (the Docker backend does under gVisor).
  */
@@ -112,7 +112,8 @@ export type SandboxNetworkInput =
  * form; full-width letters, digits and dots as the ASCII ones clients send for them, other
  * half- and full-width forms refused). IP literals, paths, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
  * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
- * resolve to loopback, link-local or private addresses (`false` is the same as leaving it out);
+ * resolve to link-local or private addresses, or the host's own (never loopback, which would be
+ * the gateway's own; `false` is the same as leaving it out);
  * each string of the network's `allowPrivate` must be an entry of `hosts` (written in any form
  * that parses to the same name and port), once, and an entry may resolve there when either
  * says so. A parsed `allowPrivate` lists its entries in the order of `hosts`.

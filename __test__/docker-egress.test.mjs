@@ -14,7 +14,7 @@ import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, spawnCo
 import { NODE_IMAGE, startWorld, uplinkDevices } from './egress-world.mjs';
 import { described } from './helpers.mjs';
 
-const HOSTS = ['allowed.test', 'secure.test', '*.wild.test', 'private.test', 'host.test'];
+const HOSTS = ['allowed.test', 'secure.test', '*.wild.test', 'private.test', 'host.test', 'gone.test'];
 const allowlist = (p) => (p.network = { kind: 'allowlist', hosts: HOSTS });
 
 /** The gateway's address on the sandbox's internal network (the guest's resolver). */
@@ -75,7 +75,11 @@ describe('allowlist egress', () => {
         `nslookup nope.test >/dev/null 2>&1; echo "unlisted=$?"`,
         `nslookup nope.test 2>&1 | grep -q NXDOMAIN; echo "nxdomain=$?"`,
         `nslookup wild.test >/dev/null 2>&1; echo "wildcard_base=$?"`,
+        // Listed, but the upstream knows no such name.
+        `nslookup gone.test >/dev/null 2>&1; echo "gone=$?"`,
+        `echo "resolv=$(grep -v '^#' /etc/resolv.conf | grep . | tr '\\n' '|')"`,
         fetch('http://private.test/', 'private'),
+        `echo "private_said=$(timeout 5 wget -O /dev/null http://private.test/ 2>&1 | grep -o 'HTTP/1.1 [0-9]* [A-Za-z]*' | head -n 1)"`,
         fetch('http://host.test/', 'host'),
         fetch(`http://${world.addresses.http}/`, 'bare_ip'),
         fetch(`http://${gateway}/`, 'gateway_ip'),
@@ -101,11 +105,16 @@ describe('allowlist egress', () => {
       assert.notEqual(seen.unlisted, '0', stdout);
       assert.equal(seen.nxdomain, '0', stdout);
       assert.notEqual(seen.wildcard_base, '0', stdout);
+      assert.notEqual(seen.gone, '0', stdout);
+      // Nothing of the host's resolver settings (search domains, options) reaches the guest.
+      assert.equal(seen.resolv, 'nameserver 127.0.0.11|options ndots:0|', stdout);
       for (const refused of ['private', 'host', 'bare_ip', 'gateway_ip']) {
         assert.match(seen[refused], /^[1-9][0-9]*:$/, `${refused}: ${stdout}`);
       }
-      // Connected, then closed without a byte; the same request with a listed Host is answered.
-      assert.equal(seen.wrong_host, '0:', stdout);
+      // Refused in HTTP, saying why; the same request with a listed Host is answered.
+      assert.match(seen.wrong_host, /^0:HTTP\/1\.1 403 Forbidden\r?$/, stdout);
+      assert.ok(stdout.includes('native-sandbox egress gateway: other.test:80 refused: not on the allowlist'), stdout);
+      assert.equal(seen.private_said, 'HTTP/1.1 403 Forbidden', stdout);
       assert.equal(seen.right_host, 'HTTP/1.1 200 OK', stdout);
       assert.equal(seen.ipv6, '0', stdout);
       assert.notEqual(seen.other_resolver, '0', stdout);
@@ -121,6 +130,7 @@ describe('allowlist egress', () => {
       for (const expected of [
         'nope.test:53 not on the allowlist',
         'wild.test:53 not on the allowlist',
+        'gone.test:53 the name does not exist',
         'private.test:80 resolves only to private or unusable addresses',
         'host.test:80 resolves only to private or unusable addresses',
         `${gateway}:80 a malformed Host header`,
@@ -192,19 +202,22 @@ describe('allowlist egress', () => {
   });
 
   test('an entry that opts in reaches a private address (here the host\'s own); the effective policy lists hosts as strings and names the opt-in apart', async () => {
-    const hostsFor = (port) => ['allowed.test', { host: `Uplink.Test:${port}`, allowPrivate: true }, 'host.test'];
+    const hostsFor = (port) => ['allowed.test', { host: `Uplink.Test:${port}`, allowPrivate: true }, 'host.test', { host: 'loop.test', allowPrivate: true }];
     await besideUplinkService('egress-private', hostsFor, async (sandbox, port, reached) => {
-      assert.deepEqual(sandbox.effective.network, { kind: 'allowlist', hosts: ['allowed.test', `uplink.test:${port}`, 'host.test'], allowPrivate: [`uplink.test:${port}`] });
+      assert.deepEqual(sandbox.effective.network, { kind: 'allowlist', hosts: ['allowed.test', `uplink.test:${port}`, 'host.test', 'loop.test'], allowPrivate: [`uplink.test:${port}`, 'loop.test'] });
       const { stdout } = await runShell(sandbox, [
         `out=$(timeout 5 wget -q -O - http://uplink.test:${port}/ 2>/dev/null); echo "opted=$?:$out"`,
         `out=$(timeout 5 wget -q -O - http://host.test/ 2>/dev/null); echo "not_opted=$?:$out"`,
+        // Loopback would be the gateway's own: never, even opted in.
+        `out=$(timeout 5 wget -q -O - http://loop.test/ 2>/dev/null); echo "loopback=$?:$out"`,
       ].join('\n'));
       const seen = marks(stdout);
       assert.equal(seen.opted, '0:host service', stdout);
       assert.match(seen.not_opted, /^[1-9][0-9]*:$/, stdout);
+      assert.match(seen.loopback, /^[1-9][0-9]*:$/, stdout);
       assert.equal(reached(), 1);
       const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
-      assert.deepEqual(reasons, ['host.test:80 resolves only to private or unusable addresses']);
+      assert.deepEqual(reasons, ['host.test:80 resolves only to private or unusable addresses', 'loop.test:80 resolves only to private or unusable addresses']);
     });
   });
 
@@ -252,7 +265,10 @@ describe('allowlist egress', () => {
       // A keep-alive server answers the one request and closes.
       assert.equal((seen.answered.match(/HTTP\/1\.1 200 OK/g) ?? []).length, 1, stdout);
       assert.match(seen.answered, /^0:.*\|xxx$/, stdout);
-      for (const key of ['absolute', 'upgrade', 'tunnel', 'not_http', 'other_port']) assert.equal(seen[key], '0:', `${key}: ${stdout}`);
+      // Refused requests are told why in HTTP; what is not HTTP gets nothing.
+      for (const key of ['absolute', 'upgrade', 'tunnel', 'other_port']) assert.match(seen[key], /^0:HTTP\/1\.1 400 Bad Request\|/, `${key}: ${stdout}`);
+      assert.ok(seen.upgrade.endsWith(`native-sandbox egress gateway: ${gateway}:80 refused: a protocol upgrade over plain HTTP (use TLS)|`), stdout);
+      assert.equal(seen.not_http, '0:', stdout);
       assert.equal(seen.wget, '0:xxxx', stdout);
       const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
       for (const expected of [
@@ -325,7 +341,8 @@ describe('allowlist egress', () => {
       assert.notEqual(seen.unlisted, '0', stdout);
       assert.notEqual(seen.listed, '0', stdout);
       const report = await dockerSandboxEgress(sandbox);
-      assert.ok(report.recent.some((r) => r.port === 53 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+      // A busy lookup is reported under the name asked for.
+      assert.ok(report.recent.some((r) => r.host === 'allowed.test' && r.port === 53 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
       assert.ok(report.recent.some((r) => r.port === 80 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
     } finally {
       await sandbox.destroy();
@@ -371,8 +388,9 @@ describe('allowlist egress', () => {
       const stdout = Buffer.concat(chunks).toString();
       const seen = marks(stdout);
       assert.equal(seen.verified, 'ok:secure secure.test secure.test', stdout);
-      assert.notEqual(seen.other_sni, 'connected', stdout);
-      assert.notEqual(seen.no_sni, 'connected', stdout);
+      // Refused with a TLS alert, not a reset.
+      assert.equal(seen.other_sni, 'error:ERR_SSL_TLSV1_ALERT_ACCESS_DENIED', stdout);
+      assert.equal(seen.no_sni, 'error:ERR_SSL_TLSV1_ALERT_ACCESS_DENIED', stdout);
       const reasons = reasonsOf(await dockerSandboxEgress(sandbox));
       assert.ok(reasons.includes('other.test:443 not on the allowlist'), JSON.stringify(reasons));
       assert.ok(reasons.includes(`${gateway}:443 TLS without a server name (SNI)`), JSON.stringify(reasons));

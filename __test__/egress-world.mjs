@@ -169,6 +169,7 @@ export function startWorld(extraNames = {}) {
       'wild.test': addresses.http,
       'other.test': addresses.http,
       'private.test': '10.200.0.5',
+      'loop.test': '127.0.0.1',
       'host.test': `${prefix}.1`,
       'uplink.test': uplink.address,
       ...extraNames,

@@ -1,9 +1,10 @@
 //! The hosts of `network: { kind: 'allowlist', hosts }`: each entry a DNS name (exact, or `*.`
 //! and a name of at least two labels, which matches names one or more labels deeper and never
 //! the name itself) with an optional `:port` (without one, 443 and 80). An entry is a string, or
-//! `{ host, allowPrivate: true }` for a name that may resolve to loopback, link-local or private
-//! addresses; the network's `allowPrivate` list (`allow_private_entries`) says the same by
-//! naming listed entries, and is the form a parsed policy takes (its `hosts` all strings).
+//! `{ host, allowPrivate: true }` for a name that may resolve to link-local or private addresses
+//! (or the host's own); the network's `allowPrivate` list (`allow_private_entries`) says the
+//! same by naming listed entries, and is the form a parsed policy takes (its `hosts` all
+//! strings).
 //! Names are lower-cased and held in their ASCII form (a Unicode label as its `xn--` Punycode;
 //! an `xn--` label must decode; full-width letters, digits and dots are read as the ASCII ones
 //! clients send for them). IP literals, CIDRs, paths, `*` alone, empty labels and names over 253
@@ -24,7 +25,7 @@ pub struct EgressHost {
     pub name: String,
     /// `None`: 443 and 80.
     pub port: Option<u16>,
-    /// Whether the name may resolve to loopback, link-local or private addresses.
+    /// Whether the name may resolve to link-local or private addresses (or the host's own).
     pub allow_private: bool,
 }
 
@@ -186,10 +187,16 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
             format!("{s:?} has a scheme; give the host name only (with an optional :port)"),
         );
     }
-    if s.starts_with('[') || s.matches(':').count() > 1 {
+    if s.starts_with('[') || s.contains("::") || s.parse::<std::net::Ipv6Addr>().is_ok() {
         return refuse(
             issues,
             format!("{s:?} is an IP address; an allowlist names hosts by DNS name"),
+        );
+    }
+    if s.matches(':').count() > 1 {
+        return refuse(
+            issues,
+            format!("{s:?} has more than one ':'; give the host name with at most one :port"),
         );
     }
     if let Some((before, after)) = s.split_once('/') {
@@ -697,13 +704,16 @@ mod tests {
     }
 
     #[test]
-    fn compatibility_forms_other_than_full_width_letters_digits_and_dots_are_refused() {
+    fn compatibility_forms_paths_and_extra_colons_are_refused_saying_why() {
         for (entry, why) in [
             ("a\u{FF0A}b.example", "not a DNS label"),
             ("\u{FF76}\u{FF80}.example", "not a DNS label"),
             ("example.com\u{FF1A}8080", "not a DNS label"),
             ("\u{FF0A}\u{3002}example.com", "not a DNS label"),
             ("example.com/index.html", "has a path"),
+            ("example.com:80:80", "more than one ':'"),
+            ("fe80::1%eth0", "is an IP address"),
+            ("1:2:3:4:5:6:7:8", "is an IP address"),
             ("10.0.0.0/8", "is an address range"),
         ] {
             let Err(issues) = parse(json!([entry])) else {

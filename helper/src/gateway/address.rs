@@ -1,5 +1,6 @@
 //! Which upstream addresses a connection may go to: never an unusable one (unspecified,
-//! multicast, broadcast, reserved); a private one (loopback, link-local such as cloud metadata,
+//! loopback: the gateway's own, never the host's or the guest's; multicast, broadcast,
+//! reserved); a private one (link-local such as cloud metadata,
 //! RFC 1918, shared address space, IETF protocol assignments, documentation ranges, or the
 //! host's own) only for an entry that opts in. The benchmarking range 198.18.0.0/15 counts as
 //! public: it is routed nowhere on the internet, so only a network of the host's own can answer
@@ -18,6 +19,7 @@ pub fn class(address: Ipv4Addr, host_addresses: &[Ipv4Addr]) -> Class {
     let [a, b, c, _] = address.octets();
     if address.is_unspecified()
         || a == 0
+        || address.is_loopback()
         || address.is_multicast()
         || address.is_broadcast()
         || a >= 240
@@ -28,8 +30,7 @@ pub fn class(address: Ipv4Addr, host_addresses: &[Ipv4Addr]) -> Class {
     // All of 192.0.0/24, its two anycast addresses (.9, .10) too: refusing more is safe.
     let protocol_assignments = (a, b, c) == (192, 0, 0);
     let documentation = matches!((a, b, c), (192, 0, 2) | (198, 51, 100) | (203, 0, 113));
-    if address.is_loopback()
-        || address.is_link_local()
+    if address.is_link_local()
         || address.is_private()
         || shared
         || protocol_assignments
@@ -52,7 +53,6 @@ mod tests {
     #[test]
     fn classes() {
         for private in [
-            "127.0.0.1",
             "169.254.169.254",
             "10.0.0.1",
             "172.16.5.4",
@@ -68,6 +68,8 @@ mod tests {
         }
         for unusable in [
             "0.0.0.0",
+            "127.0.0.1",
+            "127.255.0.9",
             "0.1.2.3",
             "224.0.0.1",
             "255.255.255.255",

@@ -12,7 +12,7 @@ pub struct Entry {
     pub name: String,
     /// `None`: 443 and 80.
     pub port: Option<u16>,
-    /// Whether the name may resolve to loopback, link-local, private or host addresses.
+    /// Whether the name may resolve to link-local, private or host addresses.
     pub allow_private: bool,
 }
 

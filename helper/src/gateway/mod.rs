@@ -6,7 +6,7 @@
 //! its host (TLS SNI or the HTTP `Host` header, `peek.rs`); when that name is allowed on that
 //! port, the gateway connects to an address it resolved for the name itself (never a private
 //! one unless the entry opts in: `address.rs`) and relays both ways. Everything refused is
-//! counted (`report.rs`). The gateway runs as the sandbox user, with no capabilities: the
+//! counted (`report.rs`), and a refused connection is told why in its protocol (`refusal.rs`). The gateway runs as the sandbox user, with no capabilities: the
 //! holder's namespaced sysctl lets it bind the low ports.
 
 mod address;
@@ -16,6 +16,7 @@ mod drain;
 mod http;
 mod name;
 mod peek;
+mod refusal;
 mod report;
 mod resolve;
 
@@ -31,6 +32,7 @@ use dns::{bare_answer, parse_query, Malformed, Query, RCODE_NXDOMAIN, RCODE_SERV
 use drain::{drain, LINGER};
 use http::{Body, Chunked, Request};
 use peek::{peek, Peeked, PEEK_MAX};
+use refusal::{tell, Cause};
 use report::Report;
 use resolve::{Resolved, Resolver};
 
@@ -143,7 +145,7 @@ fn serve_lookups(gateway: &Arc<Gateway>, socket: &UdpSocket) {
         let refuse = || {
             gateway
                 .report
-                .refused(&ip_of(from).to_string(), 53, "the gateway is busy");
+                .refused(&query.name, 53, "the gateway is busy");
             let _ = socket.send_to(&busy, from);
         };
         let (Some(held), Ok(reply)) = (slot(gateway), socket.try_clone()) else {
@@ -184,10 +186,16 @@ fn answer_at_once<'a>(gateway: &Gateway, message: &'a [u8]) -> Result<Option<Vec
             return Ok(Some(bare_answer(id, code)));
         }
     };
-    if !query.is_internet_class() || !gateway.config.names(&query.name) {
+    if !gateway.config.names(&query.name) {
         gateway
             .report
             .refused(&query.name, 53, "not on the allowlist");
+        return Ok(Some(query.answer(RCODE_NXDOMAIN, None, 0)));
+    }
+    if !query.is_internet_class() {
+        gateway
+            .report
+            .refused(&query.name, 53, "not an internet-class question");
         return Ok(Some(query.answer(RCODE_NXDOMAIN, None, 0)));
     }
     if query.qtype != TYPE_A {
@@ -205,17 +213,26 @@ fn answer_at_once<'a>(gateway: &Gateway, message: &'a [u8]) -> Result<Option<Vec
 }
 
 /// The answer to a listed name's A question once the name resolved: the gateway's own
-/// address when it has addresses.
+/// address when it has addresses; a name without any is counted as refused, saying why, so
+/// the guest's failed lookup shows in the report.
 fn answer_a(gateway: &Gateway, query: &Query<'_>, resolved: Resolved) -> Vec<u8> {
+    let refuse = |reason| gateway.report.refused(&query.name, 53, reason);
     match resolved {
-        Resolved::Addresses(addresses) if addresses.is_empty() => query.answer(0, None, ANSWER_TTL),
+        Resolved::Addresses(addresses) if addresses.is_empty() => {
+            refuse("the name has no IPv4 address");
+            query.answer(0, None, ANSWER_TTL)
+        }
         Resolved::Addresses(_) => {
             gateway.report.allowed();
             query.answer(0, Some(gateway.own), ANSWER_TTL)
         }
-        Resolved::NoSuchName => query.answer(RCODE_NXDOMAIN, None, 0),
+        Resolved::NoSuchName => {
+            refuse("the name does not exist");
+            query.answer(RCODE_NXDOMAIN, None, 0)
+        }
         Resolved::Failed(why) => {
             eprintln!("native-sandbox gateway: resolving {}: {why}", query.name);
+            refuse("the name could not be resolved");
             query.answer(RCODE_SERVFAIL, None, 0)
         }
     }
@@ -266,9 +283,15 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
     let named = match read_name(&mut guest, port, &mut head) {
         Ok(named) => named,
         Err(reason) => {
-            gateway
-                .report
-                .refused(&gateway.own.to_string(), port, reason);
+            let own = gateway.own.to_string();
+            gateway.report.refused(&own, port, reason);
+            tell(
+                &mut guest,
+                &head,
+                Cause::Malformed,
+                &format!("{own}:{port}"),
+                reason,
+            );
             return;
         }
     };
@@ -276,28 +299,29 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         Named::Tls(name) => name.clone(),
         Named::Http(request) => request.host.clone(),
     };
+    // Counted, and said to the guest in its protocol.
+    let mut refuse = |cause, reason| {
+        gateway.report.refused(&name, port, reason);
+        tell(&mut guest, &head, cause, &format!("{name}:{port}"), reason);
+    };
     let Some(allow_private) = gateway.config.allows_private(&name, port) else {
         let reason = if gateway.config.names(&name) {
             "port not allowed for this name"
         } else {
             "not on the allowlist"
         };
-        gateway.report.refused(&name, port, reason);
+        refuse(Cause::Policy, reason);
         return;
     };
     let addresses = match gateway.resolver.resolve(&name) {
         Resolved::Addresses(addresses) => addresses,
         Resolved::NoSuchName => {
-            gateway
-                .report
-                .refused(&name, port, "the name does not exist");
+            refuse(Cause::Upstream, "the name does not exist");
             return;
         }
         Resolved::Failed(why) => {
             eprintln!("native-sandbox gateway: resolving {name}: {why}");
-            gateway
-                .report
-                .refused(&name, port, "the name could not be resolved");
+            refuse(Cause::Upstream, "the name could not be resolved");
             return;
         }
     };
@@ -312,9 +336,8 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         })
         .collect();
     if permitted.is_empty() {
-        gateway.report.refused(
-            &name,
-            port,
+        refuse(
+            Cause::Policy,
             "resolves only to private or unusable addresses",
         );
         return;
@@ -327,9 +350,7 @@ fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
         }
         TcpStream::connect_timeout(&SocketAddr::V4(SocketAddrV4::new(*address, port)), left).ok()
     }) else {
-        gateway
-            .report
-            .refused(&name, port, "the upstream did not accept");
+        refuse(Cause::Upstream, "the upstream did not accept");
         return;
     };
     // Counted as allowed once both directions run.
