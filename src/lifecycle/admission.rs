@@ -133,13 +133,31 @@ pub fn check_effective(
     }
 }
 
-/// Whether an applied allowlist entry allows no more than a requested one: the same name, the
-/// same port (or one of 443 and 80 where none was asked, which means both), and private
-/// addresses only where asked.
+/// Whether an applied allowlist entry allows no more than a requested one: names the asked
+/// entry covers (`name_within`), the same port (or one of 443 and 80 where none was asked,
+/// which means both), and private addresses only where asked.
 fn within(applied: &EgressHost, asked: &EgressHost) -> bool {
     let port = applied.port == asked.port
         || (asked.port.is_none() && matches!(applied.port, Some(443) | Some(80)));
-    applied.name == asked.name && port && (asked.allow_private || !applied.allow_private)
+    name_within(&applied.name, &asked.name)
+        && port
+        && (asked.allow_private || !applied.allow_private)
+}
+
+/// Whether every name `applied` matches, `asked` matches too: the same entry, or under an asked
+/// wildcard (`*.example.com`) a name one or more labels below its base, exact or itself a
+/// wildcard (`a.example.com`, `*.a.example.com`; never `example.com`).
+fn name_within(applied: &str, asked: &str) -> bool {
+    if applied == asked {
+        return true;
+    }
+    let Some(base) = asked.strip_prefix("*.") else {
+        return false;
+    };
+    let name = applied.strip_prefix("*.").unwrap_or(applied);
+    name.strip_suffix(base)
+        .and_then(|above| above.strip_suffix('.'))
+        .is_some_and(|above| !above.is_empty())
 }
 
 #[cfg(test)]
@@ -173,6 +191,28 @@ mod tests {
     }
 
     #[test]
+    fn a_wildcard_covers_the_names_below_its_base_only() {
+        for (applied, asked, covered) in [
+            ("a.example.com", "a.example.com", true),
+            ("*.example.com", "*.example.com", true),
+            ("a.example.com", "*.example.com", true),
+            ("b.a.example.com", "*.example.com", true),
+            ("*.a.example.com", "*.example.com", true),
+            ("example.com", "*.example.com", false),
+            ("*.example.com", "*.a.example.com", false),
+            ("aexample.com", "*.example.com", false),
+            ("*.example.com", "a.example.com", false),
+            ("a.example.com", "example.com", false),
+        ] {
+            assert_eq!(
+                name_within(applied, asked),
+                covered,
+                "{applied} under {asked}"
+            );
+        }
+    }
+
+    #[test]
     fn an_allowlist_may_be_applied_as_asked_narrower_or_isolated_never_wider() {
         let asked = request(json!({ "kind": "allowlist", "hosts": ["a.example", "b.example"] }));
         for fine in [
@@ -184,6 +224,26 @@ mod tests {
             assert!(
                 check_effective(&asked, &effective(fine.clone())).is_ok(),
                 "{fine}"
+            );
+        }
+        // Names under a requested wildcard are narrower too.
+        let wildcard = request(json!({ "kind": "allowlist", "hosts": ["*.example.org"] }));
+        for fine in [
+            json!({ "kind": "allowlist", "hosts": ["api.example.org", "*.cdn.example.org:443"] }),
+            json!({ "kind": "allowlist", "hosts": ["*.example.org"] }),
+        ] {
+            assert!(
+                check_effective(&wildcard, &effective(fine.clone())).is_ok(),
+                "{fine}"
+            );
+        }
+        for wider in [
+            json!({ "kind": "allowlist", "hosts": ["example.org"] }),
+            json!({ "kind": "allowlist", "hosts": ["api.example.net"] }),
+        ] {
+            assert!(
+                check_effective(&wildcard, &effective(wider.clone())).is_err(),
+                "{wider}"
             );
         }
         for (wider, why) in [
