@@ -239,8 +239,13 @@ fn placement_differences(host: &HostConfig, expected: &HostConfig) -> Vec<String
         || listed(&host.dns_options) != listed(&expected.dns_options)
     {
         wrong.push(format!(
-            "resolvers {:?} instead of {:?}",
-            host.dns, expected.dns
+            "resolvers {:?} (search {:?}, options {:?}) instead of {:?} (search {:?}, options {:?})",
+            host.dns,
+            host.dns_search,
+            host.dns_options,
+            expected.dns,
+            expected.dns_search,
+            expected.dns_options
         ));
     }
     if host.tmpfs != expected.tmpfs {
@@ -407,6 +412,13 @@ mod tests {
         let mut empty_lists = expected.clone();
         empty_lists.dns_search = Some(Vec::new());
         assert!(read_back(&empty_lists, &expected).is_ok());
+        // No search domain (`.`) is not the engine's default (the host's domains).
+        let mut no_search = expected.clone();
+        no_search.dns_search = Some(vec![".".into()]);
+        assert!(read_back(&empty_lists, &no_search)
+            .unwrap_err()
+            .contains("search Some([\".\"])"));
+        assert!(read_back(&no_search, &no_search).is_ok());
     }
 
     #[test]

@@ -187,7 +187,8 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
             format!("{s:?} has a scheme; give the host name only (with an optional :port)"),
         );
     }
-    if s.starts_with('[') || s.contains("::") || s.parse::<std::net::Ipv6Addr>().is_ok() {
+    let unzoned = s.split_once('%').map_or(s, |(address, _zone)| address);
+    if s.starts_with('[') || unzoned.parse::<std::net::Ipv6Addr>().is_ok() {
         return refuse(
             issues,
             format!("{s:?} is an IP address; an allowlist names hosts by DNS name"),
@@ -713,6 +714,8 @@ mod tests {
             ("example.com/index.html", "has a path"),
             ("example.com:80:80", "more than one ':'"),
             ("fe80::1%eth0", "is an IP address"),
+            ("fe80:0:0:0:0:0:0:1%eth0", "is an IP address"),
+            ("example.com::80", "more than one ':'"),
             ("1:2:3:4:5:6:7:8", "is an IP address"),
             ("10.0.0.0/8", "is an address range"),
         ] {

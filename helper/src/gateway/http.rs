@@ -67,6 +67,17 @@ fn request_line(line: &str) -> Option<(&str, &str)> {
         .then_some((method, target))
 }
 
+/// Whether `bytes` begin with a whole HTTP/1 request line (a token method, a printable target,
+/// HTTP/1.0 or HTTP/1.1, CRLF): a client the gateway may answer in HTTP.
+pub fn starts_with_request_line(bytes: &[u8]) -> bool {
+    bytes
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .and_then(|end| std::str::from_utf8(&bytes[..end]).ok())
+        .and_then(request_line)
+        .is_some()
+}
+
 /// Reads a request head from the first bytes of a connection on `port` (`PEEK_MAX` at most:
 /// the caller bounds them). What cannot start a request is refused at once, before its head
 /// is whole (a client speaking another protocol first: SSH, a database's binary hello); a

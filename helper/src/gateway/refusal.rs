@@ -1,11 +1,12 @@
 //! Telling a refused guest why, in the protocol it spoke, before the connection closes: plain
 //! HTTP gets an answer whose status says whose doing it was (403 the allowlist, 502 the
-//! upstream, 400 the request) and whose body names the host, the port and the reason, so
-//! `curl` prints it instead of "Empty reply from server"; TLS gets a fatal alert
-//! (`access_denied`, or `internal_error` when the upstream failed), so the client reports an
-//! alert instead of a reset. Anything else (another protocol, nothing read yet) gets nothing.
-//! The answer is small enough for any socket's send buffer, so the write never waits on the
-//! guest; the connection then closes gently (`drain`), so the answer is not lost to a reset.
+//! upstream, 400 a request the gateway does not pass as it is) and whose body names the host
+//! and port judged (the gateway's own address when no host was) and the reason, so `curl`
+//! prints it instead of "Empty reply from server"; TLS gets a fatal alert (`access_denied`, or
+//! `internal_error` when the upstream failed), so the client reports an alert instead of a
+//! reset. Anything else (another protocol, a head not read whole) gets nothing. The answer is
+//! small enough for any socket's send buffer, so the write never waits on the guest; the
+//! connection then closes gently (`drain`, 2 s at most), so the answer is not lost to a reset.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
@@ -13,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::drain::{drain, Linger};
+use super::http::starts_with_request_line;
 
 /// Whose refusal it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -25,11 +27,11 @@ pub enum Cause {
     Malformed,
 }
 
-/// How long a refused guest may keep its connection after the answer: it usually closes at
-/// once (the answer says `Connection: close`).
+/// How long a refused guest may keep its connection (and its slot) after the answer: it
+/// usually closes at once (the answer says `Connection: close`).
 const LINGER: Linger = Linger {
     idle: Duration::from_secs(1),
-    total: Duration::from_secs(5),
+    total: Duration::from_secs(2),
 };
 
 const TLS_ALERT_ACCESS_DENIED: u8 = 49;
@@ -48,8 +50,7 @@ pub fn answer(head: &[u8], cause: Cause, what: &str, reason: &str) -> Option<Vec
             };
             Some(vec![0x15, 0x03, 0x03, 0x00, 0x02, 0x02, description])
         }
-        // An HTTP/1 request line: a method of upper-case letters, then a space.
-        _ if is_request_line(head) => {
+        _ if starts_with_request_line(head) => {
             let status = match cause {
                 Cause::Policy => "403 Forbidden",
                 Cause::Upstream => "502 Bad Gateway",
@@ -66,11 +67,6 @@ pub fn answer(head: &[u8], cause: Cause, what: &str, reason: &str) -> Option<Vec
         }
         _ => None,
     }
-}
-
-fn is_request_line(head: &[u8]) -> bool {
-    let method = head.iter().take_while(|b| b.is_ascii_uppercase()).count();
-    method > 0 && head.get(method) == Some(&b' ')
 }
 
 /// Sends `answer`'s bytes, if any, then closes gently: our end first, then what the guest still
@@ -107,9 +103,16 @@ mod tests {
             text,
             format!("HTTP/1.1 403 Forbidden\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}", body.len())
         );
-        let upstream = answer(b"POST /", Cause::Upstream, "a.test:80", "x").expect("an answer");
+        let upstream =
+            answer(b"POST / HTTP/1.0\r\n", Cause::Upstream, "a.test:80", "x").expect("an answer");
         assert!(upstream.starts_with(b"HTTP/1.1 502 Bad Gateway\r\n"));
-        let malformed = answer(b"GET ", Cause::Malformed, "10.0.0.2:80", "x").expect("an answer");
+        let malformed = answer(
+            b"M-SEARCH * HTTP/1.1\r\n",
+            Cause::Malformed,
+            "10.0.0.2:80",
+            "x",
+        )
+        .expect("an answer");
         assert!(malformed.starts_with(b"HTTP/1.1 400 Bad Request\r\n"));
     }
 
@@ -123,9 +126,13 @@ mod tests {
             answer(&[0x16], Cause::Upstream, "a.test:443", "x"),
             Some(vec![0x15, 3, 3, 0, 2, 2, 80])
         );
-        assert_eq!(answer(b"SSH-2.0-x", Cause::Policy, "a", "x"), None);
-        assert_eq!(answer(b"GET", Cause::Policy, "a", "x"), None);
-        assert_eq!(answer(b" GET /", Cause::Policy, "a", "x"), None);
+        assert_eq!(answer(b"SSH-2.0-x\r\n", Cause::Policy, "a", "x"), None);
+        assert_eq!(answer(b"PRI * HTTP/2.0\r\n", Cause::Policy, "a", "x"), None);
+        assert_eq!(answer(b"GET / HTTP/1.1", Cause::Policy, "a", "x"), None);
+        assert_eq!(
+            answer(b" GET / HTTP/1.1\r\n", Cause::Policy, "a", "x"),
+            None
+        );
         assert_eq!(answer(&[0x00, 0x01], Cause::Policy, "a", "x"), None);
         assert_eq!(answer(&[], Cause::Policy, "a", "x"), None);
     }

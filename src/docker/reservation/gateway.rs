@@ -83,6 +83,18 @@ pub(super) fn as_gateway(body: &mut ContainerCreateBody, command: Vec<String>) {
     body.entrypoint = Some(command);
 }
 
+/// Makes the gateway the guest's only resolver: a lookup it does not answer never leaves the
+/// sandbox's internal network. Nothing of the host's resolver settings reaches the guest: the
+/// engine copies the host's search domains and options when none are given. `.` is the
+/// engine's word for no search domain. The one option is glibc's and musl's default timeout,
+/// not `ndots`: an `ndots` of the container's own makes the engine's embedded resolver answer
+/// dotless names itself instead of asking the gateway; without one it adds its `ndots:0`.
+pub(super) fn resolved_by(host: &mut HostConfig, gateway: String) {
+    host.dns = Some(vec![gateway]);
+    host.dns_search = Some(vec![".".to_owned()]);
+    host.dns_options = Some(vec!["timeout:5".to_owned()]);
+}
+
 /// The namespaced sysctls of an allowlist sandbox's containers, read back with the rest of the
 /// hardening: no IPv6 at all (the internal network is IPv4 only, and link-local IPv6 must not
 /// reach the host), and for the gateway no forwarding between its networks and the low ports
@@ -298,4 +310,24 @@ fn address_on(inspect: &ContainerInspectResponse, network: &str) -> Option<Strin
         .get(network)
         .and_then(|endpoint| endpoint.ip_address.clone())
         .filter(|address| !address.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_guest_asks_the_gateway_with_no_search_domain_and_no_ndots_of_its_own() {
+        let mut host = HostConfig::default();
+        resolved_by(&mut host, "10.9.0.2".to_owned());
+        assert_eq!(host.dns, Some(vec!["10.9.0.2".to_owned()]));
+        // Empty lists would be the host's search domains and options.
+        assert_eq!(host.dns_search, Some(vec![".".to_owned()]));
+        let options = host.dns_options.unwrap_or_default();
+        assert!(!options.is_empty());
+        assert!(
+            options.iter().all(|o| !o.starts_with("ndots")),
+            "{options:?}"
+        );
+    }
 }

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 
-use super::DockerReservation;
+use super::{gateway, DockerReservation};
 use crate::docker::attach::{attach_error, attach_streams, fate_of, wait_exit_code};
 use crate::docker::engine::engine_error;
 use crate::docker::hardening::applied;
@@ -48,20 +48,13 @@ impl DockerReservation {
         };
         let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
         if self.request.policy.network.kind == NetworkKind::Allowlist {
-            // The gateway is the guest's only resolver: a lookup it does not answer never
-            // leaves the sandbox's internal network. Nothing of the host's resolver settings
-            // reaches the guest: the engine copies the host's search domains and options when
-            // none are given (`.` is its word for no search domain; `ndots:0` is what it
-            // writes itself for its embedded resolver).
-            let Some(gateway) = self.state.lock().await.gateway.clone() else {
+            let Some(address) = self.state.lock().await.gateway.clone() else {
                 return Err(OwnerError::state(
                     "the sandbox's egress gateway is not serving",
                 ));
             };
             if let Some(host) = body.host_config.as_mut() {
-                host.dns = Some(vec![gateway]);
-                host.dns_search = Some(vec![".".to_owned()]);
-                host.dns_options = Some(vec!["ndots:0".to_owned()]);
+                gateway::resolved_by(host, address);
             }
         }
         let asked = body.host_config.clone().unwrap_or_default();
