@@ -187,8 +187,25 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
             format!("{s:?} has a scheme; give the host name only (with an optional :port)"),
         );
     }
-    let unzoned = s.split_once('%').map_or(s, |(address, _zone)| address);
-    if s.starts_with('[') || unzoned.parse::<std::net::Ipv6Addr>().is_ok() {
+    let is_ipv6 = |text: &str| {
+        let unzoned = text
+            .split_once('%')
+            .map_or(text, |(address, _zone)| address);
+        unzoned.parse::<std::net::Ipv6Addr>().is_ok()
+    };
+    if let Some((before, after)) = s.split_once('/') {
+        let ipv4 = before.bytes().all(|b| b.is_ascii_digit() || b == b'.');
+        let why = if !after.is_empty()
+            && after.bytes().all(|b| b.is_ascii_digit())
+            && (ipv4 || is_ipv6(before))
+        {
+            "is an address range; an allowlist names hosts by DNS name"
+        } else {
+            "has a path; give the host name only (with an optional :port)"
+        };
+        return refuse(issues, format!("{s:?} {why}"));
+    }
+    if s.starts_with('[') || is_ipv6(s) {
         return refuse(
             issues,
             format!("{s:?} is an IP address; an allowlist names hosts by DNS name"),
@@ -199,17 +216,6 @@ fn host_and_port(s: &str, path: &[Seg], issues: &mut Issues) -> Option<(String, 
             issues,
             format!("{s:?} has more than one ':'; give the host name with at most one :port"),
         );
-    }
-    if let Some((before, after)) = s.split_once('/') {
-        let why = if !after.is_empty()
-            && after.bytes().all(|b| b.is_ascii_digit())
-            && before.bytes().all(|b| b.is_ascii_digit() || b == b'.')
-        {
-            "is an address range; an allowlist names hosts by DNS name"
-        } else {
-            "has a path; give the host name only (with an optional :port)"
-        };
-        return refuse(issues, format!("{s:?} {why}"));
     }
     let (name, port) = match s.rsplit_once(':') {
         Some((name, port)) => match port.parse::<u16>() {
@@ -718,6 +724,8 @@ mod tests {
             ("example.com::80", "more than one ':'"),
             ("1:2:3:4:5:6:7:8", "is an IP address"),
             ("10.0.0.0/8", "is an address range"),
+            ("2001:db8::/32", "is an address range"),
+            ("example.com:80/x", "has a path"),
         ] {
             let Err(issues) = parse(json!([entry])) else {
                 panic!("{entry} parsed");

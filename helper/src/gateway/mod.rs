@@ -6,8 +6,9 @@
 //! its host (TLS SNI or the HTTP `Host` header, `peek.rs`); when that name is allowed on that
 //! port, the gateway connects to an address it resolved for the name itself (never a private
 //! one unless the entry opts in: `address.rs`) and relays both ways. Everything refused is
-//! counted (`report.rs`), and a refused connection is told why in its protocol (`refusal.rs`). The gateway runs as the sandbox user, with no capabilities: the
-//! holder's namespaced sysctl lets it bind the low ports.
+//! counted (`report.rs`), and a refused connection is told why in its protocol
+//! (`refusal.rs`). The gateway runs as the sandbox user, with no capabilities: the holder's
+//! namespaced sysctl lets it bind the low ports.
 
 mod address;
 mod config;

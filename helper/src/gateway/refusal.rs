@@ -23,7 +23,8 @@ pub enum Cause {
     Policy,
     /// The upstream's: the name does not resolve, or no address accepted.
     Upstream,
-    /// The request's: it names no host the gateway can judge.
+    /// The request's: one the gateway does not pass as it is (no host it can judge, an
+    /// upgrade, a tunnel, a target naming another host).
     Malformed,
 }
 
