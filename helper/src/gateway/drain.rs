@@ -47,7 +47,8 @@ fn drain_with(
         return;
     }
     let mut buffer = vec![0u8; 16 * 1_024];
-    let mut answer_ended: Option<Instant> = None;
+    // An answer that already ended starts the clock now, not after the first read's wait.
+    let mut answer_ended: Option<Instant> = answered.load(Ordering::Acquire).then(Instant::now);
     // The unacknowledged count when the guest last made progress, and when that was.
     let mut progress: Option<(Option<i32>, Instant)> = None;
     loop {

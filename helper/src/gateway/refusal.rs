@@ -6,7 +6,8 @@
 //! `internal_error` when the upstream failed), so the client reports an alert instead of a
 //! reset. Anything else (another protocol, a head not read whole) gets nothing. The answer is
 //! small enough for any socket's send buffer, so the write never waits on the guest; the
-//! connection then closes gently (`drain`, 2 s at most), so the answer is not lost to a reset.
+//! connection then closes gently (`drain`: 2 s, and the one 250 ms read under way, at most), so
+//! the answer is not lost to a reset.
 
 use std::io::Write;
 use std::net::{Shutdown, TcpStream};
@@ -28,8 +29,9 @@ pub enum Cause {
     Malformed,
 }
 
-/// How long a refused guest may keep its connection (and its slot) after the answer: it
-/// usually closes at once (the answer says `Connection: close`).
+/// How long a refused guest may keep its connection (and its slot) after the answer, besides
+/// the one `drain::POLL` read under way when time runs out: it usually closes at once (the
+/// answer says `Connection: close`).
 const LINGER: Linger = Linger {
     idle: Duration::from_secs(1),
     total: Duration::from_secs(2),
@@ -76,7 +78,8 @@ pub fn tell(guest: &mut TcpStream, head: &[u8], cause: Cause, what: &str, reason
     let Some(bytes) = answer(head, cause, what, reason) else {
         return;
     };
-    if guest.write_all(&bytes).is_err() {
+    // The send buffer is empty and the answer small, so the write does not wait; bounded anyway.
+    if guest.set_write_timeout(Some(LINGER.idle)).is_err() || guest.write_all(&bytes).is_err() {
         return;
     }
     let _ = guest.shutdown(Shutdown::Write);
