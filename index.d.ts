@@ -110,7 +110,10 @@ export type SandboxNetworkInput =
  * names one or more labels deeper, never `example.com` itself), with an optional `:port`
  * (without one, 443 and 80). Parsed names are lower-case ASCII (a Unicode label as its `xn--`
  * form; full-width letters, digits and dots as the ASCII ones clients send for them, other
- * half- and full-width forms refused). IP literals, paths, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
+ * half- and full-width forms refused). A wildcard directly under a public suffix (`*.co.uk`,
+ * `*.github.io`, by the Public Suffix List, ICANN and private sections) or over names that are
+ * public suffixes (`*.kawasaki.jp`) is refused: its names belong to unrelated owners.
+ * IP literals, paths, CIDRs, `*` alone, empty labels, names over 253 bytes, duplicates and more
  * than 256 entries are refused, each issue naming the entry. `allowPrivate: true` lets the name
  * resolve to link-local or private addresses, or the host's own (never loopback, which would be
  * the gateway's own; `false` is the same as leaving it out);

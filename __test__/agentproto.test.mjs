@@ -241,14 +241,20 @@ test('pause freezes the sandbox on the engine; connect resumes it with the same 
     const resumed = await mcpClient(again);
     assert.equal(await call(resumed, 'read_file', { path: 'kept.txt' }), 'still here');
     await resumed.close();
-    // Public exposure on connect: no token handed out, the endpoint ungated.
+    // Public exposure on connect after a pause (what createSandboxAgentSessionHost sends on
+    // reuse): no token handed out, an ungated endpoint of its own; the private URL stays gated.
+    await again.pause();
     const open = await provider.connect(booted.sandboxId, spec(), { env: {} });
-    assert.equal(open.mcpUrl, booted.mcpUrl, 'the port stays the sandbox\'s');
+    assert.notEqual(open.mcpUrl, booted.mcpUrl, 'a public endpoint never serves the private URL');
     assert.equal(open.token, undefined);
     assert.equal(open.authHeaders, undefined);
     const plain = await mcpClient(open);
     assert.equal(await call(plain, 'read_file', { path: 'kept.txt' }), 'still here');
     await plain.close();
+    assert.equal((await initialize(booted.mcpUrl, {})).status, 401, 'the private URL answers nobody without its token');
+    const gated = await mcpClient(again);
+    assert.equal(await call(gated, 'read_file', { path: 'kept.txt' }), 'still here', 'and its token still works there');
+    await gated.close();
     await assert.rejects(provider.connect(booted.sandboxId, spec((s) => ({ ...s, config: { image: 'busybox:other' } })), { env: {} }), (e) => e instanceof SandboxValidationError && e.issues[0].path.join('.') === 'spec.config.image');
   } finally {
     await booted.stop();

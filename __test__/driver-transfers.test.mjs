@@ -2,7 +2,7 @@
 // entries and once-only bodies; what it delivers is checked; the ledger spills to its port.
 import assert from 'node:assert/strict';
 import { execFileSync, spawnSync } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, test } from 'node:test';
@@ -13,7 +13,7 @@ import { SpillLedger } from '../js/spill-ledger.js';
 import { initialRecord, policy, SUPPORT } from './scripted-driver.mjs';
 
 /** A driver whose workspace is a Map of path → { kind, bytes, executable }. */
-function memoryDriver({ deliver } = {}) {
+function memoryDriver({ deliver, skipBodies = false } = {}) {
   const spillDirectory = mkdtempSync(join(tmpdir(), 'native-sandbox-driver-spill-'));
   const workspace = new Map();
   const setup = { workspace, spillDirectory, bodyOf: undefined };
@@ -37,6 +37,11 @@ function memoryDriver({ deliver } = {}) {
                 if (entry.kind === 'directory') {
                   summary.directories += 1n;
                   workspace.set(entry.path, { kind: 'directory' });
+                } else if (skipBodies) {
+                  // A driver that takes the entries and never opens their bodies.
+                  summary.files += 1n;
+                  summary.fileBytes += BigInt(entry.byteLength);
+                  summary.archiveBytes += BigInt(512) + BigInt(entry.byteLength);
                 } else {
                   const chunks = [];
                   for await (const chunk of entry.bytes) chunks.push(Buffer.from(chunk));
@@ -355,6 +360,30 @@ describe('the spill ledger of JavaScript drivers', () => {
 });
 
 describe('the /node directory helpers with any sandbox', () => {
+  test('files a driver never reads hold no descriptor of the host walk once its import settled', async () => {
+    const source = mkdtempSync(join(tmpdir(), 'native-sandbox-unread-'));
+    for (let i = 0; i < 20; i += 1) {
+      mkdirSync(join(source, `d${i}`));
+      writeFileSync(join(source, `d${i}`, 'f'), `file ${i}`);
+    }
+    const held = () => readdirSync('/proc/self/fd').filter((fd) => {
+      try {
+        return readlinkSync(`/proc/self/fd/${fd}`).startsWith(source);
+      } catch {
+        return false;
+      }
+    }).length;
+    const setup = memoryDriver({ skipBodies: true });
+    const sandbox = await ready(setup);
+    const summary = await importSandboxDirectory(sandbox, source);
+    assert.equal(summary.files, 20n);
+    // The descriptors close on a blocking thread: a moment for it, far below garbage collection.
+    for (let waited = 0; held() > 0 && waited < 2_000; waited += 50) await new Promise((resolve) => setTimeout(resolve, 50));
+    assert.equal(held(), 0, 'a directory descriptor of the walk is still open');
+    await sandbox.destroy();
+    rmSync(source, { recursive: true, force: true });
+  });
+
   test('a JavaScript driver sandbox imports a host directory and exports into a new one, byte for byte', async () => {
     const source = mkdtempSync(join(tmpdir(), 'native-sandbox-any-src-'));
     mkdirSync(join(source, 'src/deep'), { recursive: true });

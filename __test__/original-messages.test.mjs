@@ -182,7 +182,10 @@ test('transfers: refused states, cancelled and past-deadline entries, interrupte
   const sandbox = await backend.reserve(fast(), recovery).start();
   const file = () => [fileFromBytes('a', Buffer.from('x'))];
   expect(await failure(() => sandbox.exportTree({ kind: 'workspace' }, async () => {})), SandboxStateError, 'File export requires stopped compute and no other entered transfer.');
-  expect(await failure(() => sandbox.importTree(file(), { signal: AbortSignal.abort() })), SandboxOperationError, 'Sandbox file transfer was cancelled before entry.', 'cancelled');
+  const reason = new Error('the caller gave up');
+  const early = await failure(() => sandbox.importTree(file(), { signal: AbortSignal.abort(reason) }));
+  expect(early, SandboxOperationError, 'Sandbox file transfer was cancelled before entry.', 'cancelled');
+  assert.equal(early.cause, reason, "the signal's reason stays reachable as the cause");
   expect(await failure(() => sandbox.importTree(file(), { deadlineAt: Date.now() - 1 })), SandboxOperationError, 'Sandbox file transfer deadline elapsed before entry.', 'deadline_exceeded');
   const importing = sandbox.importTree(file()).catch((e) => e);
   await new Promise((resolve) => setTimeout(resolve, 50));
@@ -200,8 +203,10 @@ test('processes: once only, cancelled before entry, execution deadline, stop', a
   const backend = createSandboxBackend(driver());
   const sandbox = await backend.reserve(fast(), recovery).start();
   const reserved = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' });
-  const cancelled = await failure(() => reserved.start({ signal: AbortSignal.abort() }));
+  const reason = new Error('the caller gave up');
+  const cancelled = await failure(() => reserved.start({ signal: AbortSignal.abort(reason) }));
   expect(cancelled, SandboxOperationError, 'Process startup was cancelled before entry.', 'cancelled');
+  assert.equal(cancelled.cause, reason, "the signal's reason stays reachable as the cause");
   expect(await failure(() => reserved.start()), SandboxStateError, 'Process startup is once-only and requires ready compute.');
   await sandbox.destroy();
 

@@ -63,7 +63,7 @@ export function createDockerSandboxBackend(options) {
       if (parsed.backendId !== support.backendId || parsed.backendRevision !== support.backendRevision) {
         return Object.freeze({ kind: 'conflict', reason: 'Recovery record belongs to another backend identity or revision.' });
       }
-      if (signal?.aborted) throw new SandboxOperationError('cancelled', 'Sandbox reconciliation was cancelled before entry.');
+      if (signal?.aborted) throw new SandboxOperationError('cancelled', 'Sandbox reconciliation was cancelled before entry.', { cause: signal.reason });
       // The signal ends the native work too (its engine calls are dropped), and the native side
       // bounds it by SANDBOX_LIMITS.startupMs, as the original observes reconciliation.
       const id = nextReconciliation;

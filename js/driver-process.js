@@ -43,7 +43,7 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
       // The driver is never asked; as any failed start, the sandbox is fenced and stopped.
       owner.fenceProcess();
       stopSandbox().catch(() => {});
-      throw new SandboxOperationError('cancelled', 'Process startup was cancelled before entry.');
+      throw new SandboxOperationError('cancelled', 'Process startup was cancelled before entry.', { cause: signal.reason });
     }
     const controller = new AbortController();
     const slot = { controller, stopping: () => {}, stopped: () => {}, close: async () => {} };
@@ -105,7 +105,7 @@ function observeStartup(actual, startupMs, callerSignal, ownerSignal) {
   const interrupted = new Promise((_, reject) => {
     timer = setTimeout(() => reject(new SandboxOperationError('deadline_exceeded', `process startup was not observed to settle within ${startupMs} ms`)), startupMs);
     for (const [signal, reason] of [
-      [callerSignal, () => new SandboxOperationError('cancelled', 'process startup was cancelled through its signal')],
+      [callerSignal, () => new SandboxOperationError('cancelled', 'process startup was cancelled through its signal', { cause: callerSignal.reason })],
       [ownerSignal, () => ownerSignal.reason],
     ]) {
       if (!signal) continue;

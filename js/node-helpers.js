@@ -69,7 +69,15 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   if (!root.isDirectory()) throw issue(['directory'], 'invalid_path', `${directory} is not a directory (symbolic links are not followed)`);
   checkEntry(parsed);
   const native = nativeTransfersOf(sandbox);
-  if (!native) return sandbox.importTree(hostEntries(directory, chunkBytes), transfer);
+  if (!native) {
+    // Whatever the driver did not read (or read in part) is let go once its import settled.
+    const walk = newHostWalk();
+    try {
+      return await sandbox.importTree(hostEntries(walk, directory, chunkBytes), transfer);
+    } finally {
+      walk.release();
+    }
+  }
   const { owner, context } = native;
   const ticket = settle(owner.admitTransfer('import'), context, errorFromDescriptor);
   // As importTree: the deadline, the signal, a stop or a destroy end whatever the import waits on.
@@ -96,6 +104,9 @@ export async function importSandboxDirectory(sandbox, directory, options) {
   return summary;
 }
 
+/** A native host walk (`native` is shadowed where the import's path is chosen). */
+const newHostWalk = () => new native.NativeHostWalk();
+
 /**
  * The walk as tree entries for any sandbox's `importTree`: the native import's own walk (by
  * descriptors from the root down, never following a link, so a directory swapped for a link
@@ -103,8 +114,7 @@ export async function importSandboxDirectory(sandbox, directory, options) {
  * bytes are asked for and checked against what the walk saw (device, inode, size), so
  * replacement, truncation and growth fail the import instead of sending other bytes.
  */
-async function* hostEntries(directory, chunkBytes) {
-  const walk = new native.NativeHostWalk();
+async function* hostEntries(walk, directory, chunkBytes) {
   const context = {};
   try {
     settle(await walk.open(directory), context, errorFromDescriptor);
@@ -124,7 +134,7 @@ async function* hostEntries(directory, chunkBytes) {
       }
     }
   } finally {
-    // The directories go; files handed out stay readable until read or dropped.
+    // The directories go; files handed out stay readable until read, or until the import settled.
     walk.closeWalk();
   }
 }

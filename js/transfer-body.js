@@ -4,6 +4,7 @@
 // is remembered, reported to `interrupt`, and rethrown by every later read; a read while another
 // is pending rejects; the caller's signal ends it at any read.
 import { SandboxOperationError, SandboxStateError, SandboxValidationError } from './errors.js';
+import { untilAborted } from './until-aborted.js';
 
 export class TransferBody {
   #chunkBytes;
@@ -65,16 +66,7 @@ export class TransferBody {
 
   /** Settles like `promise`, or rejects as soon as the signal aborts. */
   #raced(promise) {
-    const signal = this.#signal;
-    if (!signal) return promise;
-    Promise.resolve(promise).catch(() => {});
-    let onAbort;
-    const aborted = new Promise((_, reject) => {
-      onAbort = () => reject(this.#cancelled());
-      if (signal.aborted) onAbort();
-      else signal.addEventListener('abort', onAbort, { once: true });
-    });
-    return Promise.race([promise, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
+    return untilAborted(promise, this.#signal, () => this.#cancelled());
   }
 
   async #next() {

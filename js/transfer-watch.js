@@ -4,6 +4,7 @@
 // the engine) end at that moment. A deadline of any distance is exact: a Node timer holds at
 // most 2^31-1 ms, so a far one is re-armed until it is due.
 import { SandboxOperationError, SandboxStateError } from './errors.js';
+import { untilAborted } from './until-aborted.js';
 
 const LONGEST_TIMER_MS = 2 ** 31 - 1;
 
@@ -19,7 +20,7 @@ export function watchTransfer({ signal, deadlineAt }) {
     if (timer) clearTimeout(timer);
     controller.abort(reason);
   };
-  const onAbort = () => end(new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal'), true);
+  const onAbort = () => end(new SandboxOperationError('cancelled', 'the transfer was cancelled through its signal', { cause: signal.reason }), true);
   if (signal?.aborted) onAbort();
   else signal?.addEventListener('abort', onAbort, { once: true });
   if (deadlineAt !== undefined) {
@@ -31,11 +32,6 @@ export function watchTransfer({ signal, deadlineAt }) {
     };
     arm();
   }
-  const aborted = new Promise((_, reject) => {
-    if (controller.signal.aborted) reject(controller.signal.reason);
-    else controller.signal.addEventListener('abort', () => reject(controller.signal.reason), { once: true });
-  });
-  aborted.catch(() => {});
   return {
     signal: controller.signal,
     /** Whether the caller's signal or deadline (rather than the owner) ended the transfer. */
@@ -50,10 +46,12 @@ export function watchTransfer({ signal, deadlineAt }) {
     interrupt(reason) {
       end(reason, false);
     },
-    /** Settles like `promise`, or rejects as soon as the transfer is interrupted. */
+    /**
+     * Settles like `promise`, or rejects as soon as the transfer is interrupted; once settled,
+     * nothing of the wait (nor the value it delivered) is kept by the watch.
+     */
     race(promise) {
-      Promise.resolve(promise).catch(() => {});
-      return Promise.race([promise, aborted]);
+      return untilAborted(promise, controller.signal);
     },
     /** The transfer ended: later checks (a consumer that outlived it) fail; the signal stays. */
     close() {

@@ -43,7 +43,7 @@ function asBuffer(chunk, index) {
  * unentered and the call rejects, as the original does.
  */
 export function preEntryRejection(parsed) {
-  if (parsed.signal?.aborted) return new SandboxOperationError('cancelled', 'Sandbox file transfer was cancelled before entry.');
+  if (parsed.signal?.aborted) return new SandboxOperationError('cancelled', 'Sandbox file transfer was cancelled before entry.', { cause: parsed.signal.reason });
   if (parsed.deadlineAt !== undefined && Number(parsed.deadlineAt) <= Date.now()) {
     return new SandboxOperationError('deadline_exceeded', 'Sandbox file transfer deadline elapsed before entry.');
   }

@@ -236,6 +236,7 @@ export function createDockerSandboxProvider(options) {
       sdk,
       streams,
       port: state.port,
+      token: state.token,
       readyMs: state.request.policy.deadlines.startupMs,
       control: {
         freeze: async (paused) => settle(await recovered.freeze(paused), context, errorFromDescriptor),

@@ -1,5 +1,6 @@
 // One provider-owned sandbox in this process: its daemon's streams and bridge, the endpoint in
-// service (at most one: each boot or connect serves a fresh one), the idle gate, and the two ways
+// service (each boot or connect serves a fresh one; beside a public one, a private URL's port
+// stays held, gated), the idle gate, and the two ways
 // to end: pause (freeze on the engine, keep everything) and stop (destroy, remove the state
 // file). Serve, pause and stop of one sandbox run one after another, never interleaved.
 import { SandboxStateError } from '../errors.js';
@@ -17,13 +18,16 @@ const STDERR_SETTLE_MS = 200;
 export class ServedSandbox {
   #sdk;
   #control;
-  #endpoint;
+  /** The endpoints in service: the one handed out, and the private port held beside a public one. */
+  #endpoints = [];
   #gate;
   #stopped = false;
   #daemonGone;
   #bridge;
   #streams;
   #port;
+  /** The token of the private URL (`#port`), once one was served or recorded. */
+  #token;
   #readyMs;
   /** The daemon's last stderr bytes (a bounded ring: its diagnostics, never MCP traffic). */
   #stderr = [];
@@ -34,12 +38,13 @@ export class ServedSandbox {
    * `control`: `{ freeze(paused), destroy(), forget(), storePort(port) }`: `freeze` pauses or
    * resumes on the engine (idempotent; a state error means the process has ended), `forget`
    * removes the state file and the registry entry, `storePort` records the endpoint's port in the
-   * state file. `streams`: the daemon's `{ stdin, stdout, stderr }`. `port`: the port recorded
-   * for this sandbox, if any.
+   * state file. `streams`: the daemon's `{ stdin, stdout, stderr }`. `port` and `token`: the
+   * private URL's port and token recorded for this sandbox, if any.
    */
-  constructor({ sandboxId, sdk, control, streams, port, readyMs }) {
+  constructor({ sandboxId, sdk, control, streams, port, token, readyMs }) {
     this.sandboxId = sandboxId;
     this.#port = port;
+    this.#token = token;
     this.#readyMs = readyMs;
     this.#sdk = sdk;
     this.#control = control;
@@ -114,9 +119,12 @@ export class ServedSandbox {
    * Resumes the sandbox and serves a fresh endpoint (the previous one closes), with `token`
    * gating it when given and an idle pause after `idleMs` when given. The URL is durable once
    * a private endpoint was served: its port is recorded in the state file before the URL is
-   * handed out, and every later endpoint of this sandbox (after a pause, a connect, a connect
-   * from a new process) listens on it again; a port someone else took meanwhile is
-   * `sandbox_port_taken`. Public endpoints of a sandbox never served privately take any port.
+   * handed out, and every later private endpoint of this sandbox (after a pause, a connect, a
+   * connect from a new process) listens on it again; a port someone else took meanwhile is
+   * `sandbox_port_taken`. A public endpoint takes a free port of its own: the private port is
+   * never served ungated. While this process serves a sandbox publicly after it had a private
+   * URL, the private port stays held beside it, gated by the same token (its clients go on, and
+   * nobody else can listen there meanwhile); a port held elsewhere by then is left alone.
    */
   serve({ token, idleMs, booting = false }) {
     return this.#serialized(async () => {
@@ -126,20 +134,29 @@ export class ServedSandbox {
       // The endpoint listens first: a port it cannot have leaves a paused sandbox paused. Then
       // the sandbox is resumed, which is also the engine's word that the daemon still runs.
       const gate = new IdleGate({ idleMs, freeze: (paused) => this.#control.freeze(paused) });
-      let endpoint;
-      try {
-        endpoint = await serveEndpoint({
+      const endpoints = [];
+      const listen = (gated, port) =>
+        serveEndpoint({
           sdk: this.#sdk,
           bridge: this.#bridge,
-          gate: token === undefined ? undefined : tokenGate(token),
+          gate: gated === undefined ? undefined : tokenGate(gated),
           admit: (counted) => gate.enter(counted),
-          port: this.#port,
-          portTaken: (port, cause) => this.#portTaken(port, cause),
+          port,
+          portTaken: (taken, cause) => this.#portTaken(taken, cause),
         });
+      let endpoint;
+      try {
+        endpoint = await listen(token, token === undefined ? undefined : this.#port);
+        endpoints.push(endpoint);
         if (token !== undefined && endpoint.port !== this.#port) {
           // Recorded before anyone is handed the URL: a controller that dies now leaves it known.
           await this.#control.storePort(endpoint.port);
           this.#port = endpoint.port;
+        }
+        if (token !== undefined) this.#token = token;
+        if (token === undefined && this.#port !== undefined && this.#token !== undefined) {
+          const held = await listen(this.#token, this.#port).catch(() => undefined);
+          if (held !== undefined) endpoints.push(held);
         }
         try {
           await this.#control.freeze(false);
@@ -160,12 +177,12 @@ export class ServedSandbox {
           release();
         }
       } catch (error) {
-        await endpoint?.close();
+        await Promise.all(endpoints.map((served) => served.close()));
         await gate.close();
         throw error;
       }
       this.#gate = gate;
-      this.#endpoint = endpoint;
+      this.#endpoints = endpoints;
       return Object.freeze({
         mcpUrl: endpoint.url,
         sandboxId: this.sandboxId,
@@ -178,13 +195,13 @@ export class ServedSandbox {
   }
 
   async #closeEndpoint() {
-    const endpoint = this.#endpoint;
+    const endpoints = this.#endpoints;
     const gate = this.#gate;
-    this.#endpoint = undefined;
+    this.#endpoints = [];
     this.#gate = undefined;
-    // The endpoint first (no new request gets in), then the gate (a pause or resume under way
+    // The endpoints first (no new request gets in), then the gate (a pause or resume under way
     // settles).
-    await endpoint?.close();
+    await Promise.all(endpoints.map((endpoint) => endpoint.close()));
     await gate?.close();
   }
 

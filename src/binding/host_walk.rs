@@ -154,8 +154,8 @@ impl NativeHostWalk {
     }
 
     /// Lets go of the walk itself (its directories): the files it handed out stay readable
-    /// until `closeFile` (a driver may read them after the walk ended; one it never reads is let
-    /// go with this object). Never waits, as `closeFile`.
+    /// until `closeFile` or `release` (a driver may read them after the walk ended). Never
+    /// waits, as `closeFile`.
     #[napi(js_name = "closeWalk")]
     pub fn close_walk(&self) -> Result<()> {
         let state = Arc::clone(&self.state);
@@ -167,6 +167,26 @@ impl NativeHostWalk {
                     .walk
                     .take();
                 drop(walk);
+            });
+        })
+    }
+
+    /// The import this walk fed settled: the walk, the files never read (each holds its
+    /// directory's descriptor) and those being read all go now, not when this object is
+    /// collected. Never waits, as `closeFile`.
+    #[napi]
+    pub fn release(&self) -> Result<()> {
+        let state = Arc::clone(&self.state);
+        within(|| {
+            tokio::task::spawn_blocking(move || {
+                let mut state = state.lock().unwrap_or_else(PoisonError::into_inner);
+                let held = (
+                    state.walk.take(),
+                    std::mem::take(&mut state.seen),
+                    std::mem::take(&mut state.reading),
+                );
+                drop(state);
+                drop(held);
             });
         })
     }

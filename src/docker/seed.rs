@@ -37,14 +37,22 @@ const ARM64: GuestHelper = GuestHelper {
 /// The helper for the engine's `architecture` (its `Architecture`, as `uname -m` gives it, or
 /// Go's name), or `Unsupported` for any other: checked before any engine object is created.
 pub fn helper_for(architecture: Option<&str>) -> Result<&'static GuestHelper, OwnerError> {
-    match architecture {
-        Some("x86_64" | "amd64") => Ok(&AMD64),
-        Some("aarch64" | "arm64") => Ok(&ARM64),
-        other => Err(OwnerError::Unsupported(format!(
-            "the engine's architecture is {}; this package's workspace helper runs on linux/amd64 and linux/arm64 engines",
-            other.unwrap_or("not reported")
-        ))),
+    let helper = match architecture {
+        Some("x86_64" | "amd64") => &AMD64,
+        Some("aarch64" | "arm64") => &ARM64,
+        other => {
+            return Err(OwnerError::Unsupported(format!(
+                "the engine's architecture is {}; this package's workspace helper runs on linux/amd64 and linux/arm64 engines",
+                other.unwrap_or("not reported")
+            )))
+        }
+    };
+    if helper.bytes.is_empty() {
+        return Err(OwnerError::Unsupported(
+            "this build of the addon carries no workspace helper (it was built without the guest-helper feature)".into(),
+        ));
     }
+    Ok(helper)
 }
 /// Where the seed image holds the workspace helper (owned by root, read-only like the whole
 /// root filesystem of the holder). A holder whose entrypoint is anything else (one made by a

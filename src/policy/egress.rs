@@ -273,6 +273,11 @@ fn dns_name(name: &str) -> Result<String, String> {
         );
     }
     let ascii = labels.join(".");
+    if wildcard {
+        if let Some(why) = over_public_suffixes(&ascii) {
+            return Err(why);
+        }
+    }
     let ascii = if wildcard {
         format!("*.{ascii}")
     } else {
@@ -285,6 +290,29 @@ fn dns_name(name: &str) -> Result<String, String> {
         ));
     }
     Ok(ascii)
+}
+
+/// Why a wildcard over `base` (lower-case ASCII, two labels or more) would match the hosts of
+/// unrelated owners, by Mozilla's Public Suffix List (ICANN's section and the private one, as
+/// the `psl` crate compiles it in): `base` is a public suffix (`co.uk`, `github.io`), or a
+/// wildcard rule makes every name directly under it one (`*.kawasaki.jp`; the lookup of
+/// `*.base` meets that rule, as no exception is spelled `*`). `None`: it is neither.
+fn over_public_suffixes(base: &str) -> Option<String> {
+    let listed = |name: &str| {
+        psl::suffix(name.as_bytes())
+            .is_some_and(|s| s.typ().is_some() && s.as_bytes() == name.as_bytes())
+    };
+    if listed(base) {
+        Some(format!(
+            "is a wildcard directly under the public suffix {base}, whose names belong to unrelated owners; list the names, or a wildcard under one of them (*.example.{base})"
+        ))
+    } else if listed(&format!("*.{base}")) {
+        Some(format!(
+            "is a wildcard over public suffixes (each name directly under {base} is one); list the names, or a wildcard under one of them"
+        ))
+    } else {
+        None
+    }
 }
 
 /// The name with the full-width letters, digits and hyphen and the ideographic and full-width
@@ -737,6 +765,68 @@ mod tests {
                 issues[0].message
             );
         }
+    }
+
+    #[test]
+    fn a_wildcard_directly_under_a_public_suffix_is_refused_naming_it() {
+        for (entry, why) in [
+            ("*.co.uk", "directly under the public suffix co.uk"),
+            ("*.github.io", "directly under the public suffix github.io"),
+            (
+                "*.s3.amazonaws.com:443",
+                "directly under the public suffix s3.amazonaws.com",
+            ),
+            ("*.GitHub.IO.", "directly under the public suffix github.io"),
+            (
+                "*.公司.cn",
+                "directly under the public suffix xn--55qx5d.cn",
+            ),
+            ("*.bar.ck", "directly under the public suffix bar.ck"),
+            (
+                "*.kawasaki.jp",
+                "each name directly under kawasaki.jp is one",
+            ),
+            (
+                "*.compute.amazonaws.com",
+                "each name directly under compute.amazonaws.com",
+            ),
+        ] {
+            let Err(issues) = parse(json!(["ok.example", entry])) else {
+                panic!("{entry} parsed");
+            };
+            assert_eq!(issues.len(), 1, "{entry}");
+            assert_eq!(
+                crate::input::render_path(&issues[0].path),
+                "hosts[1]",
+                "{entry}"
+            );
+            assert_eq!(issues[0].code, IssueCode::InvalidValue, "{entry}");
+            assert!(
+                issues[0]
+                    .message
+                    .starts_with(&format!("{entry:?} is a wildcard")),
+                "{entry}: {}",
+                issues[0].message
+            );
+            assert!(
+                issues[0].message.contains(why),
+                "{entry}: {}",
+                issues[0].message
+            );
+        }
+        // One label deeper is one owner's; so are exact names, and names the list does not know.
+        let hosts = parse(json!([
+            "*.example.co.uk",
+            "*.example.github.io",
+            "*.foo.bar.ck",
+            "*.city.kawasaki.jp",
+            "*.corp.internal",
+            "*.wild.test",
+            "github.io",
+            "co.uk"
+        ]))
+        .expect("parses");
+        assert_eq!(hosts.len(), 8);
     }
 
     #[test]

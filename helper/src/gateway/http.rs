@@ -46,6 +46,27 @@ const HOP_BY_HOP: [&str; 5] = [
     "http2-settings",
 ];
 
+/// Every field the gateway reads or replaces: `Host`, the body's framing, an upgrade, and the
+/// connection fields.
+const JUDGED: [&str; 8] = [
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "upgrade",
+    "http2-settings",
+];
+
+/// Whether `field` (lower-case) is one of `JUDGED` written with `_` for `-`
+/// (`content_length`): another field to HTTP, so the gateway would pass it on unjudged, but
+/// one that servers folding `_` into `-` (CGI's `HTTP_*` variables and what is built on them)
+/// read as that field.
+fn stands_for_judged(field: &str) -> bool {
+    field.contains('_') && JUDGED.contains(&field.replace('_', "-").as_str())
+}
+
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
@@ -149,7 +170,11 @@ pub fn parse(bytes: &[u8], port: u16) -> Parsed {
             .ok()
             .filter(|v| v.is_ascii())
             .map_or("", |v| v.trim_matches([' ', '\t']));
+        // Case is no difference in a field name: `HOST` is `Host`, counted as one.
         let field = name.to_ascii_lowercase();
+        if stands_for_judged(&field) {
+            return Parsed::Refused("a field name with '_' for '-' in a field the gateway reads");
+        }
         match field.as_str() {
             "host" => {
                 hosts += 1;
@@ -646,6 +671,43 @@ mod tests {
         assert_eq!(
             refused("GET / HTTP/2.0\r\nHost: a.example\r\n\r\n"),
             "neither TLS nor HTTP/1"
+        );
+    }
+
+    #[test]
+    fn a_field_the_gateway_reads_written_with_underscores_is_refused() {
+        let underscore = "a field name with '_' for '-' in a field the gateway reads";
+        for head in [
+            "POST / HTTP/1.1\r\nHost: a.example\r\nTransfer_Encoding: chunked\r\nContent-Length: 3\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a.example\r\nContent_Length: 3\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: a.example\r\nCONTENT_LENGTH: 3\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a.example\r\nProxy_Connection: keep-alive\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a.example\r\nKeep_Alive: 5\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a.example\r\nHTTP2_Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+        ] {
+            assert_eq!(refused(head), underscore, "{head:?}");
+        }
+        // Case alone makes no other field: these are the fields themselves, judged as such.
+        let shouted = request("POST / HTTP/1.1\r\nHOST: A.example\r\nCONTENT-LENGTH: 3\r\n\r\n");
+        assert_eq!(
+            (shouted.host.as_str(), shouted.body),
+            ("a.example", Body::Length(3))
+        );
+        assert_eq!(
+            refused("GET / HTTP/1.1\r\nHost: a.example\r\nHOST: b.example\r\n\r\n"),
+            "HTTP with two Host headers"
+        );
+        assert_eq!(
+            refused("POST / HTTP/1.1\r\nHost: a.example\r\nTRANSFER-ENCODING: chunked\r\nContent-Length: 3\r\n\r\n"),
+            "a transfer coding the gateway cannot follow"
+        );
+        // Any other name with `_` is passed on as it is.
+        let other = request(
+            "GET / HTTP/1.1\r\nHost: a.example\r\nX_Trace_Id: 7\r\nContent_Type_: x\r\n\r\n",
+        );
+        assert_eq!(
+            String::from_utf8(other.head).unwrap(),
+            "GET / HTTP/1.1\r\nHost: a.example\r\nX_Trace_Id: 7\r\nContent_Type_: x\r\nConnection: close\r\n\r\n"
         );
     }
 

@@ -133,6 +133,20 @@ pub(super) fn internal_network(inspect: &NetworkInspect) -> Result<InternalNetwo
             "the engine did not make the sandbox network internal".into(),
         ));
     }
+    // The host must hold no address on the internal network (else the guest reaches the host's
+    // services directly, past the gateway): the option that asks for it is read back, and an
+    // engine that did not keep it is refused before any container exists.
+    let inhibited = inspect
+        .options
+        .as_ref()
+        .and_then(|options| options.get(super::INHIBIT_HOST_ADDRESS));
+    if inhibited.map(String::as_str) != Some("true") {
+        return Err(OwnerError::Unsupported(format!(
+            "the engine did not apply the sandbox hardening: network option {} is {} instead of \"true\" (the host would have an address on the sandbox's internal network)",
+            super::INHIBIT_HOST_ADDRESS,
+            inhibited.map_or_else(|| "absent".to_owned(), |value| format!("{value:?}")),
+        )));
+    }
     let config = inspect
         .ipam
         .clone()
@@ -315,6 +329,43 @@ fn address_on(inspect: &ContainerInspectResponse, network: &str) -> Option<Strin
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bollard::models::{Ipam, IpamConfig};
+
+    #[test]
+    fn an_internal_network_without_the_host_address_inhibited_is_refused() {
+        let mut inspect = NetworkInspect {
+            internal: Some(true),
+            ipam: Some(Ipam {
+                config: Some(vec![IpamConfig {
+                    subnet: Some("10.9.0.0/24".into()),
+                    gateway: Some("10.9.0.1".into()),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let refused = internal_network(&inspect).err().map(|e| e.to_string());
+        assert!(
+            refused
+                .as_deref()
+                .is_some_and(|m| m.contains("inhibit_ipv4 is absent")),
+            "{refused:?}"
+        );
+        for value in ["false", ""] {
+            inspect.options = Some(HashMap::from([(
+                super::super::INHIBIT_HOST_ADDRESS.to_owned(),
+                value.to_owned(),
+            )]));
+            assert!(internal_network(&inspect).is_err(), "{value:?} accepted");
+        }
+        inspect.options = Some(HashMap::from([(
+            super::super::INHIBIT_HOST_ADDRESS.to_owned(),
+            "true".to_owned(),
+        )]));
+        let network = internal_network(&inspect).ok().map(|n| n.subnet);
+        assert_eq!(network.as_deref(), Some("10.9.0.0/24"));
+    }
 
     #[test]
     fn the_guest_asks_the_gateway_with_no_search_domain_and_no_ndots_of_its_own() {
