@@ -2,8 +2,8 @@
 // above the RSS at its own start: the caller's entries and bodies in (`sandbox.importTree`), a
 // counting `consume` out (`sandbox.exportTree`), on the Docker backend or on a JavaScript driver (the local-process
 // fixture through createSandboxBackend). Each run is its own process; it prints one JSON line
-// and asserts nothing. `__test__/transfer-memory.test.mjs` holds the bound; `npm run bench`
-// records the figure.
+// and asserts nothing. `__test__/transfer-memory.test.mjs` holds the bound; `npm run
+// bench:transfer-memory` gives the figures (docs/performance.md).
 //   node --expose-gc bench/js-transfer-rss.mjs <docker|driver> <bytes>
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

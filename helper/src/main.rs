@@ -19,7 +19,7 @@
 //! link (a parent component that is a link or no directory) writes nothing at all. A regular
 //! file of `DEFER_MIN` bytes or more is deferred: a marker entry (typeflag `N`, its body the
 //! file's workspace-relative path) and the file's header, without its body, which the host
-//! reads through the engine's archive endpoint (`src/docker/reservation/deferred_bodies.rs`).
+//! reads through the engine's archive endpoint (`src/docker/sandbox/deferred_bodies.rs`).
 //!
 //! A request of `/import` is followed by an import archive, which the helper extracts into the
 //! workspace (`import.rs`); on stdout it only answers the archive's markers, which say that a

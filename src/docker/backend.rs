@@ -18,7 +18,7 @@ use super::objects::{
 };
 use super::options::DockerOptions;
 use super::reaper::link::{shared, ReaperCommand, ReaperEntry};
-use super::reservation::{DockerReservation, PendingReservation, Settings};
+use super::sandbox::{DockerSandbox, PendingDockerSandbox, Settings};
 use crate::digest::{fresh_id, sha256_of};
 use crate::input::ToValue;
 use crate::lifecycle::driver::{DriverReservation, ProcessChannels, RecoveredDriver};
@@ -130,7 +130,7 @@ impl DockerBackend {
         let names = Names::new(&self.options.namespace, &sandbox_id);
         let mut resources = vec![
             planned(Role::Storage, names.storage),
-            planned(Role::Export, names.export),
+            planned(Role::Holder, names.export),
             planned(Role::Compute, names.compute),
         ];
         if request.policy.network != NetworkKind::Isolated {
@@ -156,10 +156,13 @@ impl DockerBackend {
         let mut settings = self.settings(&pinned);
         settings.reaper = self.reaper.clone().filter(|_| reapable);
         let reservation: Arc<dyn DriverReservation> = match (&self.image, now) {
-            (ImageSource::Resolving(resolver), None) => {
-                PendingReservation::new(resolver.clone(), settings, request.clone(), record.clone())
-            }
-            _ => DockerReservation::new(settings, request.clone(), record.clone()),
+            (ImageSource::Resolving(resolver), None) => PendingDockerSandbox::new(
+                resolver.clone(),
+                settings,
+                request.clone(),
+                record.clone(),
+            ),
+            _ => DockerSandbox::new(settings, request.clone(), record.clone()),
         };
         (sandbox_id, record, reservation)
     }
@@ -258,7 +261,7 @@ impl DockerBackend {
             Identity::Identified { id, fingerprint } => (id.clone(), Some(fingerprint.as_str())),
         };
         let found = match resource.role {
-            Role::Compute | Role::Export => {
+            Role::Compute | Role::Holder => {
                 match self.docker.inspect_container(&lookup, None).await {
                     Ok(inspect) => Some((
                         labels_match(

@@ -8,7 +8,7 @@
 //! host's addresses are this process's network namespace's: a controller in a container of its
 //! own, with the engine's socket mounted, sees its container's addresses, not the host's. Of an
 //! engine elsewhere, its other addresses cannot be read from here: only its addresses on the
-//! gateway's own networks are known besides (`reservation/gateway.rs`).
+//! gateway's own networks are known besides (`sandbox/gateway.rs`).
 
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::Duration;

@@ -24,7 +24,7 @@ pub mod options;
 pub mod output_end;
 pub mod prepare_image;
 pub mod reaper;
-pub mod reservation;
+pub mod sandbox;
 pub mod seed;
 pub mod tls;
 pub mod traced;

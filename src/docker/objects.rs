@@ -224,7 +224,7 @@ pub async fn remove_network(
 pub async fn remove_all(docker: &Docker, record: &SandboxRecoveryRecord) -> Result<(), OwnerError> {
     let results = [
         remove_container(docker, record, Role::Compute).await,
-        remove_container(docker, record, Role::Export).await,
+        remove_container(docker, record, Role::Holder).await,
         remove_volume(docker, record).await,
         remove_network(docker, record).await,
     ];

@@ -77,11 +77,18 @@ pub enum Authority {
     Verified { backend_identity: String },
 }
 
+/// What a recorded resource is to its sandbox. The record format's literals are the original's
+/// (`compute`, `storage`, `export`, `network`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Role {
+    /// The container that runs the process.
     Compute,
+    /// The workspace volume.
     Storage,
-    Export,
+    /// The workspace holder container: it holds the volume for transfers, and in an allowlist
+    /// sandbox it is the egress gateway. Recorded as `export`, the original's name for the role.
+    Holder,
+    /// The sandbox's own network.
     Network,
 }
 
@@ -92,13 +99,13 @@ impl Role {
         match self {
             Role::Compute => "compute",
             Role::Storage => "storage",
-            Role::Export => "export",
+            Role::Holder => "export",
             Role::Network => "network",
         }
     }
 
     fn from_literal(s: &str) -> Option<Self> {
-        [Role::Compute, Role::Storage, Role::Export, Role::Network]
+        [Role::Compute, Role::Storage, Role::Holder, Role::Network]
             .into_iter()
             .find(|r| r.as_str() == s)
     }

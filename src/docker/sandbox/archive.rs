@@ -10,7 +10,7 @@ use futures::future::FutureExt;
 use futures::StreamExt;
 
 use super::abort_on_drop::AbortOnDrop;
-use super::DockerReservation;
+use super::DockerSandbox;
 use crate::docker::engine::{engine_error, is_not_found, with_causes};
 use crate::docker::layout::WORKSPACE;
 use crate::lifecycle::driver::{ArchiveDownload, ArchiveUpload};
@@ -23,10 +23,10 @@ const UPLOAD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 2
 /// Chunks queued between the import producer and the engine upload.
 const UPLOAD_QUEUE: usize = 4;
 
-impl DockerReservation {
+impl DockerSandbox {
     pub(super) async fn holder(&self) -> Result<String, OwnerError> {
         let state = self.state.lock().await;
-        match crate::docker::objects::identity_of(&state.record, Role::Export) {
+        match crate::docker::objects::identity_of(&state.record, Role::Holder) {
             Some(Identity::Identified { id, .. }) => Ok(id.clone()),
             _ => Err(OwnerError::state("the workspace holder does not exist yet")),
         }

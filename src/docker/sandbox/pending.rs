@@ -1,12 +1,12 @@
 //! A reservation of a backend whose image reference is still being resolved: inert until its
 //! start, which waits for the resolution (cancellably), completes the initial record with the
-//! image ID, and from then on is exactly a [`DockerReservation`].
+//! image ID, and from then on is exactly a [`DockerSandbox`].
 
 use std::sync::{Arc, OnceLock};
 
 use futures::future::{BoxFuture, FutureExt};
 
-use super::{DockerReservation, Settings};
+use super::{DockerSandbox, Settings};
 use crate::docker::image::Resolver;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
@@ -18,16 +18,16 @@ use crate::policy::request::SandboxRequest;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::SandboxRecoveryRecord;
 
-pub struct PendingReservation {
+pub struct PendingDockerSandbox {
     image: Arc<Resolver>,
     /// Everything but the image and configuration digests, which the resolution supplies.
     settings: Settings,
     request: SandboxRequest,
     provisional: SandboxRecoveryRecord,
-    resolved: OnceLock<Arc<DockerReservation>>,
+    resolved: OnceLock<Arc<DockerSandbox>>,
 }
 
-impl PendingReservation {
+impl PendingDockerSandbox {
     pub fn new(
         image: Arc<Resolver>,
         settings: Settings,
@@ -43,7 +43,7 @@ impl PendingReservation {
         })
     }
 
-    fn resolved(&self) -> Result<Arc<DockerReservation>, OwnerError> {
+    fn resolved(&self) -> Result<Arc<DockerSandbox>, OwnerError> {
         self.resolved
             .get()
             .cloned()
@@ -51,7 +51,7 @@ impl PendingReservation {
     }
 }
 
-impl DriverReservation for PendingReservation {
+impl DriverReservation for PendingDockerSandbox {
     fn prepare(
         self: Arc<Self>,
         cancel: Cancel,
@@ -69,8 +69,7 @@ impl DriverReservation for PendingReservation {
                 configuration_digest: pinned.configuration_digest,
                 ..self.settings.clone()
             };
-            let reservation =
-                DockerReservation::new(settings, self.request.clone(), record.clone());
+            let reservation = DockerSandbox::new(settings, self.request.clone(), record.clone());
             if self.resolved.set(reservation).is_err() {
                 return Err(OwnerError::state("a sandbox is prepared once"));
             }

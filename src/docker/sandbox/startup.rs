@@ -1,20 +1,6 @@
-//! One Docker sandbox: startup under checkpoints, stop and destroy. The process container is in
-//! `process.rs`, archive transfers through the workspace holder in `archive.rs`, which runs the
-//! holder's workspace helper (`helper_run.rs`) for exports (`export_helper.rs`) and imports
-//! (`import_helper.rs`).
-
-mod abort_on_drop;
-mod archive;
-mod deferred_bodies;
-mod export_helper;
-mod gateway;
-mod helper_run;
-mod import_bodies;
-mod import_helper;
-mod pending;
-mod process;
-
-pub use pending::PendingReservation;
+//! A Docker sandbox's startup under checkpoints: the runtime and image admitted, then its
+//! network, workspace volume and holder announced, created and identified one by one, the
+//! holder's hardening read back, and an allowlist sandbox's gateway started.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -22,140 +8,26 @@ use std::sync::Arc;
 use bollard::models::{
     ContainerCreateBody, NetworkCreateRequest, NetworkInspect, VolumeCreateRequest,
 };
-use bollard::query_parameters::{
-    CreateContainerOptionsBuilder, KillContainerOptionsBuilder, WaitContainerOptionsBuilder,
-};
-use bollard::Docker;
-use futures::future::{BoxFuture, FutureExt};
-use futures::StreamExt;
-use tokio::sync::Mutex;
+use bollard::query_parameters::CreateContainerOptionsBuilder;
 
-use super::engine::{engine_error, is_not_found};
-use super::freezer::{set_frozen, Freeze};
-use super::hardening::{applied, check_exact, host_config, Placement};
-use super::layout::{fixed_environment, labels, WORKSPACE};
-use super::objects::{
-    container_fingerprint, network_fingerprint, provable_container, remove_all, volume_fingerprint,
-    with_identity,
+use crate::docker::engine::engine_error;
+use crate::docker::hardening::{applied, check_exact, host_config, Placement};
+use crate::docker::layout::{fixed_environment, WORKSPACE};
+use crate::docker::objects::{
+    container_fingerprint, network_fingerprint, volume_fingerprint, with_identity,
 };
-use super::seed::{ensure_seed_image, helper_for, GuestHelper, HELPER_PATH};
+use crate::docker::seed::{ensure_seed_image, helper_for, GuestHelper, HELPER_PATH};
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{
-    ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
-    TransferSettings,
-};
+use crate::lifecycle::driver::{ReadyFacts, StartContext};
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::journal::Journal;
-use crate::policy::effective::SandboxEffectivePolicy;
 use crate::policy::network::NetworkKind;
-use crate::policy::request::SandboxRequest;
-use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
 
-/// The bridge driver's option that leaves the host without an address on the network.
-const INHIBIT_HOST_ADDRESS: &str = "com.docker.network.bridge.inhibit_ipv4";
+use super::{gateway, DockerSandbox, INHIBIT_HOST_ADDRESS};
 
-/// What a reservation needs from its backend, fixed at reservation time.
-#[derive(Clone)]
-pub struct Settings {
-    pub docker: Docker,
-    /// Attach connections to the same engine.
-    pub dialer: crate::docker::dialer::Dialer,
-    /// Caller-owned directory for transfer metadata spill files.
-    pub spill_directory: std::path::PathBuf,
-    pub image_id: String,
-    pub user: String,
-    pub runtime: Option<String>,
-    pub configuration_digest: String,
-    /// The reaper every record of an `in_process` sandbox goes to (before its effect), and
-    /// which forgets it once destroyed.
-    pub reaper: Option<crate::docker::reaper::link::ReaperEntry>,
-    /// Where an allowlist sandbox's gateway reaches upstream.
-    pub egress: crate::docker::options::EgressUpstream,
-}
-
-pub struct DockerReservation {
-    settings: Settings,
-    request: SandboxRequest,
-    state: Mutex<Progress>,
-    /// The runtime the engine reports for the holder once it was read back and found exactly
-    /// as asked (the process container is held to the same).
-    runtime: std::sync::OnceLock<String>,
-    /// One run of the workspace helper at a time (`helper_run.rs`).
-    helper_permit: Arc<tokio::sync::Semaphore>,
-    /// The last run by exec beside an egress gateway (`helper_run.rs`).
-    exec_history: helper_run::SharedExecHistory,
-}
-
-/// What startup has established; read by stop, destroy and the process port.
-struct Progress {
-    record: SandboxRecoveryRecord,
-    journal: Option<Arc<Journal>>,
-    effective: Option<SandboxEffectivePolicy>,
-    compute: Option<String>,
-    /// Set when a stop removed compute: the leader's exit is then unknowable.
-    stopped_by_owner: bool,
-    /// An allowlist sandbox's gateway address on its internal network: the guest's resolver.
-    gateway: Option<String>,
-}
-
-impl DockerReservation {
-    pub fn new(
-        settings: Settings,
-        request: SandboxRequest,
-        record: SandboxRecoveryRecord,
-    ) -> Arc<Self> {
-        Arc::new(Self {
-            settings,
-            request,
-            state: Mutex::new(Progress {
-                record,
-                journal: None,
-                effective: None,
-                compute: None,
-                stopped_by_owner: false,
-                gateway: None,
-            }),
-            runtime: std::sync::OnceLock::new(),
-            helper_permit: helper_run::helper_permits(),
-            exec_history: Default::default(),
-        })
-    }
-
-    fn labels(&self, record: &SandboxRecoveryRecord, role: Role) -> HashMap<String, String> {
-        labels(
-            &record.namespace,
-            &record.sandbox_id,
-            &record.operation_id,
-            &self.settings.configuration_digest,
-            role.as_str(),
-        )
-    }
-
-    /// Persists `next` through the journal (before the effect it announces) and keeps it.
-    async fn checkpoint(
-        &self,
-        journal: &Journal,
-        cancel: &Cancel,
-        next: SandboxRecoveryRecord,
-    ) -> Result<(), OwnerError> {
-        journal.checkpoint(next.clone()).await?;
-        if let Some(reaper) = &self.settings.reaper {
-            // Cancellable: a stop never waits on a reaper that is slow to take the record.
-            tokio::select! {
-                taken = reaper.register(&next) => taken?,
-                reason = cancel.cancelled() => return Err(reason),
-            }
-        }
-        self.state.lock().await.record = next;
-        Ok(())
-    }
-
-    async fn record(&self) -> SandboxRecoveryRecord {
-        self.state.lock().await.record.clone()
-    }
-
-    async fn run_start(&self, context: &StartContext) -> Result<ReadyFacts, OwnerError> {
+impl DockerSandbox {
+    pub(super) async fn run_start(&self, context: &StartContext) -> Result<ReadyFacts, OwnerError> {
         let docker = &self.settings.docker;
         let journal = &context.journal;
         self.state.lock().await.journal = Some(Arc::clone(journal));
@@ -227,7 +99,7 @@ impl DockerReservation {
         let expected = self
             .container_body(
                 &self.record().await,
-                Role::Export,
+                Role::Holder,
                 &volume,
                 network.as_deref(),
             )
@@ -326,7 +198,7 @@ impl DockerReservation {
         Ok(())
     }
 
-    async fn announce(
+    pub(super) async fn announce(
         &self,
         journal: &Journal,
         cancel: &Cancel,
@@ -353,7 +225,7 @@ impl DockerReservation {
                 Identity::Creating,
             )
             .await?;
-        let name = super::objects::name_of(&record, Role::Network)
+        let name = crate::docker::objects::name_of(&record, Role::Network)
             .unwrap_or_default()
             .to_owned();
         let internal = self.request.policy.network.kind == NetworkKind::Allowlist;
@@ -403,7 +275,7 @@ impl DockerReservation {
                 Identity::Creating,
             )
             .await?;
-        let name = super::objects::name_of(&record, Role::Storage)
+        let name = crate::docker::objects::name_of(&record, Role::Storage)
             .unwrap_or_default()
             .to_owned();
         let volume = self
@@ -440,7 +312,7 @@ impl DockerReservation {
 
     /// The body every container of the sandbox shares. Only the holder's (from the seed image)
     /// seeds the fresh volume; every other container mounts it without copying.
-    fn container_body(
+    pub(super) fn container_body(
         &self,
         record: &SandboxRecoveryRecord,
         role: Role,
@@ -456,7 +328,7 @@ impl DockerReservation {
             volume,
             network,
             runtime: self.settings.runtime.as_deref(),
-            seed_volume: role == Role::Export,
+            seed_volume: role == Role::Holder,
         };
         ContainerCreateBody {
             image: Some(self.settings.image_id.clone()),
@@ -489,14 +361,14 @@ impl DockerReservation {
             .announce(
                 &context.journal,
                 &context.cancel,
-                Role::Export,
+                Role::Holder,
                 Identity::Creating,
             )
             .await?;
-        let name = super::objects::name_of(&record, Role::Export)
+        let name = crate::docker::objects::name_of(&record, Role::Holder)
             .unwrap_or_default()
             .to_owned();
-        let mut body = self.container_body(&record, Role::Export, volume, network);
+        let mut body = self.container_body(&record, Role::Holder, volume, network);
         // Created from the seed image, whose workspace directory belongs to the sandbox user:
         // the engine copies that ownership onto the fresh volume's root.
         body.image =
@@ -517,12 +389,12 @@ impl DockerReservation {
             }
         }
         let id = self.create_container(&name, body).await?;
-        self.identify_container(&context.journal, &context.cancel, Role::Export, &id)
+        self.identify_container(&context.journal, &context.cancel, Role::Holder, &id)
             .await?;
         Ok(id)
     }
 
-    async fn create_container(
+    pub(super) async fn create_container(
         &self,
         name: &str,
         body: ContainerCreateBody,
@@ -536,7 +408,7 @@ impl DockerReservation {
             .map_err(|e| engine_error(&format!("creating container {name}"), e))
     }
 
-    async fn identify_container(
+    pub(super) async fn identify_container(
         &self,
         journal: &Journal,
         cancel: &Cancel,
@@ -561,146 +433,5 @@ impl DockerReservation {
         )
         .await
         .map(drop)
-    }
-
-    /// Kills compute (the whole process tree goes with its container); storage stays.
-    async fn run_stop(&self) -> Result<(), OwnerError> {
-        let record = {
-            let mut state = self.state.lock().await;
-            state.stopped_by_owner = true;
-            state.record.clone()
-        };
-        let docker = &self.settings.docker;
-        let Some(id) = provable_container(docker, &record, Role::Compute).await? else {
-            return Ok(());
-        };
-        let kill = KillContainerOptionsBuilder::default()
-            .signal("SIGKILL")
-            .build();
-        match docker.kill_container(&id, Some(kill)).await {
-            Ok(()) => {}
-            Err(e) if is_not_found(&e) => return Ok(()),
-            // 409: not running (never started, or already exited).
-            Err(bollard::errors::Error::DockerResponseServerError {
-                status_code: 409, ..
-            }) => {}
-            Err(e) => return Err(engine_error("stopping the process container", e)),
-        }
-        let wait = WaitContainerOptionsBuilder::default()
-            .condition("not-running")
-            .build();
-        // A killed container stops at once; an engine that never says so fails this stop
-        // (retryable) instead of holding it for ever.
-        let limit = std::time::Duration::from_millis(self.request.policy.deadlines.cleanup_ms);
-        let mut waiting = docker.wait_container(&id, Some(wait));
-        match tokio::time::timeout(limit, waiting.next()).await {
-            Err(_) => Err(OwnerError::operation(
-                crate::lifecycle::error::OperationCode::DeadlineExceeded,
-                format!(
-                    "the engine did not report the killed process container stopped within {} ms",
-                    limit.as_millis()
-                ),
-            )),
-            Ok(Some(Ok(_)))
-            | Ok(Some(Err(bollard::errors::Error::DockerContainerWaitError { .. })))
-            | Ok(None) => Ok(()),
-            Ok(Some(Err(e))) if is_not_found(&e) => Ok(()),
-            Ok(Some(Err(e))) => Err(engine_error("waiting for the process container to stop", e)),
-        }
-    }
-
-    async fn run_destroy(&self) -> Result<(), OwnerError> {
-        let record = self.record().await;
-        remove_all(&self.settings.docker, &record).await?;
-        if let Some(reaper) = &self.settings.reaper {
-            reaper.forget(&record.sandbox_id);
-        }
-        Ok(())
-    }
-}
-
-impl DriverReservation for DockerReservation {
-    fn start(
-        self: Arc<Self>,
-        context: StartContext,
-    ) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
-        async move { self.run_start(&context).await }.boxed()
-    }
-
-    fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
-        async move { self.run_stop().await }.boxed()
-    }
-
-    fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
-        async move { self.run_destroy().await }.boxed()
-    }
-
-    fn open_import(self: Arc<Self>) -> BoxFuture<'static, Result<ArchiveUpload, OwnerError>> {
-        async move { self.run_open_import().await }.boxed()
-    }
-
-    fn open_export(
-        self: Arc<Self>,
-        relative: String,
-    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
-        async move { self.run_open_export(relative).await }.boxed()
-    }
-
-    fn open_export_files(
-        self: Arc<Self>,
-        paths: Vec<String>,
-    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
-        async move { self.run_open_export_files(paths).await }.boxed()
-    }
-
-    fn applied_runtime(&self) -> Option<String> {
-        self.runtime.get().cloned()
-    }
-
-    fn egress(
-        self: Arc<Self>,
-    ) -> BoxFuture<'static, Result<Option<crate::lifecycle::egress_report::EgressReport>, OwnerError>>
-    {
-        async move {
-            if self.request.policy.network.kind != NetworkKind::Allowlist {
-                return Ok(None);
-            }
-            let holder = self.holder().await?;
-            self.read_report(&holder).await
-        }
-        .boxed()
-    }
-
-    fn transfer_settings(&self) -> TransferSettings {
-        let (uid, gid) = super::seed::numeric_user(&self.settings.user).unwrap_or((65532, 65532));
-        TransferSettings {
-            uid,
-            gid,
-            spill_directory: Some(self.settings.spill_directory.clone()),
-        }
-    }
-
-    fn start_process(
-        self: Arc<Self>,
-        spec: SandboxProcessSpec,
-        cancel: Cancel,
-    ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
-        self.run_process(spec, cancel).boxed()
-    }
-
-    fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
-        async move {
-            let record = self.record().await;
-            set_frozen(&self.settings.docker, &record, Freeze::Pause).await
-        }
-        .boxed()
-    }
-
-    fn resume(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
-        async move {
-            let record = self.record().await;
-            set_frozen(&self.settings.docker, &record, Freeze::Resume).await
-        }
-        .boxed()
     }
 }

@@ -14,7 +14,7 @@ use tokio::sync::mpsc;
 use super::abort_on_drop::AbortOnDrop;
 use super::deferred_bodies::{fetch_body, Framer, Piece};
 use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, HelperRun, EXIT_WAIT};
-use super::DockerReservation;
+use super::DockerSandbox;
 use crate::docker::attach::Attached;
 use crate::lifecycle::driver::{ArchiveDownload, OutputStream};
 use crate::lifecycle::error::OwnerError;
@@ -26,7 +26,7 @@ const REQUEST_PIECE: usize = 64 * 1_024;
 /// The request that asks the helper for a whole tree (never a workspace-relative path).
 const TREE_REQUEST: &str = "/tree";
 
-impl DockerReservation {
+impl DockerSandbox {
     /// The archive of exactly `paths` from the workspace helper, or `None` when this holder has
     /// no helper (one made by an earlier version): the caller then exports the files one by one
     /// through the engine. A holder with the helper that cannot run it now (see `start_helper`)

@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::archive::engine_upload;
 use super::helper_run::{exit_failure, exit_of_finished, keep_stderr, HelperRun};
 use super::import_bodies::{marker, ImportFramer, Step, ENGINE_BODY_MIN};
-use super::DockerReservation;
+use super::DockerSandbox;
 use crate::docker::attach::Attached;
 use crate::docker::demux::Chunks;
 use crate::lifecycle::driver::{ArchiveUpload, OutputStream};
@@ -34,7 +34,7 @@ const READY: u8 = b'R';
 /// The helper's last word (`helper/src/import.rs`): the whole archive is extracted.
 const DONE: u8 = b'D';
 
-impl DockerReservation {
+impl DockerSandbox {
     /// The import through the helper, or `None` when this holder has no helper (one made by an
     /// earlier version: the caller then uploads through the engine). A holder with the helper
     /// that fails to run it is the import's error.

@@ -14,7 +14,7 @@ use bollard::models::{
 use bollard::Docker;
 
 use super::helper_run::run_mode;
-use super::DockerReservation;
+use super::DockerSandbox;
 use crate::docker::dialer::Dialer;
 use crate::docker::engine::engine_error;
 use crate::docker::seed::HELPER_PATH;
@@ -42,7 +42,7 @@ pub(super) const GATEWAY_MODE: &str = "--gateway";
 
 /// The gateway's command line (see `helper/src/gateway/config.rs`); each refused host address once.
 pub(super) fn gateway_command(
-    reservation: &DockerReservation,
+    reservation: &DockerSandbox,
     internal: &InternalNetwork,
     denied: &[String],
 ) -> Vec<String> {
@@ -114,7 +114,7 @@ pub(super) fn with_network_sysctls(
             "1".to_owned(),
         ),
     ]);
-    if role == Role::Export {
+    if role == Role::Holder {
         sysctls.insert(
             "net.ipv4.ip_unprivileged_port_start".to_owned(),
             "0".to_owned(),
@@ -202,7 +202,7 @@ fn strip_prefix_length(address: &str) -> String {
     address.split('/').next().unwrap_or_default().to_owned()
 }
 
-impl DockerReservation {
+impl DockerSandbox {
     /// Joins the created gateway to the upstream network, starts it and waits until it serves;
     /// returns its address on the internal network (the guest's resolver). All of it within
     /// `READY_WAIT` and cancellable.

@@ -17,7 +17,7 @@ use bollard::Docker;
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
-use super::DockerReservation;
+use super::DockerSandbox;
 use crate::docker::attach::{attach_streams, Attached};
 use crate::docker::demux::demultiplexed;
 use crate::docker::engine::{engine_error, is_not_found, with_causes, REQUEST_TIMEOUT};
@@ -99,7 +99,7 @@ fn helper_kind(entrypoint: Option<&[String]>) -> HelperKind {
     }
 }
 
-impl DockerReservation {
+impl DockerSandbox {
     /// Starts the helper in the holder, attached, or `None` when this holder has no helper (one
     /// made by an earlier version: the caller then asks the engine's archive endpoint). A holder
     /// with the helper that cannot run it now (busy past `PERMIT_WAIT`, a previous run still

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
 
-use super::{gateway, DockerReservation};
+use super::{gateway, DockerSandbox};
 use crate::docker::attach::{attach_error, attach_streams, fate_of, wait_exit_code};
 use crate::docker::engine::engine_error;
 use crate::docker::hardening::applied;
@@ -17,7 +17,7 @@ use crate::policy::network::NetworkKind;
 use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{Identity, Role};
 
-impl DockerReservation {
+impl DockerSandbox {
     pub(super) async fn run_process(
         self: Arc<Self>,
         spec: SandboxProcessSpec,
