@@ -152,6 +152,22 @@ export interface DockerSandboxEgress {
   readonly refused: bigint;
   /** The latest refusals (at most 16), oldest first. */
   readonly recent: readonly DockerSandboxEgressRefusal[];
+  /**
+   * Present once the gateway is gone (killed, out of its memory budget, failed): the sandbox
+   * then has no egress and no transfers for the rest of its life, and the counts above are
+   * those last read from the gateway (zero if none was).
+   */
+  readonly stopped?: DockerSandboxEgressStopped;
+}
+
+/** How an egress gateway ended. */
+export interface DockerSandboxEgressStopped {
+  /** Its exit status, `null` when the engine reported none. */
+  readonly exitCode: number | null;
+  /** The engine killed it for exceeding its memory budget (256 MiB of its own). */
+  readonly outOfMemory: boolean;
+  /** Its last stderr (at most 4 KiB), trimmed: its own word on why it stopped. */
+  readonly stderr: string;
 }
 
 /**

@@ -324,30 +324,86 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
-  test('a busy gateway still answers lookups at once: unlisted names NXDOMAIN, listed ones SERVFAIL, counted', async () => {
-    const ns = uniqueNamespace('egress-busy');
-    const backend = dockerBackend(ns, world.backendOptions);
-    // 24 PIDs: (24 - 16 - 2 ports) / 2 = 3 connections or upstream lookups at once.
+  test('a guest with pids: 24 holding idle keep-alive connections leaves its gateway room: the gateway has a budget of its own, lookups and new connections are served', async () => {
+    const ns = uniqueNamespace('egress-budget');
+    const backend = dockerBackend(ns, { ...world.backendOptions, image: NODE_IMAGE });
     const sandbox = await backend.reserve(request((p) => {
       allowlist(p);
       p.resources.pids = 24;
+      p.resources.memoryBytes = 256 * 1024 * 1024;
     }), { kind: 'in_process' }).start();
     try {
-      const gateway = gatewayOf(sandbox);
-      const script = [
-        // Four connections that never name a host: three hold every slot for 10 s.
-        `for i in 1 2 3 4; do (sleep 9 | nc ${gateway} 80 >/dev/null 2>&1 &); done; sleep 1`,
-        `out=$(nslookup nope.test 2>&1); echo "unlisted=$(echo "$out" | grep -c NXDOMAIN)"`,
-        `out=$(nslookup allowed.test 2>&1); echo "listed=$(echo "$out" | grep -c SERVFAIL)"`,
-      ].join('\n');
-      const { stdout } = await runShell(sandbox, script);
+      assert.equal(sandbox.effective.resources.pids, 24, "the guest's own limit");
+      const holder = holderOf(sandbox);
+      assert.equal(execFileSync('docker', ['inspect', '--format', '{{.HostConfig.Memory}} {{.HostConfig.PidsLimit}}', holder], { encoding: 'utf8' }).trim(), `${256 * 1024 * 1024} 1024`, "the gateway's own budget");
+      const source = `
+        const https = require('node:https');
+        const http = require('node:http');
+        const dns = require('node:dns').promises;
+        const ca = process.env.CA;
+        const agent = new https.Agent({ keepAlive: true, maxSockets: 8, ca });
+        const get = (module, url, options) => new Promise((resolve) => {
+          module.get(url, { timeout: 5000, ...options }, (res) => { let body = ''; res.on('data', (d) => (body += d)); res.on('end', () => resolve('ok:' + body.trim())); })
+            .on('error', (e) => resolve('error:' + e.code)).on('timeout', function () { this.destroy(new Error('timeout')); });
+        });
+        (async () => {
+          // Eight connections at once, then idle in the client's pool.
+          const pooled = await Promise.all(Array.from({ length: 8 }, () => get(https, 'https://secure.test/', { agent })));
+          console.log('pooled=' + pooled.filter((r) => r.startsWith('ok:')).length);
+          const idle = Object.values(agent.freeSockets).reduce((n, list) => n + list.length, 0);
+          console.log('idle=' + idle);
+          await new Promise((resolve) => setTimeout(resolve, 500));
+          console.log('lookup=' + await dns.lookup('allowed.test').then((a) => 'ok', (e) => 'error:' + e.code));
+          console.log('fresh=' + await get(http, 'http://allowed.test/', { agent: false }));
+          const still = Object.values(agent.freeSockets).reduce((n, list) => n + list.filter((s) => !s.destroyed).length, 0);
+          console.log('still_idle=' + still);
+          agent.destroy();
+        })();
+      `;
+      const process = sandbox.reserveProcess({ executable: '/usr/local/bin/node', args: ['-e', source], env: { CA: world.cert }, cwd: sandbox.workspace });
+      const streams = await process.start();
+      const out = [];
+      const err = [];
+      streams.stdout.on('data', (c) => out.push(c));
+      streams.stderr.on('data', (c) => err.push(c));
+      streams.stdin.end();
+      await streams.exit;
+      const stdout = Buffer.concat(out).toString();
       const seen = marks(stdout);
-      assert.notEqual(seen.unlisted, '0', stdout);
-      assert.notEqual(seen.listed, '0', stdout);
+      const context = stdout + Buffer.concat(err).toString();
+      assert.equal(seen.pooled, '8', context);
+      assert.equal(seen.idle, '8', context);
+      assert.equal(seen.lookup, 'ok', context);
+      assert.equal(seen.fresh, 'ok:plain hello', context);
+      assert.equal(seen.still_idle, '8', 'idle pooled connections are kept within the idle bound');
       const report = await dockerSandboxEgress(sandbox);
-      // A busy lookup is reported under the name asked for.
-      assert.ok(report.recent.some((r) => r.host === 'allowed.test' && r.port === 53 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
-      assert.ok(report.recent.some((r) => r.port === 80 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+      assert.ok(!report.recent.some((r) => r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
+  test('a gateway that dies says why: dockerSandboxEgress reports it stopped with its last stderr and the counts last read, transfers fail naming it', async () => {
+    const ns = uniqueNamespace('egress-gone');
+    const backend = dockerBackend(ns, world.backendOptions);
+    const sandbox = await backend.reserve(request(allowlist), { kind: 'in_process' }).start();
+    try {
+      const { stdout } = await runShell(sandbox, 'nslookup allowed.test >/dev/null 2>&1; echo "listed=$?"');
+      assert.equal(marks(stdout).listed, '0', stdout);
+      const before = await dockerSandboxEgress(sandbox);
+      assert.equal(before.stopped, undefined);
+      assert.ok(before.allowed >= 1n);
+      execFileSync('docker', ['kill', '--signal', 'KILL', holderOf(sandbox)]);
+      const after = await dockerSandboxEgress(sandbox);
+      assert.equal(after.allowed, before.allowed, 'the counts as last read');
+      assert.equal(after.stopped.exitCode, 137);
+      assert.equal(after.stopped.outOfMemory, false);
+      assert.match(after.stopped.stderr, /native-sandbox gateway: serving on/, 'its last words, kept from its start');
+      await sandbox.stop();
+      const error = await sandbox.exportTree({ kind: 'workspace' }, async () => {}).catch((e) => e);
+      assert.equal(error?.code, 'driver_failure', described(error));
+      assert.match(error.message, /the egress gateway stopped \(exit status 137\); its last stderr: native-sandbox gateway: serving on .*transfers run beside it/, error.message);
     } finally {
       await sandbox.destroy();
     }
@@ -516,7 +572,7 @@ describe('allowlist egress', () => {
       // A gateway that stopped: transfers say so (they run beside it).
       execFileSync('docker', ['stop', '-t', '1', holder]);
       const stopped = await sandbox.exportTree({ kind: 'files', paths: ['a.txt'] }, drain).catch((e) => e);
-      assert.match(String(stopped?.message), /the egress gateway is not running \(exit status \d+\)/);
+      assert.match(String(stopped?.message), /the egress gateway stopped \(exit status \d+\); its last stderr: native-sandbox gateway: serving on .*: transfers run beside it/);
     } finally {
       await sandbox.destroy();
     }

@@ -22,6 +22,38 @@ pub struct EgressReport {
     pub refused: u64,
     /// Oldest first.
     pub recent: Vec<EgressRefusal>,
+    /// Set once the gateway is gone (the counts are then those last read from it).
+    pub stopped: Option<GatewayStopped>,
+}
+
+/// How an egress gateway ended: the sandbox has no egress, and no transfers, from then on.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct GatewayStopped {
+    /// Its exit status, when the engine reported one.
+    pub exit_code: Option<i64>,
+    /// The engine killed it for exceeding its memory budget.
+    pub out_of_memory: bool,
+    /// Its last stderr (bounded), trimmed.
+    pub stderr: String,
+}
+
+impl std::fmt::Display for GatewayStopped {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "the egress gateway stopped (exit status ")?;
+        match self.exit_code {
+            Some(code) => write!(f, "{code}")?,
+            None => write!(f, "unknown")?,
+        }
+        if self.out_of_memory {
+            write!(f, ", killed for memory")?;
+        }
+        write!(f, ")")?;
+        if self.stderr.is_empty() {
+            write!(f, "; it wrote nothing to stderr")
+        } else {
+            write!(f, "; its last stderr: {}", self.stderr)
+        }
+    }
 }
 
 impl EgressReport {
@@ -64,13 +96,14 @@ impl EgressReport {
             allowed: count("allowed")?,
             refused: count("refused")?,
             recent: refusals,
+            stopped: None,
         })
     }
 }
 
 impl ToValue for EgressReport {
     fn to_value(&self) -> Value {
-        Value::object([
+        let mut fields = vec![
             ("allowed", Value::BigInt(Some(i128::from(self.allowed)))),
             ("refused", Value::BigInt(Some(i128::from(self.refused)))),
             (
@@ -89,7 +122,23 @@ impl ToValue for EgressReport {
                         .collect(),
                 ),
             ),
-        ])
+        ];
+        if let Some(stopped) = &self.stopped {
+            fields.push((
+                "stopped",
+                Value::object([
+                    (
+                        "exitCode",
+                        stopped
+                            .exit_code
+                            .map_or(Value::Null, |code| Value::Number(code as f64)),
+                    ),
+                    ("outOfMemory", Value::Bool(stopped.out_of_memory)),
+                    ("stderr", Value::string(stopped.stderr.as_str())),
+                ]),
+            ));
+        }
+        Value::object(fields)
     }
 }
 

@@ -111,7 +111,7 @@ pub fn connection(gateway: &Gateway, port: u16, mut guest: TcpStream) {
     let started = || gateway.report.allowed();
     let refuse = |reason| gateway.report.refused(&name, port, reason);
     let relayed = match named {
-        Named::Tls(_) => relay(guest, upstream, &head, started),
+        Named::Tls(_) => relay(guest, upstream, &head, gateway.config.relay_idle, started),
         Named::Http(request) => relay_request(guest, upstream, &head, &request, started, refuse),
     };
     if !relayed {

@@ -5,6 +5,7 @@
 //! allowlist entry: `name[:port][!private]`, the name lower-case ASCII, `*.` for a wildcard.
 
 use std::net::Ipv4Addr;
+use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -44,13 +45,24 @@ pub struct Config {
     pub resolvers: Vec<Ipv4Addr>,
     pub denied: Vec<Ipv4Addr>,
     pub hosts: Vec<Entry>,
-    /// At most this many connections and lookups served at once (from `--pids`, the
-    /// holder's PID limit: a relay runs two threads).
-    pub in_flight: usize,
+    /// At most this many connections served at once (from `--pids`, the gateway's own PID
+    /// budget: a relay runs two threads).
+    pub connections: usize,
+    /// At most this many lookups waiting on the upstream at once: their own slots, so a guest
+    /// whose connections take every connection slot still gets its names answered.
+    pub lookups: usize,
+    /// A relayed stream (TLS, or anything the gateway passes as it comes) with no byte either
+    /// way for this long is closed (`--relay-idle-secs`): a client's pooled idle connections
+    /// do not hold their slots for ever.
+    pub relay_idle: Duration,
 }
 
 /// Without `--pids`.
-const IN_FLIGHT_DEFAULT: usize = 64;
+const CONNECTIONS_DEFAULT: usize = 64;
+/// The lookups served at once, kept apart from the connections' budget.
+pub const LOOKUP_SLOTS: usize = 16;
+/// Without `--relay-idle-secs`.
+const RELAY_IDLE_DEFAULT: Duration = Duration::from_secs(120);
 
 impl Config {
     /// Whether `name` is admitted on `port` (`None`: it is not), and if so whether it may go
@@ -106,6 +118,7 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
     let mut denied = Vec::new();
     let mut hosts = Vec::new();
     let mut pids = None;
+    let mut relay_idle = RELAY_IDLE_DEFAULT;
     let mut rest = args.iter();
     while let Some(flag) = rest.next() {
         let value = rest.next().ok_or_else(|| format!("{flag} needs a value"))?;
@@ -123,6 +136,14 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
                         .ok_or_else(|| format!("--pids {value} is not a positive count"))?,
                 )
             }
+            "--relay-idle-secs" => {
+                relay_idle = value
+                    .parse::<u64>()
+                    .ok()
+                    .filter(|n| *n > 0)
+                    .map(Duration::from_secs)
+                    .ok_or_else(|| format!("--relay-idle-secs {value} is not a positive count"))?
+            }
             other => return Err(format!("unknown option {other}")),
         }
     }
@@ -135,10 +156,12 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
         resolvers,
         denied,
         hosts,
-        in_flight: IN_FLIGHT_DEFAULT,
+        connections: CONNECTIONS_DEFAULT,
+        lookups: LOOKUP_SLOTS,
+        relay_idle,
     };
     if let Some(pids) = pids {
-        config.in_flight = in_flight(pids, config.ports().len());
+        config.connections = connections(pids, config.ports().len());
     }
     Ok(config)
 }
@@ -148,10 +171,11 @@ pub fn parse(args: &[String]) -> Result<Config, String> {
 /// runtime setting it up).
 const EXEC_RESERVE: usize = 16;
 
-/// How many connections and lookups the gateway serves at once within `pids`: a relay runs two
-/// threads, one thread listens on each of the `ports`, and `EXEC_RESERVE` stay.
-fn in_flight(pids: usize, ports: usize) -> usize {
-    (pids.saturating_sub(EXEC_RESERVE + ports) / 2).clamp(1, 256)
+/// How many connections the gateway serves at once within `pids`: a relay runs two threads,
+/// one thread listens on each of the `ports`, the lookups keep `LOOKUP_SLOTS` threads (and one
+/// that reads them), and `EXEC_RESERVE` stay.
+fn connections(pids: usize, ports: usize) -> usize {
+    (pids.saturating_sub(EXEC_RESERVE + ports + LOOKUP_SLOTS + 1) / 2).clamp(1, 256)
 }
 
 fn parse_address(value: &str) -> Result<Ipv4Addr, String> {
@@ -239,7 +263,9 @@ mod tests {
         assert_eq!(config.allows_private("badexample.org", 8443), None);
         assert_eq!(config.allows_private("x.example.org", 443), None);
         assert_eq!(config.allows_private("db.internal", 5432), Some(true));
-        assert_eq!(config.in_flight, 64);
+        assert_eq!(config.connections, 64);
+        assert_eq!(config.lookups, LOOKUP_SLOTS);
+        assert_eq!(config.relay_idle, RELAY_IDLE_DEFAULT);
         assert!(config.names("api.example.com"));
         assert!(!config.names("api.example.com.evil"));
     }
@@ -250,7 +276,9 @@ mod tests {
             "--subnet",
             "10.9.0.0/16",
             "--pids",
-            "58",
+            "75",
+            "--relay-idle-secs",
+            "5",
             "--host",
             "*.example.com",
             "--host",
@@ -259,16 +287,21 @@ mod tests {
         .unwrap();
         assert_eq!(config.allows_private("db.example.com", 443), Some(true));
         assert_eq!(config.allows_private("www.example.com", 443), Some(false));
-        // 58 PIDs, less the reserve and two ports (80 and 443), two threads a relay.
-        assert_eq!(config.in_flight, 20);
+        // 75 PIDs, less the reserve, two ports (80 and 443) and the lookups' 17 threads, two
+        // threads a relay.
+        assert_eq!(config.connections, 20);
+        assert_eq!(config.relay_idle, Duration::from_secs(5));
     }
 
     #[test]
-    fn in_flight_leaves_the_reserve_and_a_pid_per_port_within_one_and_256() {
-        assert_eq!(in_flight(64, 2), (64 - EXEC_RESERVE - 2) / 2);
-        assert_eq!(in_flight(EXEC_RESERVE + 3, 1), 1);
-        assert_eq!(in_flight(4, 2), 1);
-        assert_eq!(in_flight(1_000_000, 1), 256);
+    fn connections_leave_the_reserve_the_lookups_and_a_pid_per_port_within_one_and_256() {
+        assert_eq!(
+            connections(128, 2),
+            (128 - EXEC_RESERVE - 2 - LOOKUP_SLOTS - 1) / 2
+        );
+        assert_eq!(connections(EXEC_RESERVE + LOOKUP_SLOTS + 4, 1), 1);
+        assert_eq!(connections(4, 2), 1);
+        assert_eq!(connections(1_000_000, 1), 256);
     }
 
     #[test]
@@ -297,6 +330,14 @@ mod tests {
                 "a.example",
             ],
             &["--subnet"],
+            &[
+                "--subnet",
+                "10.0.0.0/8",
+                "--relay-idle-secs",
+                "0",
+                "--host",
+                "a.example",
+            ],
             &[
                 "--subnet",
                 "10.0.0.0/8",

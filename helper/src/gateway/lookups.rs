@@ -10,7 +10,7 @@ use super::dns::{
     bare_answer, parse_query, Malformed, Query, RCODE_NXDOMAIN, RCODE_SERVFAIL, TYPE_A,
 };
 use super::resolve::Resolved;
-use super::{ip_of, slot, spawn, Gateway, FAILURE_PAUSE};
+use super::{ip_of, slot, spawn, Gateway, Pool, FAILURE_PAUSE};
 
 /// The TTL of the gateway's answers: short, so a changed upstream is asked again soon.
 const ANSWER_TTL: u32 = 30;
@@ -42,7 +42,7 @@ pub fn serve_lookups(gateway: &Arc<Gateway>, socket: &UdpSocket) {
                 .refused(&query.name, 53, "the gateway is busy");
             let _ = socket.send_to(&busy, from);
         };
-        let (Some(held), Ok(reply)) = (slot(gateway), socket.try_clone()) else {
+        let (Some(held), Ok(reply)) = (slot(gateway, Pool::Lookup), socket.try_clone()) else {
             refuse();
             continue;
         };

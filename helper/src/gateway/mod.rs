@@ -50,8 +50,10 @@ struct Gateway {
     host_addresses: Vec<Ipv4Addr>,
     resolver: Resolver,
     report: Report,
-    /// Connections and lookups being served; each holds its threads (`Slot`).
-    in_flight: AtomicUsize,
+    /// Connections being served; each holds its threads (`Slot`).
+    connections: AtomicUsize,
+    /// Lookups waiting on the upstream, counted apart: busy connections never starve them.
+    lookups: AtomicUsize,
 }
 
 /// `--gateway …`: serves until killed; an error before serving is returned.
@@ -75,7 +77,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         host_addresses,
         resolver,
         report: Report::default(),
-        in_flight: AtomicUsize::new(0),
+        connections: AtomicUsize::new(0),
+        lookups: AtomicUsize::new(0),
     });
     gateway.report.publish();
     eprintln!("native-sandbox gateway: serving on {own}");
@@ -99,20 +102,38 @@ fn spawn<F: FnOnce() + Send + 'static>(work: F) -> std::io::Result<std::thread::
         .spawn(work)
 }
 
-/// One in-flight connection or lookup, taken before its thread is spawned and held until it
-/// is over: the threads the gateway runs stay within `config.in_flight` (a relay has two).
-struct Slot(Arc<Gateway>);
+/// What a slot is taken for: each kind has its own count and limit.
+#[derive(Clone, Copy)]
+enum Pool {
+    Connection,
+    Lookup,
+}
 
-impl Drop for Slot {
-    fn drop(&mut self) {
-        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+impl Gateway {
+    fn pool(&self, pool: Pool) -> (&AtomicUsize, usize) {
+        match pool {
+            Pool::Connection => (&self.connections, self.config.connections),
+            Pool::Lookup => (&self.lookups, self.config.lookups),
+        }
     }
 }
 
-fn slot(gateway: &Arc<Gateway>) -> Option<Slot> {
-    let before = gateway.in_flight.fetch_add(1, Ordering::AcqRel);
-    let slot = Slot(Arc::clone(gateway));
-    (before < gateway.config.in_flight).then_some(slot)
+/// One in-flight connection or lookup, taken before its thread is spawned and held until it
+/// is over: the threads the gateway runs stay within `config.connections` (a relay has two)
+/// and `config.lookups`.
+struct Slot(Arc<Gateway>, Pool);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.pool(self.1).0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn slot(gateway: &Arc<Gateway>, pool: Pool) -> Option<Slot> {
+    let (count, limit) = gateway.pool(pool);
+    let before = count.fetch_add(1, Ordering::AcqRel);
+    let slot = Slot(Arc::clone(gateway), pool);
+    (before < limit).then_some(slot)
 }
 
 fn ip_of(address: SocketAddr) -> Ipv4Addr {
@@ -137,7 +158,7 @@ fn accept_loop(gateway: &Arc<Gateway>, port: u16, listener: &TcpListener) {
                 .report
                 .refused(&peer.to_string(), port, "the gateway is busy")
         };
-        let Some(held) = slot(gateway) else {
+        let Some(held) = slot(gateway, Pool::Connection) else {
             busy();
             continue;
         };
@@ -175,4 +196,59 @@ fn default_routes() -> Vec<Ipv4Addr> {
             (gateway != 0).then(|| Ipv4Addr::from(gateway.to_ne_bytes()))
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gateway(pids: &str) -> Arc<Gateway> {
+        let args: Vec<String> = [
+            "--subnet",
+            "10.9.0.0/24",
+            "--pids",
+            pids,
+            "--host",
+            "a.example",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        Arc::new(Gateway {
+            config: config::parse(&args).unwrap(),
+            own: Ipv4Addr::new(10, 9, 0, 2),
+            host_addresses: Vec::new(),
+            resolver: Resolver::new(vec![Ipv4Addr::new(10, 9, 0, 1)]).unwrap(),
+            report: Report::default(),
+            connections: AtomicUsize::new(0),
+            lookups: AtomicUsize::new(0),
+        })
+    }
+
+    #[test]
+    fn connections_that_take_every_slot_leave_the_lookups_theirs() {
+        // The smallest budget: one connection slot.
+        let gateway = gateway("1");
+        assert_eq!(gateway.config.connections, 1);
+        let held = slot(&gateway, Pool::Connection).expect("the one connection slot");
+        assert!(
+            slot(&gateway, Pool::Connection).is_none(),
+            "no second connection"
+        );
+        let lookups: Vec<Slot> = (0..config::LOOKUP_SLOTS)
+            .map(|_| slot(&gateway, Pool::Lookup).expect("a lookup slot"))
+            .collect();
+        assert!(
+            slot(&gateway, Pool::Lookup).is_none(),
+            "lookups are bounded too"
+        );
+        drop(held);
+        assert!(
+            slot(&gateway, Pool::Connection).is_some(),
+            "a slot comes back"
+        );
+        drop(lookups);
+        assert_eq!(gateway.lookups.load(Ordering::Acquire), 0);
+        assert_eq!(gateway.connections.load(Ordering::Acquire), 0);
+    }
 }

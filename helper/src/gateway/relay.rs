@@ -2,30 +2,85 @@
 //! until each direction ends. A TLS stream is relayed as it comes (splice(2) through a pipe, a
 //! buffered copy where that does not work); a plain HTTP request goes up as rewritten and framed
 //! (`http.rs`), and what the guest sends after it is drained within bounds (`drain.rs`). TCP
-//! keepalive bounds a relay whose peer vanished.
+//! keepalive bounds a relay whose peer vanished; a stream relayed as it comes that moves no
+//! byte either way for the configured idle time is closed (`Activity`).
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use super::drain::{self, drain, LINGER};
 use super::http::{Body, Chunked, Request};
 use super::spawn;
 
 const RELAY_BYTES: usize = 64 * 1_024;
+/// How often a blocked read of an idle-bounded relay wakes to ask whether the whole relay has
+/// been idle for its bound (the bound is met within one poll).
+const IDLE_POLL: Duration = Duration::from_secs(1);
 
-/// Both directions until each ends; an end is passed on as a half close. `false` when the
-/// second direction's thread could not start (both sides are then closed, nothing relayed).
-pub fn relay(guest: TcpStream, upstream: TcpStream, head: &[u8], started: impl FnOnce()) -> bool {
+/// When a relay last moved a byte, either way: its two directions share it, so a stream that
+/// only downloads is not idle.
+pub struct Activity {
+    start: Instant,
+    /// Milliseconds since `start` at the last move.
+    last: AtomicU64,
+    limit: Duration,
+}
+
+impl Activity {
+    fn new(limit: Duration) -> Self {
+        Self {
+            start: Instant::now(),
+            last: AtomicU64::new(0),
+            limit,
+        }
+    }
+
+    fn moved(&self) {
+        let now = self.start.elapsed().as_millis() as u64;
+        self.last.fetch_max(now, Ordering::AcqRel);
+    }
+
+    /// Whether nothing moved either way for the whole bound.
+    fn exhausted(&self) -> bool {
+        let last = Duration::from_millis(self.last.load(Ordering::Acquire));
+        self.start.elapsed().saturating_sub(last) >= self.limit
+    }
+
+    /// How long a read may block before the bound is asked again.
+    fn poll(&self) -> Duration {
+        IDLE_POLL.min(self.limit).max(Duration::from_millis(10))
+    }
+}
+
+/// Both directions until each ends; an end is passed on as a half close; both are closed once
+/// no byte moved either way for `idle`. `false` when the second direction's thread could not
+/// start (both sides are then closed, nothing relayed).
+pub fn relay(
+    guest: TcpStream,
+    upstream: TcpStream,
+    head: &[u8],
+    idle: Duration,
+    started: impl FnOnce(),
+) -> bool {
+    let activity = Arc::new(Activity::new(idle));
+    for socket in [&guest, &upstream] {
+        // Every blocked read wakes once a poll to ask the relay's idle bound (the clones made
+        // below share the socket, and this).
+        let _ = socket.set_read_timeout(Some(activity.poll()));
+    }
+    let forward = Arc::clone(&activity);
     relay_with(
         guest,
         upstream,
         started,
         AnswerEnd::HalfClose,
-        |guest_reader, mut upstream_writer, _| {
+        Some(activity),
+        move |guest_reader, mut upstream_writer, _| {
             if upstream_writer.write_all(head).is_ok() {
-                copy(&guest_reader, &upstream_writer);
+                copy(&guest_reader, &upstream_writer, Some(&forward));
             } else {
                 let _ = guest_reader.shutdown(Shutdown::Both);
                 let _ = upstream_writer.shutdown(Shutdown::Both);
@@ -53,6 +108,7 @@ pub fn relay_request(
         upstream,
         started,
         AnswerEnd::Close,
+        None,
         |mut guest_reader, mut upstream_writer, answered| {
             let early = read.get(request.consumed..).unwrap_or_default();
             match send_request(
@@ -99,12 +155,14 @@ enum AnswerEnd {
 
 /// Starts the upstream-to-guest direction on a thread of its own, says so (`started`), runs
 /// `forward` (the other direction) here, and waits for both. `forward` is told when the
-/// upstream-to-guest direction ended (its third argument).
+/// upstream-to-guest direction ended (its third argument). With `activity`, the answer's
+/// direction counts its moves there and ends the relay once it is idle for its bound.
 fn relay_with(
     guest: TcpStream,
     upstream: TcpStream,
     started: impl FnOnce(),
     answer_end: AnswerEnd,
+    activity: Option<Arc<Activity>>,
     forward: impl FnOnce(TcpStream, TcpStream, &AtomicBool),
 ) -> bool {
     let (Ok(guest_reader), Ok(upstream_writer)) = (guest.try_clone(), upstream.try_clone()) else {
@@ -117,7 +175,7 @@ fn relay_with(
     let answered = Arc::new(AtomicBool::new(false));
     let ended = Arc::clone(&answered);
     let back = match spawn(move || {
-        copy(&upstream, &guest);
+        copy(&upstream, &guest, activity.as_deref());
         ended.store(true, Ordering::Release);
         if let AnswerEnd::Close = answer_end {
             let _ = upstream.shutdown(Shutdown::Write);
@@ -232,16 +290,37 @@ fn keepalive(socket: &TcpStream) {
 
 /// One direction until its end (or a failure of either side), then a half close of `to`. The
 /// bytes move through a pipe by splice(2), never through this process's memory; a kernel that
-/// cannot splice these sockets gets a copy through a buffer instead.
-fn copy(mut from: &TcpStream, mut to: &TcpStream) {
-    match splice_all(from, to) {
+/// cannot splice these sockets gets a copy through a buffer instead. With `activity` (reads
+/// then time out once a poll), every move is counted there, and a read that timed out while
+/// the whole relay was idle for its bound closes both sockets both ways (the other direction
+/// ends with it).
+fn copy(mut from: &TcpStream, mut to: &TcpStream, activity: Option<&Activity>) {
+    match splice_all(from, to, activity) {
         Spliced::Ended => {}
+        Spliced::Idle => {
+            let _ = from.shutdown(Shutdown::Both);
+            let _ = to.shutdown(Shutdown::Both);
+            return;
+        }
         Spliced::Unsupported => {
             let mut buffer = vec![0u8; RELAY_BYTES];
             loop {
                 match from.read(&mut buffer) {
-                    Ok(0) | Err(_) => break,
+                    Ok(0) => break,
+                    Err(e) if timed_out(&e) => match activity {
+                        Some(activity) if activity.exhausted() => {
+                            let _ = from.shutdown(Shutdown::Both);
+                            let _ = to.shutdown(Shutdown::Both);
+                            return;
+                        }
+                        Some(_) => continue,
+                        None => break,
+                    },
+                    Err(_) => break,
                     Ok(n) => {
+                        if let Some(activity) = activity {
+                            activity.moved();
+                        }
                         if to.write_all(&buffer[..n]).is_err() {
                             break;
                         }
@@ -254,9 +333,19 @@ fn copy(mut from: &TcpStream, mut to: &TcpStream) {
     let _ = to.shutdown(Shutdown::Write);
 }
 
+/// A read that ended at its timeout (`SO_RCVTIMEO`), not a failure.
+fn timed_out(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 enum Spliced {
     /// The direction ended (EOF, or a failure once bytes had moved).
     Ended,
+    /// The whole relay was idle for its bound.
+    Idle,
     /// Nothing moved: splice does not work here.
     Unsupported,
 }
@@ -264,7 +353,7 @@ enum Spliced {
 /// How much one splice moves at most, and the pipe's size asked for.
 const SPLICE_BYTES: usize = 1024 * 1024;
 
-fn splice_all(from: &TcpStream, to: &TcpStream) -> Spliced {
+fn splice_all(from: &TcpStream, to: &TcpStream, activity: Option<&Activity>) -> Spliced {
     use std::os::fd::AsRawFd;
     let mut pipe = [0i32; 2];
     // SAFETY: pipe2 writes two descriptors into `pipe`, closed below.
@@ -293,8 +382,18 @@ fn splice_all(from: &TcpStream, to: &TcpStream) -> Spliced {
             break Spliced::Ended;
         }
         if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            let error = std::io::Error::last_os_error();
+            if error.kind() == std::io::ErrorKind::Interrupted {
                 continue;
+            }
+            // The read's timeout (a splice from a socket keeps its SO_RCVTIMEO): the relay's
+            // idle bound is asked, and the read taken again while it holds.
+            if timed_out(&error) {
+                match activity {
+                    Some(activity) if activity.exhausted() => break Spliced::Idle,
+                    Some(_) => continue,
+                    None => {}
+                }
             }
             break if moved_any {
                 Spliced::Ended
@@ -303,6 +402,9 @@ fn splice_all(from: &TcpStream, to: &TcpStream) -> Spliced {
             };
         }
         moved_any = true;
+        if let Some(activity) = activity {
+            activity.moved();
+        }
         let mut left = n as usize;
         while left > 0 {
             // SAFETY: as above.
@@ -338,7 +440,6 @@ mod tests {
     use super::super::http::{parse, Parsed};
     use super::*;
     use drain::tests::pair;
-    use std::time::{Duration, Instant};
 
     fn request(head: &[u8]) -> Request {
         match parse(head, 80) {
@@ -385,6 +486,38 @@ mod tests {
             passed.ends_with(b"Connection: close\r\n\r\nhellomore"),
             "{passed:?}"
         );
+    }
+
+    #[test]
+    fn a_relay_idle_both_ways_for_its_bound_is_closed_and_a_busy_one_is_not() {
+        let idle = Duration::from_millis(400);
+        // Idle: nothing moves; both peers see the relay end within the bound and a poll.
+        let (guest, mut guest_peer) = pair();
+        let (upstream, mut upstream_peer) = pair();
+        let started = Instant::now();
+        let relayed = std::thread::spawn(move || relay(guest, upstream, b"", idle, || {}));
+        let mut byte = [0u8; 1];
+        assert_eq!(guest_peer.read(&mut byte).unwrap_or(0), 0);
+        assert_eq!(upstream_peer.read(&mut byte).unwrap_or(0), 0);
+        assert!(relayed.join().unwrap());
+        let took = started.elapsed();
+        assert!(took >= idle, "{took:?}");
+        assert!(took < idle + IDLE_POLL.min(idle) * 3, "{took:?}");
+
+        // Busy one way only (a download): never idle, whatever the other way does.
+        let (guest, mut guest_peer) = pair();
+        let (upstream, mut upstream_peer) = pair();
+        let relayed = std::thread::spawn(move || relay(guest, upstream, b"", idle, || {}));
+        for _ in 0..8 {
+            upstream_peer.write_all(b"x").unwrap();
+            std::thread::sleep(Duration::from_millis(150));
+        }
+        let mut received = [0u8; 8];
+        guest_peer.read_exact(&mut received).unwrap();
+        assert_eq!(&received, b"xxxxxxxx");
+        drop(upstream_peer);
+        drop(guest_peer);
+        assert!(relayed.join().unwrap());
     }
 
     #[test]

@@ -64,7 +64,7 @@ impl DriverReservation for DockerSandbox {
                 return Ok(None);
             }
             let holder = self.holder().await?;
-            self.read_report(&holder).await
+            self.egress_report(&holder).await
         }
         .boxed()
     }

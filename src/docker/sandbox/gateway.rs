@@ -5,6 +5,7 @@
 //! helper by exec beside the gateway (`helper_run.rs`).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::models::{
@@ -13,16 +14,29 @@ use bollard::models::{
 };
 use bollard::Docker;
 
+use super::gateway_watch::{listen, stopped};
 use super::helper_run::run_mode;
 use super::DockerSandbox;
+use crate::docker::attach::{attach_error, attach_streams};
 use crate::docker::dialer::Dialer;
 use crate::docker::engine::engine_error;
 use crate::docker::seed::HELPER_PATH;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::egress_report::EgressReport;
+use crate::lifecycle::egress_report::{EgressReport, GatewayStopped};
 use crate::lifecycle::error::OwnerError;
+use crate::policy::effective::SandboxEffectivePolicy;
 use crate::policy::network::NetworkKind;
+use crate::policy::resources::Resources;
 use crate::recovery::record::Role;
+
+/// The gateway's own budget: its holder's memory and task limits, whatever the guest's (a
+/// guest with `pids: 24` must not leave its gateway one connection, nor a guest's small memory
+/// limit starve its relays). Within it: up to 256 relays of two threads, 16 lookups, the
+/// listeners and the execs beside it (`helper/src/gateway/config.rs`); its pipes are bounded
+/// by the kernel's per-user pipe budget besides. The guest's own limits are read back on its
+/// container (`process.rs`); the holder's CPU share stays the guest's.
+pub(super) const GATEWAY_MEMORY_BYTES: u64 = 256 * 1_024 * 1_024;
+pub(super) const GATEWAY_PIDS: u64 = 1_024;
 
 /// How long a started gateway may take to serve.
 const READY_WAIT: Duration = Duration::from_secs(15);
@@ -52,7 +66,7 @@ pub(super) fn gateway_command(
         "--subnet".to_owned(),
         internal.subnet.clone(),
         "--pids".to_owned(),
-        reservation.request.policy.resources.pids.to_string(),
+        GATEWAY_PIDS.to_string(),
     ];
     for resolver in &reservation.settings.egress.resolvers {
         command.extend(["--resolver".to_owned(), resolver.to_string()]);
@@ -77,10 +91,49 @@ pub(super) fn gateway_command(
     command
 }
 
-/// Makes a holder body the gateway's: its entrypoint (its sysctls come with every body of an
-/// allowlist sandbox's holder: `with_network_sysctls`).
+/// Makes a holder body the gateway's: its entrypoint (its sysctls and budget come with every
+/// body of an allowlist sandbox's holder: `with_network_sysctls`, `with_gateway_budget`).
 pub(super) fn as_gateway(body: &mut ContainerCreateBody, command: Vec<String>) {
     body.entrypoint = Some(command);
+}
+
+/// An allowlist sandbox's holder (its gateway) gets the gateway's own memory and task limits;
+/// every other container keeps the request's.
+pub(super) fn with_gateway_budget(
+    mut host: HostConfig,
+    kind: NetworkKind,
+    role: Role,
+) -> HostConfig {
+    if kind == NetworkKind::Allowlist && role == Role::Holder {
+        host.memory = Some(GATEWAY_MEMORY_BYTES as i64);
+        host.memory_swap = Some(GATEWAY_MEMORY_BYTES as i64);
+        host.pids_limit = Some(GATEWAY_PIDS as i64);
+    }
+    host
+}
+
+/// The sandbox's effective policy from its gateway holder's read-back (`read`): the holder must
+/// hold exactly the gateway's budget and the guest's CPU share; the guest's own memory and task
+/// limits are the request's, read back on the guest's container when it is made (a process
+/// start refuses any other).
+pub(super) fn guest_policy_from_gateway(
+    read: SandboxEffectivePolicy,
+    asked: &Resources,
+) -> Result<SandboxEffectivePolicy, OwnerError> {
+    let held = &read.resources;
+    if held.memory_bytes != GATEWAY_MEMORY_BYTES
+        || held.pids != GATEWAY_PIDS
+        || held.cpus != asked.cpus
+    {
+        return Err(OwnerError::Unsupported(format!(
+            "the engine did not apply the egress gateway's budget: memory {} bytes, pids {}, cpus {} instead of {GATEWAY_MEMORY_BYTES}, {GATEWAY_PIDS} and {}",
+            held.memory_bytes, held.pids, held.cpus, asked.cpus
+        )));
+    }
+    Ok(SandboxEffectivePolicy {
+        resources: *asked,
+        ..read
+    })
 }
 
 /// Makes the gateway the guest's only resolver: a lookup it does not answer never leaves the
@@ -242,6 +295,15 @@ impl DockerSandbox {
                     e,
                 )
             })?;
+        // Its output is read from before it starts, for the sandbox's life: the `none` log
+        // driver keeps nothing, and its last stderr is why it stopped.
+        let attached = attach_streams(&self.settings.dialer, holder)
+            .await
+            .map_err(|e| attach_error("the egress gateway", &e))?;
+        let listener = listen(attached, Arc::clone(&self.gateway_words));
+        if let Ok(mut held) = self.gateway_listener.lock() {
+            *held = Some(listener);
+        }
         docker
             .start_container(holder, None)
             .await
@@ -251,8 +313,11 @@ impl DockerSandbox {
                 .inspect_container(holder, None)
                 .await
                 .map_err(|e| engine_error("inspecting the egress gateway", e))?;
-            if let Some(failure) = stopped(&inspect) {
-                return Err(OwnerError::driver(failure));
+            if let Some(gone) = stopped(inspect.state.as_ref(), &self.gateway_words) {
+                // Its last words may still be on their way: a moment for them.
+                tokio::time::sleep(READY_POLL).await;
+                let gone = stopped(inspect.state.as_ref(), &self.gateway_words).unwrap_or(gone);
+                return Err(OwnerError::driver(gone.to_string()));
             }
             if let Ok(Some(_)) = self.read_report(holder).await {
                 return address_on(&inspect, internal).ok_or_else(|| {
@@ -276,6 +341,45 @@ impl DockerSandbox {
                     READY_WAIT.as_secs()
                 )))
             })
+    }
+
+    /// How the gateway ended, or `None` while it runs (an inspection that fails says nothing).
+    pub(super) async fn gateway_stopped(&self, holder: &str) -> Option<GatewayStopped> {
+        let inspect = self
+            .settings
+            .docker
+            .inspect_container(holder, None)
+            .await
+            .ok()?;
+        stopped(inspect.state.as_ref(), &self.gateway_words)
+    }
+
+    /// `dockerSandboxEgress`: the gateway's report, kept as the last one read; once the gateway
+    /// is gone, that last report (or none counted) with how it ended.
+    pub(super) async fn egress_report(
+        &self,
+        holder: &str,
+    ) -> Result<Option<EgressReport>, OwnerError> {
+        let read = self.read_report(holder).await;
+        if let Ok(Some(report)) = &read {
+            if let Ok(mut last) = self.last_report.lock() {
+                *last = Some(report.clone());
+            }
+            return read;
+        }
+        match self.gateway_stopped(holder).await {
+            Some(gone) => {
+                let mut report = self
+                    .last_report
+                    .lock()
+                    .ok()
+                    .and_then(|last| last.clone())
+                    .unwrap_or_default();
+                report.stopped = Some(gone);
+                Ok(Some(report))
+            }
+            None => read,
+        }
     }
 
     async fn ask_report(&self, holder: &str) -> Result<Option<EgressReport>, OwnerError> {
@@ -307,17 +411,6 @@ impl DockerSandbox {
     }
 }
 
-/// Why the gateway is not running, when it is not.
-fn stopped(inspect: &ContainerInspectResponse) -> Option<String> {
-    let state = inspect.state.as_ref()?;
-    (state.running != Some(true)).then(|| {
-        format!(
-            "the egress gateway stopped (exit status {})",
-            state.exit_code.unwrap_or(-1)
-        )
-    })
-}
-
 fn address_on(inspect: &ContainerInspectResponse, network: &str) -> Option<String> {
     let networks = inspect.network_settings.as_ref()?.networks.as_ref()?;
     networks
@@ -330,6 +423,74 @@ fn address_on(inspect: &ContainerInspectResponse, network: &str) -> Option<Strin
 mod tests {
     use super::*;
     use bollard::models::{Ipam, IpamConfig};
+
+    #[test]
+    fn the_gateway_holder_has_its_own_budget_and_the_guest_keeps_the_requests() {
+        let asked = HostConfig {
+            memory: Some(64 << 20),
+            memory_swap: Some(64 << 20),
+            pids_limit: Some(24),
+            nano_cpus: Some(500_000_000),
+            ..Default::default()
+        };
+        let holder = with_gateway_budget(asked.clone(), NetworkKind::Allowlist, Role::Holder);
+        assert_eq!(holder.memory, Some(GATEWAY_MEMORY_BYTES as i64));
+        assert_eq!(holder.memory_swap, Some(GATEWAY_MEMORY_BYTES as i64));
+        assert_eq!(holder.pids_limit, Some(GATEWAY_PIDS as i64));
+        assert_eq!(
+            holder.nano_cpus, asked.nano_cpus,
+            "the CPU share stays the guest's"
+        );
+        for (kind, role) in [
+            (NetworkKind::Allowlist, Role::Compute),
+            (NetworkKind::Outbound, Role::Holder),
+            (NetworkKind::Isolated, Role::Holder),
+        ] {
+            assert_eq!(with_gateway_budget(asked.clone(), kind, role), asked);
+        }
+    }
+
+    #[test]
+    fn the_guests_policy_comes_from_a_holder_read_back_with_exactly_the_gateways_budget() {
+        let asked = Resources {
+            cpus: 0.5,
+            memory_bytes: 64 << 20,
+            pids: 24,
+        };
+        let read = |memory_bytes, pids, cpus| SandboxEffectivePolicy {
+            resources: Resources {
+                cpus,
+                memory_bytes,
+                pids,
+            },
+            temporary_storage: crate::policy::resources::TemporaryStorage {
+                home_bytes: 1 << 20,
+                temp_bytes: 1 << 20,
+            },
+            network: crate::policy::network::NetworkPolicy::of(NetworkKind::Isolated),
+            workspace_disk_quota: crate::policy::effective::EffectiveDiskQuota::NotRequested,
+        };
+        let guest =
+            guest_policy_from_gateway(read(GATEWAY_MEMORY_BYTES, GATEWAY_PIDS, 0.5), &asked)
+                .ok()
+                .map(|policy| policy.resources);
+        assert_eq!(guest, Some(asked));
+        for wrong in [
+            read(64 << 20, GATEWAY_PIDS, 0.5),
+            read(GATEWAY_MEMORY_BYTES, 24, 0.5),
+            read(GATEWAY_MEMORY_BYTES, GATEWAY_PIDS, 1.0),
+        ] {
+            let refused = guest_policy_from_gateway(wrong, &asked)
+                .err()
+                .map(|e| e.to_string());
+            assert!(
+                refused
+                    .as_deref()
+                    .is_some_and(|m| m.contains("gateway's budget")),
+                "{refused:?}"
+            );
+        }
+    }
 
     #[test]
     fn an_internal_network_without_the_host_address_inhibited_is_refused() {

@@ -17,6 +17,7 @@ use bollard::Docker;
 use futures::StreamExt;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
+use super::gateway_watch::stopped;
 use super::DockerSandbox;
 use crate::docker::attach::{attach_streams, Attached};
 use crate::docker::demux::demultiplexed;
@@ -133,13 +134,12 @@ impl DockerSandbox {
                 PERMIT_WAIT.as_secs()
             ));
         };
-        let running = inspect.state.as_ref().and_then(|state| state.running);
-        if kind == HelperKind::Exec && running != Some(true) {
-            let code = inspect.state.as_ref().and_then(|state| state.exit_code);
-            return unavailable(format!(
-                "the egress gateway is not running (exit status {}): transfers run beside it",
-                code.map_or("unknown".to_owned(), |c| c.to_string())
-            ));
+        if kind == HelperKind::Exec {
+            if let Some(gone) = stopped(inspect.state.as_ref(), &self.gateway_words) {
+                return unavailable(format!(
+                    "{gone}: transfers run beside it, so this sandbox has none from now on (destroy it)"
+                ));
+            }
         }
         // Asked again now that the permit is held: a previous run that gave up on its
         // helper's exit or kill released the permit with the helper perhaps still running

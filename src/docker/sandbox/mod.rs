@@ -12,6 +12,7 @@ mod deferred_bodies;
 mod driver;
 mod export_helper;
 mod gateway;
+mod gateway_watch;
 mod helper_run;
 mod import_bodies;
 mod import_helper;
@@ -68,6 +69,11 @@ pub struct DockerSandbox {
     helper_permit: Arc<tokio::sync::Semaphore>,
     /// The last run by exec beside an egress gateway (`helper_run.rs`).
     exec_history: helper_run::SharedExecHistory,
+    /// An allowlist sandbox's gateway: its last stderr, the task that reads it, and its last
+    /// report (`gateway.rs`, `gateway_watch.rs`).
+    gateway_words: Arc<gateway_watch::GatewayWords>,
+    gateway_listener: std::sync::Mutex<Option<abort_on_drop::AbortOnDrop>>,
+    last_report: std::sync::Mutex<Option<crate::lifecycle::egress_report::EgressReport>>,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
@@ -102,6 +108,9 @@ impl DockerSandbox {
             runtime: std::sync::OnceLock::new(),
             helper_permit: helper_run::helper_permits(),
             exec_history: Default::default(),
+            gateway_words: Default::default(),
+            gateway_listener: std::sync::Mutex::new(None),
+            last_report: std::sync::Mutex::new(None),
         })
     }
 

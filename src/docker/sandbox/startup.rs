@@ -112,6 +112,13 @@ impl DockerSandbox {
             &expected,
             &self.request.policy.network,
         )?;
+        // An allowlist's holder is its gateway, with a budget of its own.
+        let effective = match kind {
+            NetworkKind::Allowlist => {
+                gateway::guest_policy_from_gateway(effective, &self.request.policy.resources)?
+            }
+            _ => effective,
+        };
         check_exact(&self.request.policy, &effective)?;
         if let Some(runtime) = host.runtime.clone() {
             let _ = self.runtime.set(runtime);
@@ -338,8 +345,12 @@ impl DockerSandbox {
             labels: Some(self.labels(record, role)),
             network_disabled: Some(network.is_none()),
             tty: Some(false),
-            host_config: Some(gateway::with_network_sysctls(
-                host_config(&self.request.policy, &placement),
+            host_config: Some(gateway::with_gateway_budget(
+                gateway::with_network_sysctls(
+                    host_config(&self.request.policy, &placement),
+                    self.request.policy.network.kind,
+                    role,
+                ),
                 self.request.policy.network.kind,
                 role,
             )),
