@@ -210,6 +210,12 @@ describe('no public call holds the JS thread on the engine', () => {
       assert.equal(error.cause.code, 'cancelled');
       await error.owner.destroy();
       assert.equal(error.owner.state.kind, 'destroyed');
+      // Its record, kept by a caller, names nothing acquired: absent at once, without the
+      // engine (the reference never resolved; any image it resolves to later is no conflict).
+      const kept = error.owner.recoveryRecord;
+      assert.equal(kept.imageDigest, `sha256:${'0'.repeat(64)}`);
+      const reconciled = await backend.reconcile(kept, { signal: AbortSignal.timeout(2_000) });
+      assert.equal(reconciled.kind, 'absent');
     });
   });
 

@@ -197,10 +197,12 @@ describe('the owner lifecycle', () => {
     const controller = new AbortController();
     const starting = reservation.start({ signal: controller.signal });
     await sleep(50);
-    controller.abort();
+    const reason = new Error('the caller gave up');
+    controller.abort(reason);
     const error = await starting.catch((e) => e);
     assert.ok(error instanceof SandboxStartError);
     assert.equal(error.cause.code, 'cancelled');
+    assert.equal(error.cause.cause, reason, "the signal's reason stays reachable");
     await eventually(() => signals[0].aborted, 'the driver saw its signal abort');
     await reservation.stop();
     assert.equal(reservation.state.kind, 'stopped');

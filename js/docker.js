@@ -1,6 +1,6 @@
 // createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
 import { fileURLToPath } from 'node:url';
-import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxValidationError, withSignalReason } from './errors.js';
 import { settle } from './driver-port.js';
 import { traced } from './debug.js';
 import { deepFreeze } from './freeze.js';
@@ -72,6 +72,8 @@ export function createDockerSandboxBackend(options) {
       let result;
       try {
         result = await traced(parsed.sandboxId, 'reconcile', async () => settle(await backend.reconcile(parsed, id), noOwner, errorFromDescriptor), (answer) => answer.kind);
+      } catch (error) {
+        throw withSignalReason(error, signal);
       } finally {
         detach();
         backend.endReconcile(id);

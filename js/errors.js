@@ -126,3 +126,26 @@ export function errorFromDescriptor(descriptor, context) {
       return new SandboxOperationError('driver_failure', String(descriptor.message ?? 'unknown native failure'));
   }
 }
+
+/** The messages of a cancellation the caller's signal asked for (raised natively). */
+const SIGNAL_CANCELLATION = /through its signal|cancelled before entry|reconciliation was cancelled/;
+
+/**
+ * `error` with the caller's signal reason kept as the `cause` of the cancellation that signal
+ * asked for (the error itself, or a start error's cause): the contract's error stays what it
+ * is, and the caller's reason stays reachable. Anything else (a stop's cancellation that won
+ * the race, a failure) is left as it is.
+ */
+export function withSignalReason(error, signal) {
+  const cancelled = error instanceof SandboxStartError ? error.cause : error;
+  if (
+    signal?.aborted &&
+    cancelled instanceof SandboxOperationError &&
+    cancelled.code === 'cancelled' &&
+    cancelled.cause === undefined &&
+    SIGNAL_CANCELLATION.test(cancelled.message)
+  ) {
+    Object.defineProperty(cancelled, 'cause', { value: signal.reason, writable: true, configurable: true, enumerable: false });
+  }
+  return error;
+}

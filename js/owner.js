@@ -1,7 +1,7 @@
 // The JavaScript faces of a Rust-owned sandbox: the reservation, the started sandbox, and the
 // cleanup-only owner of a reconciled one. All state lives in the native owner; these objects
 // only translate calls, signals and errors.
-import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxStateError, withSignalReason } from './errors.js';
 import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
@@ -123,6 +123,8 @@ export function reservationFace({ owner, context, request, processPort, ports })
     try {
       const ready = settle(await owner.start(), context, errorFromDescriptor);
       return startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort: ports?.ready, ports });
+    } catch (error) {
+      throw withSignalReason(error, signal);
     } finally {
       detach();
     }
@@ -262,6 +264,8 @@ export async function reconcileWithDriver({ driver, record, support, signal }) {
   let result;
   try {
     result = settle(await reconciliation.run(), context, errorFromDescriptor);
+  } catch (error) {
+    throw withSignalReason(error, signal);
   } finally {
     detach();
   }

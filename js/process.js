@@ -1,7 +1,7 @@
 // The process port of a sandbox: a once-only reservation, and binary Node streams over the
 // native process with the policy's stream limits. Backpressure is pull-based end to end.
 import { Readable, Writable } from 'node:stream';
-import { errorFromDescriptor, SandboxOperationError, SandboxStateError } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxStateError, withSignalReason } from './errors.js';
 import { settle } from './driver-port.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { deliverPendingFailure, failAfterBuffered } from './readable-failure.js';
@@ -23,6 +23,8 @@ export function reserveProcess({ owner, spec, context, limits, stopSandbox, reat
     const detach = onAbort(signal, () => owner.cancelProcessStart());
     try {
       settle(await owner.startProcess(), context, errorFromDescriptor);
+    } catch (error) {
+      throw withSignalReason(error, signal);
     } finally {
       detach();
     }

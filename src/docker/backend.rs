@@ -193,6 +193,21 @@ impl DockerBackend {
                 record.namespace, self.options.namespace
             )));
         }
+        // A start that never resolved its image reference acquired nothing: its record (the
+        // placeholder digest, every resource still planned) is absent, whatever the reference
+        // resolves to now and whether or not the engine answers.
+        if record.image_digest == UNRESOLVED_IMAGE
+            && record.configuration_digest
+                == Pinned::new(UNRESOLVED_IMAGE.into(), &self.options).configuration_digest
+            && record
+                .resources
+                .iter()
+                .all(|r| r.identity == Identity::Planned)
+        {
+            let mut absent = record.clone();
+            absent.phase = Phase::Destroyed;
+            return Ok(Reconciled::Absent(absent));
+        }
         let pinned = self.image.pinned().await?;
         if record.configuration_digest != pinned.configuration_digest
             || record.image_digest != pinned.image_id

@@ -413,6 +413,15 @@ impl Chunked {
                 if field.is_none() || breaks_beyond_ascii(line) {
                     return Err("a chunked body with a malformed trailer");
                 }
+                // A field the gateway judges in the head (or one spelled with `_` for `-`)
+                // arriving as a trailer would be judged by nobody: a server merging trailers
+                // into the head could read a second Host or framing there.
+                let name = field.map(|(name, _)| name.to_ascii_lowercase());
+                if name
+                    .is_some_and(|name| JUDGED.contains(&name.as_str()) || stands_for_judged(&name))
+                {
+                    return Err("a trailer naming a field the gateway reads in the head");
+                }
                 State::Trailer
             }
             State::Data(_) | State::Done => return Err("a chunked body out of step"),
@@ -754,6 +763,11 @@ mod tests {
             b"0;e=\xc3\xa9\r\n",
             b"0\r\nX: a\xc2\x85\xc2\x85GET /x HTTP/1.1\r\n\r\n",
             b"0\r\nX: a\xe2\x80\xa8b\r\n\r\n",
+            // A field the head's judge reads, as a trailer, in any spelling.
+            b"0\r\nHost: other.example\r\n\r\n",
+            b"0\r\ncontent-length: 5\r\n\r\n",
+            b"0\r\nTransfer_Encoding: chunked\r\n\r\n",
+            b"0\r\nCONNECTION: close\r\n\r\n",
         ] {
             assert!(
                 Chunked::default().feed(bad, &mut Vec::new()).is_err(),
