@@ -384,6 +384,35 @@ describe('allowlist egress', () => {
     assert.deepEqual(leftovers(ns), NOTHING);
   });
 
+  test('a gateway whose 256 connection slots are all taken refuses more as busy and still answers lookups, listed ones too, on slots of their own', async () => {
+    const ns = uniqueNamespace('egress-busy');
+    const backend = dockerBackend(ns, world.backendOptions);
+    // 300 connections that never name a host hold every connection slot (each for 10 s).
+    const sandbox = await backend.reserve(request((p) => {
+      allowlist(p);
+      p.resources.pids = 1_024;
+      p.resources.memoryBytes = 256 * 1024 * 1024;
+    }), { kind: 'in_process' }).start();
+    try {
+      const gateway = gatewayOf(sandbox);
+      const script = [
+        `i=0; while [ $i -lt 300 ]; do (sleep 9 | nc ${gateway} 80 >/dev/null 2>&1 &); i=$((i+1)); done; sleep 2`,
+        `nslookup allowed.test >/dev/null 2>&1; echo "listed=$?"`,
+        `out=$(nslookup nope.test 2>&1); echo "unlisted=$(echo "$out" | grep -c NXDOMAIN)"`,
+      ].join('\n');
+      const { stdout, stderr } = await runShell(sandbox, script);
+      const seen = marks(stdout);
+      assert.equal(seen.listed, '0', `a listed name is answered while every connection slot is held\n${stdout}${stderr}`);
+      assert.notEqual(seen.unlisted, '0', stdout);
+      const report = await dockerSandboxEgress(sandbox);
+      assert.ok(report.recent.some((r) => r.port === 80 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+      assert.ok(!report.recent.some((r) => r.port === 53 && r.reason === 'the gateway is busy'), JSON.stringify(reasonsOf(report)));
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(leftovers(ns), NOTHING);
+  });
+
   test('a gateway that dies says why: dockerSandboxEgress reports it stopped with its last stderr and the counts last read, transfers fail naming it', async () => {
     const ns = uniqueNamespace('egress-gone');
     const backend = dockerBackend(ns, world.backendOptions);
@@ -394,7 +423,9 @@ describe('allowlist egress', () => {
       const before = await dockerSandboxEgress(sandbox);
       assert.equal(before.stopped, undefined);
       assert.ok(before.allowed >= 1n);
-      execFileSync('docker', ['kill', '--signal', 'KILL', holderOf(sandbox)]);
+      const holder = holderOf(sandbox);
+      execFileSync('docker', ['kill', '--signal', 'KILL', holder]);
+      await until(() => execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holder], { encoding: 'utf8' }).trim() === 'false', 'the engine has the gateway stopped');
       const after = await dockerSandboxEgress(sandbox);
       assert.equal(after.allowed, before.allowed, 'the counts as last read');
       assert.equal(after.stopped.exitCode, 137);
@@ -403,7 +434,7 @@ describe('allowlist egress', () => {
       await sandbox.stop();
       const error = await sandbox.exportTree({ kind: 'workspace' }, async () => {}).catch((e) => e);
       assert.equal(error?.code, 'driver_failure', described(error));
-      assert.match(error.message, /the egress gateway stopped \(exit status 137\); its last stderr: native-sandbox gateway: serving on .*transfers run beside it/, error.message);
+      assert.match(error.message, /the egress gateway stopped \(exit status 137\): transfers run beside it, so this sandbox has none from now on \(destroy it\); its last stderr: native-sandbox gateway: serving on /, error.message);
     } finally {
       await sandbox.destroy();
     }
@@ -572,7 +603,7 @@ describe('allowlist egress', () => {
       // A gateway that stopped: transfers say so (they run beside it).
       execFileSync('docker', ['stop', '-t', '1', holder]);
       const stopped = await sandbox.exportTree({ kind: 'files', paths: ['a.txt'] }, drain).catch((e) => e);
-      assert.match(String(stopped?.message), /the egress gateway stopped \(exit status \d+\); its last stderr: native-sandbox gateway: serving on .*: transfers run beside it/);
+      assert.match(String(stopped?.message), /the egress gateway stopped \(exit status \d+\): transfers run beside it, so this sandbox has none from now on \(destroy it\); its last stderr: native-sandbox gateway: serving on /);
     } finally {
       await sandbox.destroy();
     }

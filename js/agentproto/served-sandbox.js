@@ -146,18 +146,27 @@ export class ServedSandbox {
         });
       let endpoint;
       try {
+        // A public endpoint of a sandbox with a private URL: the private port is taken, gated,
+        // before the public endpoint asks for a free port, so the system can never hand that
+        // one out (it was free a moment ago). Held by someone else: the public one alone.
+        if (token === undefined && this.#port !== undefined && this.#token !== undefined) {
+          const held = await listen(this.#token, this.#port).catch((error) => {
+            if (error instanceof SandboxProviderError && error.code === 'sandbox_port_taken') return undefined;
+            throw error;
+          });
+          if (held !== undefined) endpoints.push(held);
+        }
         endpoint = await listen(token, token === undefined ? undefined : this.#port);
         endpoints.push(endpoint);
+        if (token === undefined && endpoint.port === this.#port) {
+          throw new SandboxProviderError('sandbox_port_taken', `a public endpoint of sandbox ${this.sandboxId} was given its private URL's port ${this.#port}; it is never served ungated (connect again)`, { sandboxId: this.sandboxId });
+        }
         if (token !== undefined && endpoint.port !== this.#port) {
           // Recorded before anyone is handed the URL: a controller that dies now leaves it known.
           await this.#control.storePort(endpoint.port);
           this.#port = endpoint.port;
         }
         if (token !== undefined) this.#token = token;
-        if (token === undefined && this.#port !== undefined && this.#token !== undefined) {
-          const held = await listen(this.#token, this.#port).catch(() => undefined);
-          if (held !== undefined) endpoints.push(held);
-        }
         try {
           await this.#control.freeze(false);
         } catch (cause) {

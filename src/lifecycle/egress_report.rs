@@ -37,22 +37,33 @@ pub struct GatewayStopped {
     pub stderr: String,
 }
 
+impl GatewayStopped {
+    /// `the egress gateway stopped (exit status N[, killed for memory])`.
+    pub fn summary(&self) -> String {
+        let status = self
+            .exit_code
+            .map_or_else(|| "unknown".to_owned(), |code| code.to_string());
+        let memory = if self.out_of_memory {
+            ", killed for memory"
+        } else {
+            ""
+        };
+        format!("the egress gateway stopped (exit status {status}{memory})")
+    }
+
+    /// Its own words, last in any message (they may hold any text).
+    pub fn words(&self) -> String {
+        if self.stderr.is_empty() {
+            "it wrote nothing to stderr".to_owned()
+        } else {
+            format!("its last stderr: {}", self.stderr)
+        }
+    }
+}
+
 impl std::fmt::Display for GatewayStopped {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "the egress gateway stopped (exit status ")?;
-        match self.exit_code {
-            Some(code) => write!(f, "{code}")?,
-            None => write!(f, "unknown")?,
-        }
-        if self.out_of_memory {
-            write!(f, ", killed for memory")?;
-        }
-        write!(f, ")")?;
-        if self.stderr.is_empty() {
-            write!(f, "; it wrote nothing to stderr")
-        } else {
-            write!(f, "; its last stderr: {}", self.stderr)
-        }
+        write!(f, "{}; {}", self.summary(), self.words())
     }
 }
 

@@ -67,9 +67,11 @@ pub fn relay(
 ) -> bool {
     let activity = Arc::new(Activity::new(idle));
     for socket in [&guest, &upstream] {
-        // Every blocked read wakes once a poll to ask the relay's idle bound (the clones made
-        // below share the socket, and this).
+        // Every blocked read or write wakes once a poll to ask the relay's idle bound (the
+        // clones made below share the socket, and this): a direction blocked on a peer that
+        // never reads is as idle as one that never sends.
         let _ = socket.set_read_timeout(Some(activity.poll()));
+        let _ = socket.set_write_timeout(Some(activity.poll()));
     }
     let forward = Arc::clone(&activity);
     relay_with(
@@ -294,7 +296,7 @@ fn keepalive(socket: &TcpStream) {
 /// then time out once a poll), every move is counted there, and a read that timed out while
 /// the whole relay was idle for its bound closes both sockets both ways (the other direction
 /// ends with it).
-fn copy(mut from: &TcpStream, mut to: &TcpStream, activity: Option<&Activity>) {
+fn copy(mut from: &TcpStream, to: &TcpStream, activity: Option<&Activity>) {
     match splice_all(from, to, activity) {
         Spliced::Ended => {}
         Spliced::Idle => {
@@ -321,8 +323,14 @@ fn copy(mut from: &TcpStream, mut to: &TcpStream, activity: Option<&Activity>) {
                         if let Some(activity) = activity {
                             activity.moved();
                         }
-                        if to.write_all(&buffer[..n]).is_err() {
-                            break;
+                        match write_all_idle(to, &buffer[..n], activity) {
+                            Written::All => {}
+                            Written::Failed => break,
+                            Written::Idle => {
+                                let _ = from.shutdown(Shutdown::Both);
+                                let _ = to.shutdown(Shutdown::Both);
+                                return;
+                            }
                         }
                     }
                 }
@@ -333,7 +341,39 @@ fn copy(mut from: &TcpStream, mut to: &TcpStream, activity: Option<&Activity>) {
     let _ = to.shutdown(Shutdown::Write);
 }
 
-/// A read that ended at its timeout (`SO_RCVTIMEO`), not a failure.
+/// How a write of a whole buffer ended.
+enum Written {
+    All,
+    Failed,
+    /// The whole relay was idle for its bound while the write waited.
+    Idle,
+}
+
+/// Writes all of `bytes`, counting each part that moves; a write that timed out
+/// (`SO_SNDTIMEO`) is taken again unless the relay has been idle for its bound.
+fn write_all_idle(mut to: &TcpStream, mut bytes: &[u8], activity: Option<&Activity>) -> Written {
+    while !bytes.is_empty() {
+        match to.write(bytes) {
+            Ok(0) => return Written::Failed,
+            Ok(n) => {
+                bytes = &bytes[n..];
+                if let Some(activity) = activity {
+                    activity.moved();
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) if timed_out(&e) => match activity {
+                Some(activity) if activity.exhausted() => return Written::Idle,
+                Some(_) => {}
+                None => return Written::Failed,
+            },
+            Err(_) => return Written::Failed,
+        }
+    }
+    Written::All
+}
+
+/// A read or write that ended at its timeout (`SO_RCVTIMEO`, `SO_SNDTIMEO`), not a failure.
 fn timed_out(error: &std::io::Error) -> bool {
     matches!(
         error.kind(),
@@ -418,11 +458,26 @@ fn splice_all(from: &TcpStream, to: &TcpStream, activity: Option<&Activity>) -> 
                     flags,
                 )
             };
-            if m < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
+            if m < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                // The write's timeout (a splice to a socket keeps its SO_SNDTIMEO): a peer
+                // that reads nothing leaves the relay idle as much as one that sends nothing.
+                if timed_out(&error) {
+                    match activity {
+                        Some(activity) if activity.exhausted() => break 'relay Spliced::Idle,
+                        Some(_) => continue,
+                        None => {}
+                    }
+                }
             }
             if m <= 0 {
                 break 'relay Spliced::Ended;
+            }
+            if let Some(activity) = activity {
+                activity.moved();
             }
             left -= m as usize;
         }
@@ -518,6 +573,22 @@ mod tests {
         drop(upstream_peer);
         drop(guest_peer);
         assert!(relayed.join().unwrap());
+
+        // The guest ended its side and never reads: the answer's direction blocks on a full
+        // send queue, idle, and the relay is closed all the same.
+        let (guest, guest_peer) = pair();
+        let (upstream, mut upstream_peer) = pair();
+        guest_peer.shutdown(Shutdown::Write).unwrap();
+        let started = Instant::now();
+        let relayed = std::thread::spawn(move || relay(guest, upstream, b"", idle, || {}));
+        let chunk = vec![7u8; 64 * 1_024];
+        let _ = upstream_peer.set_write_timeout(Some(Duration::from_millis(200)));
+        // Fill every queue on the way until the upstream's own write stalls.
+        while upstream_peer.write(&chunk).is_ok() {}
+        assert!(relayed.join().unwrap());
+        let took = started.elapsed();
+        assert!(took < Duration::from_secs(10), "{took:?}");
+        drop(guest_peer);
     }
 
     #[test]

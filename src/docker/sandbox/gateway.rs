@@ -301,9 +301,10 @@ impl DockerSandbox {
             .await
             .map_err(|e| attach_error("the egress gateway", &e))?;
         let listener = listen(attached, Arc::clone(&self.gateway_words));
-        if let Ok(mut held) = self.gateway_listener.lock() {
-            *held = Some(listener);
-        }
+        *self
+            .gateway_listener
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(listener);
         docker
             .start_container(holder, None)
             .await
@@ -362,9 +363,10 @@ impl DockerSandbox {
     ) -> Result<Option<EgressReport>, OwnerError> {
         let read = self.read_report(holder).await;
         if let Ok(Some(report)) = &read {
-            if let Ok(mut last) = self.last_report.lock() {
-                *last = Some(report.clone());
-            }
+            *self
+                .last_report
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(report.clone());
             return read;
         }
         match self.gateway_stopped(holder).await {
@@ -372,8 +374,8 @@ impl DockerSandbox {
                 let mut report = self
                     .last_report
                     .lock()
-                    .ok()
-                    .and_then(|last| last.clone())
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone()
                     .unwrap_or_default();
                 report.stopped = Some(gone);
                 Ok(Some(report))

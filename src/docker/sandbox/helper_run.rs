@@ -137,7 +137,9 @@ impl DockerSandbox {
         if kind == HelperKind::Exec {
             if let Some(gone) = stopped(inspect.state.as_ref(), &self.gateway_words) {
                 return unavailable(format!(
-                    "{gone}: transfers run beside it, so this sandbox has none from now on (destroy it)"
+                    "{}: transfers run beside it, so this sandbox has none from now on (destroy it); {}",
+                    gone.summary(),
+                    gone.words()
                 ));
             }
         }

@@ -98,7 +98,7 @@ impl DockerSandbox {
         )?;
         if effective != expected {
             return Err(OwnerError::Unsupported(
-                "the process container was not given the sandbox's observed policy".into(),
+                "the process container was not given the sandbox's effective policy (read back on it: its limits, placement and hardening)".into(),
             ));
         }
         cancel.check()?;
