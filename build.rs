@@ -45,6 +45,11 @@ fn build_helper(target: &str, variable: &str, rustflags: &str) {
     for watched in ["Cargo.toml", "Cargo.lock", "src"] {
         println!("cargo:rerun-if-changed={}", helper.join(watched).display());
     }
+    // The tar framing the helper shares with the addon (`tar-framing/`, a path dependency).
+    let framing = manifest_dir.join("tar-framing");
+    for watched in ["Cargo.toml", "src"] {
+        println!("cargo:rerun-if-changed={}", framing.join(watched).display());
+    }
     let cargo = env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let target_dir = out_dir.join("helper");
     let mut command = Command::new(cargo);

@@ -9,11 +9,9 @@ pub mod json;
 pub mod lifecycle;
 pub mod limits;
 pub mod paths;
-pub mod pax;
 pub mod policy;
 pub mod process;
 pub mod recovery;
-pub mod tar_block;
 #[cfg(test)]
 mod test_support;
 pub mod transfer;

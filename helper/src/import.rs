@@ -32,13 +32,13 @@
 //! end-of-archive blocks fails the extraction, naming what was read.
 
 use std::fs::File;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 
 use crate::failure::Failure;
 use crate::fs::{last_error, open_at, os_failure};
 use crate::splice::{Source, Spliced, SPLICE_MIN};
-use crate::tar::{padding, BLOCK};
+use tar_framing::{Entry, Error as FramingError, Event, Framer, Options, Trailer};
 
 /// The longest GNU long name read (the host's paths are at most 1,024 bytes).
 const LONG_NAME_MAX: u64 = 4_096;
@@ -49,49 +49,18 @@ pub const READY: &[u8] = b"R";
 /// What the helper writes on stdout once the whole archive is extracted.
 pub const DONE: &[u8] = b"D";
 
-/// One entry's header, its name already taken from a long-name entry when there was one.
-struct Header {
-    name: Vec<u8>,
-    kind: Kind,
-    size: u64,
-    mode: u32,
-    mtime: i64,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Kind {
-    Directory,
-    File,
-    LongName,
-    /// The next file's body comes through the engine.
-    Marker,
-}
-
-/// A number field: octal digits (padded with spaces or NULs), or GNU base-256 when its first
-/// byte has the high bit set.
-fn number(field: &[u8], what: &str) -> Result<u64, Failure> {
-    if field.first().is_some_and(|&b| b & 0x80 != 0) {
-        let mut value: u64 = u64::from(field[0] & 0x7f);
-        for &b in &field[1..] {
-            value = value
-                .checked_mul(256)
-                .and_then(|v| v.checked_add(u64::from(b)))
-                .ok_or_else(|| refused(format!("the {what} field is too large")))?;
-        }
-        return Ok(value);
-    }
-    let digits: Vec<u8> = field
-        .iter()
-        .copied()
-        .skip_while(|&b| b == b' ')
-        .take_while(|&b| b != 0 && b != b' ')
-        .collect();
-    if digits.is_empty() {
-        return Ok(0);
-    }
-    let text = std::str::from_utf8(&digits).map_err(|_| refused(format!("a bad {what} field")))?;
-    u64::from_str_radix(text, 8).map_err(|_| refused(format!("a bad {what} field: {text:?}")))
-}
+/// How the host's import archive is framed: checksums checked, GNU long names read, markers
+/// found; any other extended header is an entry, which is refused.
+const FRAMING: Options = Options {
+    checksums: true,
+    pax: false,
+    pax_global: false,
+    gnu_long_names: true,
+    gnu_long_links: false,
+    extended_max: LONG_NAME_MAX,
+    markers: true,
+    trailer: Trailer::Any,
+};
 
 fn refused(message: String) -> Failure {
     Failure::Refused(format!("the import archive: {message}"))
@@ -105,87 +74,55 @@ fn reading(e: &std::io::Error) -> Failure {
     Failure::Io(format!("reading the import archive: {e}"))
 }
 
-/// Fills `block` from `input`; `Ok(false)` at end of input before its first byte.
-fn read_block(input: &mut impl Read, block: &mut [u8; BLOCK]) -> Result<bool, Failure> {
-    let mut filled = 0;
-    while filled < BLOCK {
-        match input.read(&mut block[filled..]) {
-            Ok(0) if filled == 0 => return Ok(false),
-            Ok(0) => return Err(truncated()),
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+fn framing_failure(error: FramingError) -> Failure {
+    match error {
+        FramingError::ChecksumUnreadable => refused("a bad checksum field".into()),
+        FramingError::ChecksumMismatch => refused("a header's checksum does not match".into()),
+        FramingError::SizeUnreadable => refused("a bad size field".into()),
+        FramingError::SizeTooLarge => refused("a size too large".into()),
+        FramingError::ExtensionTooLarge { size, .. } => {
+            refused(format!("a long name of {size} bytes"))
+        }
+        FramingError::Truncated => truncated(),
+        other => refused(other.to_string()),
+    }
+}
+
+/// What the archive holds next.
+enum Next {
+    /// An entry's header, its name taken from a long-name entry when there was one.
+    Entry(Entry),
+    /// A marker, with the size of its body.
+    Marker(u64),
+    End,
+}
+
+/// Reads `input` through `framer` up to the next entry, marker or end (the rest of what came
+/// before, bodies and padding included).
+fn next(input: &mut impl Source, framer: &mut Framer) -> Result<Next, Failure> {
+    loop {
+        let available = match input.fill_buf() {
+            Ok(available) => available,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => return Err(reading(&e)),
+        };
+        if available.is_empty() {
+            return Err(truncated());
+        }
+        let fed = framer.feed(available);
+        input.consume(fed.consumed);
+        match fed.event.map_err(framing_failure)? {
+            Event::Entry(entry) => return Ok(Next::Entry(entry)),
+            Event::Marker { size } => return Ok(Next::Marker(size)),
+            Event::End => return Ok(Next::End),
+            _ => {}
         }
     }
-    Ok(true)
 }
 
-/// Reads and drops `count` bytes.
-fn skip(input: &mut impl Read, count: u64) -> Result<(), Failure> {
-    let copied = std::io::copy(&mut Read::by_ref(input).take(count), &mut std::io::sink())
-        .map_err(|e| reading(&e))?;
-    if copied < count {
-        return Err(truncated());
-    }
-    Ok(())
-}
-
-/// The header in `block`, or `None` for an all-zero block (the end of the archive).
-fn header(block: &[u8; BLOCK]) -> Result<Option<Header>, Failure> {
-    if block.iter().all(|&b| b == 0) {
-        return Ok(None);
-    }
-    let stored = number(&block[148..156], "checksum")?;
-    let sum: u64 = block
-        .iter()
-        .enumerate()
-        .map(|(i, &b)| {
-            if (148..156).contains(&i) {
-                u64::from(b' ')
-            } else {
-                u64::from(b)
-            }
-        })
-        .sum();
-    if stored != sum {
-        return Err(refused("a header's checksum does not match".into()));
-    }
-    let field = |range: std::ops::Range<usize>| {
-        let bytes = &block[range];
-        bytes[..bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len())].to_vec()
-    };
-    let mut name = field(0..100);
-    // POSIX ustar (not GNU, whose magic differs) may keep the name's start in the prefix field.
-    if &block[257..263] == b"ustar\0" {
-        let prefix = field(345..500);
-        if !prefix.is_empty() {
-            let mut joined = prefix;
-            joined.push(b'/');
-            joined.extend_from_slice(&name);
-            name = joined;
-        }
-    }
-    let kind = match block[156] {
-        b'0' | 0 => Kind::File,
-        b'5' => Kind::Directory,
-        b'L' => Kind::LongName,
-        b'N' => Kind::Marker,
-        other => {
-            return Err(refused(format!(
-                "{}: entry type {:?} is not imported",
-                String::from_utf8_lossy(&name),
-                char::from(other)
-            )))
-        }
-    };
-    let mtime = number(&block[136..148], "mtime")?;
-    Ok(Some(Header {
-        name,
-        kind,
-        size: number(&block[124..136], "size")?,
-        mode: u32::try_from(number(&block[100..108], "mode")? & 0o7777).unwrap_or(0o644),
-        mtime: i64::try_from(mtime).unwrap_or(i64::MAX),
-    }))
+/// A number field of the last header read, `what` naming it when it is unreadable.
+fn field(value: Option<u64>, what: &str) -> Result<u64, Failure> {
+    value.ok_or_else(|| refused(format!("a bad {what} field")))
 }
 
 /// The components of an entry's name (a directory's trailing `/` dropped); refuses anything
@@ -452,83 +389,61 @@ pub fn import(
     // SAFETY: `umask` only sets this process's file mode creation mask.
     unsafe { libc::umask(0) };
     let mut chain = Chain { open: Vec::new() };
-    let mut block = [0u8; BLOCK];
+    let mut framer = Framer::new(FRAMING);
     let mut buffer = vec![0u8; 256 * 1024];
-    let mut long_name: Option<Vec<u8>> = None;
     let mut marked = false;
     loop {
-        if !read_block(input, &mut block)? {
-            return Err(truncated());
-        }
-        let Some(mut entry) = header(&block)? else {
-            break;
+        let entry = match next(input, &mut framer)? {
+            Next::End => break,
+            Next::Marker(size) => {
+                if marked || size != 0 {
+                    return Err(refused("a marker that does not mark one file".into()));
+                }
+                marked = true;
+                continue;
+            }
+            Next::Entry(entry) => entry,
         };
-        if entry.kind == Kind::Marker {
-            if marked || entry.size != 0 {
-                return Err(refused("a marker that does not mark one file".into()));
+        let directory = match entry.typeflag {
+            b'0' | 0 => false,
+            b'5' => true,
+            other => {
+                return Err(refused(format!(
+                    "{}: entry type {:?} is not imported",
+                    String::from_utf8_lossy(&entry.name),
+                    char::from(other)
+                )))
             }
-            marked = true;
-            continue;
-        }
-        if entry.kind == Kind::LongName {
-            if entry.size > LONG_NAME_MAX {
-                return Err(refused(format!("a long name of {} bytes", entry.size)));
-            }
-            let mut name = Vec::new();
-            Read::by_ref(input)
-                .take(entry.size)
-                .read_to_end(&mut name)
-                .map_err(|e| reading(&e))?;
-            if name.len() as u64 != entry.size {
-                return Err(truncated());
-            }
-            skip(input, padding(entry.size) as u64)?;
-            while name.last() == Some(&0) {
-                name.pop();
-            }
-            long_name = Some(name);
-            continue;
-        }
-        if let Some(name) = long_name.take() {
-            entry.name = name;
-        }
+        };
+        let header = framer.header();
+        let mtime = field(header.mtime(), "mtime")?;
+        let mtime = i64::try_from(mtime).unwrap_or(i64::MAX);
+        let mode = u32::try_from(field(header.mode(), "mode")? & 0o7777).unwrap_or(0o644);
         let parts = components(&entry.name)?;
         let shown = parts.join(&b'/');
         let last = parts[parts.len() - 1];
         let parent = chain.parent(root, &parts, &shown)?;
-        match entry.kind {
-            Kind::Directory if marked => {
-                return Err(refused(format!(
-                    "{}: a marked entry is not a file",
-                    String::from_utf8_lossy(&shown)
-                )))
-            }
-            Kind::Directory => {
-                let fd = make_directory(parent, last, entry.mode, &shown)?;
-                let body = entry
-                    .size
-                    .checked_add(padding(entry.size) as u64)
-                    .ok_or_else(|| {
-                        refused(format!(
-                            "{}: a size too large",
-                            String::from_utf8_lossy(&shown)
-                        ))
-                    })?;
-                skip(input, body)?;
-                chain.open.push((shown, fd, Some(entry.mtime)));
-            }
-            _ if marked => {
-                remove(parent, last, &shown, 0)?;
-                answer(answers, READY, "a marker")?;
-                marked = false;
-            }
-            _ => {
-                let mut file = create_file(parent, last, entry.mode, &shown)?;
-                copy_body(input, &mut file, entry.size, &mut buffer, &shown)?;
-                set_times(&file, entry.mtime, &shown)?;
-                drop(file);
-                skip(input, padding(entry.size) as u64)?;
-            }
+        if directory && marked {
+            return Err(refused(format!(
+                "{}: a marked entry is not a file",
+                String::from_utf8_lossy(&shown)
+            )));
+        } else if directory {
+            // Its body, if it has one, goes by before the next header.
+            let fd = make_directory(parent, last, mode, &shown)?;
+            chain.open.push((shown, fd, Some(mtime)));
+        } else if marked {
+            // Its body is not in the archive: the engine writes it.
+            framer.skip_body();
+            remove(parent, last, &shown, 0)?;
+            answer(answers, READY, "a marker")?;
+            marked = false;
+        } else {
+            let mut file = create_file(parent, last, mode, &shown)?;
+            copy_body(input, &mut file, entry.size, &mut buffer, &shown)?;
+            framer.body_taken(entry.size);
+            set_times(&file, mtime, &shown)?;
+            drop(file);
         }
     }
     if marked {
@@ -553,17 +468,23 @@ fn answer(answers: &mut impl Write, what: &[u8], about: &str) -> Result<(), Fail
 mod tests {
     use super::*;
 
-    #[test]
-    fn numbers_read_octal_and_base_256() {
-        assert!(matches!(number(b"0000644\0", "mode"), Ok(0o644)));
-        assert!(matches!(number(b"   755 \0", "mode"), Ok(0o755)));
-        assert!(matches!(number(b"\0\0\0\0", "size"), Ok(0)));
-        let mut big = [0u8; 12];
-        big[0] = 0x80;
-        big[11] = 1;
-        big[10] = 2;
-        assert!(matches!(number(&big, "size"), Ok(513)));
-        assert!(number(b"0009\0", "size").is_err());
+    use tar_framing::header::{Fields, Format, Header};
+    use tar_framing::{padding, BLOCK};
+
+    /// A header block as the host writes it (GNU, the sandbox user's).
+    fn header(name: &[u8], size: u64, mode: u32, typeflag: u8) -> [u8; BLOCK] {
+        *Header::encode(&Fields {
+            name,
+            link_name: b"",
+            typeflag,
+            size,
+            mode,
+            uid: 65_532,
+            gid: 65_532,
+            mtime: 0,
+            format: Format::Gnu,
+        })
+        .as_bytes()
     }
 
     /// An archive of `entries` (name, typeflag, body), as the host writes it.
@@ -573,24 +494,12 @@ mod tests {
             if name.len() > 100 {
                 let mut long = name.to_vec();
                 long.push(0);
-                out.extend_from_slice(&crate::tar::header(
-                    b"././@LongLink",
-                    long.len() as u64,
-                    0o644,
-                    b'L',
-                    b"",
-                ));
+                out.extend_from_slice(&header(b"././@LongLink", long.len() as u64, 0o644, b'L'));
                 out.extend_from_slice(&long);
                 out.resize(out.len() + padding(long.len() as u64), 0);
             }
             let mode = if *typeflag == b'5' { 0o750 } else { 0o640 };
-            out.extend_from_slice(&crate::tar::header(
-                name,
-                body.len() as u64,
-                mode,
-                *typeflag,
-                b"",
-            ));
+            out.extend_from_slice(&header(name, body.len() as u64, mode, *typeflag));
             out.extend_from_slice(body);
             out.resize(out.len() + padding(body.len() as u64), 0);
         }
@@ -658,12 +567,12 @@ mod tests {
 
     /// The marker entry, as the host writes it before a file whose body the engine writes.
     fn marker() -> Vec<u8> {
-        crate::tar::header(b"", 0, 0o644, b'N', b"").to_vec()
+        tar_framing::write::marker(0).as_bytes().to_vec()
     }
 
     /// A file's header without its body.
     fn bodiless(name: &[u8], size: u64) -> Vec<u8> {
-        crate::tar::header(name, size, 0o640, b'0', b"").to_vec()
+        header(name, size, 0o640, b'0').to_vec()
     }
 
     #[test]
@@ -795,6 +704,71 @@ mod tests {
             matches!(import(&mut bad.as_slice(), &root, &mut Vec::new()), Err(Failure::Refused(m)) if m.contains("checksum"))
         );
         assert!(!dir.join("x").exists() && !dir.join("../x").exists());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+    }
+
+    /// Hands the archive over at most `step` bytes at a time, as a pipe may.
+    struct Trickle<'a> {
+        rest: &'a [u8],
+        step: usize,
+    }
+
+    impl std::io::Read for Trickle<'_> {
+        fn read(&mut self, buffer: &mut [u8]) -> std::io::Result<usize> {
+            let n = buffer.len().min(self.step).min(self.rest.len());
+            buffer[..n].copy_from_slice(&self.rest[..n]);
+            self.rest = &self.rest[n..];
+            Ok(n)
+        }
+    }
+
+    impl std::io::BufRead for Trickle<'_> {
+        fn fill_buf(&mut self) -> std::io::Result<&[u8]> {
+            Ok(&self.rest[..self.step.min(self.rest.len())])
+        }
+
+        fn consume(&mut self, count: usize) {
+            self.rest = &self.rest[count..];
+        }
+    }
+
+    impl Source for Trickle<'_> {}
+
+    #[test]
+    fn an_archive_read_in_small_pieces_extracts_the_same() {
+        let long = format!("d/{}", "n".repeat(150));
+        let body: Vec<u8> = (0..1_000u32).map(|i| i as u8).collect();
+        let input = archive(&[
+            (b"d/", b'5', b""),
+            (long.as_bytes(), b'0', b"long"),
+            (b"d/f", b'0', &body),
+        ]);
+        for step in [1, 7, 511, 513] {
+            let (dir, root) = scratch();
+            let mut answers = Vec::new();
+            let mut trickle = Trickle { rest: &input, step };
+            import(&mut trickle, &root, &mut answers)
+                .unwrap_or_else(|_| panic!("import failed in pieces of {step}"));
+            assert_eq!(answers, DONE);
+            assert!(trickle.rest.is_empty(), "read to its end");
+            assert_eq!(std::fs::read(dir.join(&long)).expect("long"), b"long");
+            assert_eq!(std::fs::read(dir.join("d/f")).expect("f"), body);
+            std::fs::remove_dir_all(&dir).expect("cleanup");
+        }
+    }
+
+    #[test]
+    fn pax_headers_and_long_names_past_their_bound_are_refused() {
+        let (dir, root) = scratch();
+        let pax = archive(&[(b"././@PaxHeader", b'x', b"12 size=600\n")]);
+        assert!(
+            matches!(import(&mut pax.as_slice(), &root, &mut Vec::new()), Err(Failure::Refused(m)) if m.contains("entry type 'x' is not imported"))
+        );
+        let mut long = header(b"././@LongLink", LONG_NAME_MAX + 1, 0o644, b'L').to_vec();
+        long.resize(long.len() + 2 * 4_096 + BLOCK, b'n');
+        assert!(
+            matches!(import(&mut long.as_slice(), &root, &mut Vec::new()), Err(Failure::Refused(m)) if m.contains("a long name of 4097 bytes"))
+        );
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 

@@ -48,7 +48,6 @@ mod interface_addresses;
 mod restore;
 mod splice;
 mod stop_transfers;
-mod tar;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -59,7 +58,8 @@ use std::process::ExitCode;
 use failure::Failure;
 use fs::{last_error, names_in, open_as_owner, os_failure, read_link_at, stat_at, Widened};
 use splice::{Sink, Spliced, SPLICE_MIN};
-use tar::{entry, linked_entry, padding, BLOCK};
+use tar_framing::padding;
+use tar_framing::write::{marker, pax_header, Meta, END, ZEROS};
 
 const ROOT: &str = "/sandbox/workspace";
 /// The request that asks for a tree.
@@ -207,7 +207,37 @@ fn copy_body(
         out.write_all(&buffer[..n]).map_err(io)?;
         left -= n as u64;
     }
-    out.write_all(&[0u8; BLOCK][..padding(size)]).map_err(io)
+    out.write_all(&ZEROS[..padding(size)]).map_err(io)
+}
+
+/// One entry's header (owner 0:0 and time 0: the host takes neither from them), after a PAX
+/// record set when its name, its link target or its size does not fit the header.
+fn linked_entry(
+    out: &mut impl Write,
+    name: &[u8],
+    size: u64,
+    mode: u32,
+    typeflag: u8,
+    link: &[u8],
+) -> std::io::Result<()> {
+    let meta = Meta {
+        typeflag,
+        size,
+        mode,
+        ..Meta::default()
+    };
+    pax_header(out, name, link, &meta)
+}
+
+/// `linked_entry` without a link target.
+fn entry(
+    out: &mut impl Write,
+    name: &[u8],
+    size: u64,
+    mode: u32,
+    typeflag: u8,
+) -> std::io::Result<()> {
+    linked_entry(out, name, size, mode, typeflag, b"")
 }
 
 /// Hard links already written in this tree: (device, inode) → the first name.
@@ -221,9 +251,6 @@ type SeenLinks = std::collections::HashMap<(u64, u64), Vec<u8>>;
 const DEFER_MIN: u64 = 16 * 1_024 * 1_024;
 /// The longest path deferred (the host's workspace paths are at most this long).
 const DEFER_PATH_MAX: usize = 1_024;
-/// The marker entry's name and typeflag.
-const DEFER_NAME: &[u8] = b"././@NativeSandboxDeferred";
-const DEFER_TYPEFLAG: u8 = b'N';
 
 /// One tree walk's state: the hard links seen, the copy buffer, and how an entry's name maps
 /// back to its workspace-relative path (`strip` removed from its front, `prefix` put there).
@@ -252,7 +279,7 @@ fn tree_leaf(
     walk: &mut Walk,
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
-    let mode = u64::from(stat.st_mode & 0o7777);
+    let mode = stat.st_mode & 0o7777;
     match stat.st_mode & libc::S_IFMT {
         libc::S_IFREG => {
             let key = (stat.st_dev, stat.st_ino);
@@ -283,7 +310,7 @@ fn tree_leaf(
                 )));
             }
             use std::os::unix::fs::PermissionsExt;
-            let mode = u64::from(meta.permissions().mode() & 0o7777);
+            let mode = meta.permissions().mode() & 0o7777;
             let path = walk.workspace_path(name);
             // Only a path the host takes as a workspace path is deferred; any other goes inline
             // (and the host refuses it by name as before).
@@ -291,9 +318,10 @@ fn tree_leaf(
                 && path.len() <= DEFER_PATH_MAX
                 && std::str::from_utf8(&path).is_ok()
             {
-                entry(out, DEFER_NAME, path.len() as u64, 0o644, DEFER_TYPEFLAG).map_err(io)?;
+                out.write_all(marker(path.len() as u64).as_bytes())
+                    .map_err(io)?;
                 out.write_all(&path).map_err(io)?;
-                out.write_all(&[0u8; BLOCK][..padding(path.len() as u64)])
+                out.write_all(&ZEROS[..padding(path.len() as u64)])
                     .map_err(io)?;
                 return linked_entry(out, name, meta.len(), mode, b'0', b"").map_err(io);
             }
@@ -346,7 +374,7 @@ fn tree_walk(
                 };
             let mut shown = child_name.clone();
             shown.push(b'/');
-            entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
+            entry(out, &shown, 0, stat.st_mode & 0o7777, b'5').map_err(io)?;
             tree_walk(out, &fd, &child_name, depth + 1, walk)?;
             // Walked: a mode widened to look inside goes back now.
             widened.map(Widened::restore).transpose()?;
@@ -387,16 +415,9 @@ fn tree(
         if unsafe { libc::fstat(root.as_raw_fd(), &mut stat) } < 0 {
             return Err(last_error(ROOT));
         }
-        entry(
-            out,
-            b"workspace/",
-            0,
-            u64::from(stat.st_mode & 0o7777),
-            b'5',
-        )
-        .map_err(io)?;
+        entry(out, b"workspace/", 0, stat.st_mode & 0o7777, b'5').map_err(io)?;
         tree_walk(out, root, b"workspace", 0, &mut walk)?;
-        return out.write_all(&[0u8; 2 * BLOCK]).map_err(io);
+        return out.write_all(&END).map_err(io);
     }
     let (parent, last, mut widened) = match parent_of(root, relative)? {
         Parent::Found(parent, last, widened) => (parent, last, widened),
@@ -420,13 +441,13 @@ fn tree(
         };
         let mut shown = last.to_vec();
         shown.push(b'/');
-        entry(out, &shown, 0, u64::from(stat.st_mode & 0o7777), b'5').map_err(io)?;
+        entry(out, &shown, 0, stat.st_mode & 0o7777, b'5').map_err(io)?;
         tree_walk(out, &fd, last, 0, &mut walk)?;
     } else {
         tree_leaf(out, parent, last, last, &stat, &mut walk)?;
     }
     restore_all(widened)?;
-    out.write_all(&[0u8; 2 * BLOCK]).map_err(io)
+    out.write_all(&END).map_err(io)
 }
 
 /// The pipe size asked for stdin and stdout (the kernel's default limit for an unprivileged
@@ -531,7 +552,7 @@ fn run() -> Result<(), Failure> {
             }
         }
     }
-    out.write_all(&[0u8; 2 * BLOCK]).map_err(io)?;
+    out.write_all(&END).map_err(io)?;
     out.flush().map_err(io)
 }
 

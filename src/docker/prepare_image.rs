@@ -12,6 +12,7 @@ use bollard::body_full;
 use bollard::query_parameters::{BuildImageOptionsBuilder, TagImageOptionsBuilder};
 use bollard::Docker;
 use futures::StreamExt;
+use tar_framing::write::{ustar_entry, Meta, END};
 
 use super::engine::{engine_error, is_not_found};
 use super::layout::{fixed_environment, PATH};
@@ -55,16 +56,15 @@ fn build_context(source_id: &str) -> Result<Vec<u8>, OwnerError> {
     );
     let failed =
         |e: std::io::Error| OwnerError::driver(format!("building the image's build context: {e}"));
-    let mut builder = tar::Builder::new(Vec::new());
-    let mut header = tar::Header::new_ustar();
-    header.set_entry_type(tar::EntryType::Regular);
-    header.set_mode(0o644);
-    header.set_size(dockerfile.len() as u64);
-    header.set_mtime(0);
-    builder
-        .append_data(&mut header, "Dockerfile", dockerfile.as_bytes())
-        .map_err(failed)?;
-    builder.into_inner().map_err(failed)
+    let meta = Meta {
+        typeflag: b'0',
+        mode: 0o644,
+        ..Meta::default()
+    };
+    let mut context = Vec::new();
+    ustar_entry(&mut context, b"Dockerfile", &meta, dockerfile.as_bytes()).map_err(failed)?;
+    context.extend_from_slice(&END);
+    Ok(context)
 }
 
 /// What the engine says of `image`: its ID, environment and labels; `None` when it has none.
@@ -225,5 +225,25 @@ mod tests {
         assert!(text.contains(
             "FROM scratch\nCOPY --from=sha256:abc / /\nENV PATH=/usr/local/bin:/usr/bin:/bin\n"
         ));
+        // One Dockerfile, as a third party's reader reads it.
+        let mut archive = tar::Archive::new(context.as_slice());
+        let entries: Vec<(String, u32, String)> = archive
+            .entries()
+            .expect("entries")
+            .map(|entry| {
+                let mut entry = entry.expect("an entry");
+                let mut body = String::new();
+                std::io::Read::read_to_string(&mut entry, &mut body).expect("its body");
+                (
+                    entry.path().expect("a path").display().to_string(),
+                    entry.header().mode().expect("a mode"),
+                    body,
+                )
+            })
+            .collect();
+        assert_eq!(entries.len(), 1);
+        assert_eq!((entries[0].0.as_str(), entries[0].1), ("Dockerfile", 0o644));
+        assert!(entries[0].2.starts_with("FROM scratch\n"));
+        assert_eq!(context.len() % 512, 0);
     }
 }

@@ -9,6 +9,8 @@ use bollard::body_full;
 use bollard::query_parameters::CreateImageOptionsBuilder;
 use bollard::Docker;
 use futures::StreamExt;
+use tar_framing::write::{ustar_entry, Meta, END};
+use tar_framing::BLOCK;
 
 use super::engine::{engine_error, is_not_found};
 use crate::lifecycle::error::OwnerError;
@@ -118,34 +120,26 @@ pub fn numeric_user(user: &str) -> Result<(u64, u64), OwnerError> {
 fn seed_archive(uid: u64, gid: u64, helper: &GuestHelper) -> Result<Vec<u8>, OwnerError> {
     let failed =
         |e: std::io::Error| OwnerError::driver(format!("building the workspace seed archive: {e}"));
-    let mut builder = tar::Builder::new(Vec::new());
+    let mut archive = Vec::with_capacity(helper.bytes.len() + 8 * BLOCK);
     for (path, owner) in [("sandbox/", (0, 0)), ("sandbox/workspace/", (uid, gid))] {
-        let mut header = tar::Header::new_ustar();
-        header.set_entry_type(tar::EntryType::Directory);
-        header.set_mode(0o755);
-        header.set_uid(owner.0);
-        header.set_gid(owner.1);
-        header.set_size(0);
-        header.set_mtime(0);
-        builder
-            .append_data(&mut header, path, std::io::empty())
-            .map_err(failed)?;
+        let meta = Meta {
+            typeflag: b'5',
+            mode: 0o755,
+            uid: owner.0,
+            gid: owner.1,
+            ..Meta::default()
+        };
+        ustar_entry(&mut archive, path.as_bytes(), &meta, &[]).map_err(failed)?;
     }
-    let mut header = tar::Header::new_ustar();
-    header.set_entry_type(tar::EntryType::Regular);
-    header.set_mode(0o755);
-    header.set_uid(0);
-    header.set_gid(0);
-    header.set_size(helper.bytes.len() as u64);
-    header.set_mtime(0);
-    builder
-        .append_data(
-            &mut header,
-            HELPER_PATH.trim_start_matches('/'),
-            helper.bytes,
-        )
-        .map_err(failed)?;
-    builder.into_inner().map_err(failed)
+    let meta = Meta {
+        typeflag: b'0',
+        mode: 0o755,
+        ..Meta::default()
+    };
+    let name = HELPER_PATH.trim_start_matches('/');
+    ustar_entry(&mut archive, name.as_bytes(), &meta, helper.bytes).map_err(failed)?;
+    archive.extend_from_slice(&END);
+    Ok(archive)
 }
 
 #[cfg(test)]
@@ -157,6 +151,47 @@ mod tests {
         let magic = bytes.get(..4)?;
         let machine = bytes.get(18..20)?;
         (magic == b"\x7fELF").then(|| u16::from_le_bytes([machine[0], machine[1]]))
+    }
+
+    /// The archive the `tar` crate's builder made before the shared framing wrote it: the
+    /// engine imports the very same bytes.
+    #[test]
+    fn the_seed_archive_is_the_one_the_tar_crate_built() {
+        let helper = GuestHelper {
+            platform: "linux/amd64",
+            bytes: b"\x7fELF and some more bytes of a helper",
+        };
+        let (uid, gid) = (65_532, 3_000_000);
+        let mut builder = tar::Builder::new(Vec::new());
+        for (path, owner) in [("sandbox/", (0, 0)), ("sandbox/workspace/", (uid, gid))] {
+            let mut header = tar::Header::new_ustar();
+            header.set_entry_type(tar::EntryType::Directory);
+            header.set_mode(0o755);
+            header.set_uid(owner.0);
+            header.set_gid(owner.1);
+            header.set_size(0);
+            header.set_mtime(0);
+            builder
+                .append_data(&mut header, path, std::io::empty())
+                .expect("appended");
+        }
+        let mut header = tar::Header::new_ustar();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_mode(0o755);
+        header.set_uid(0);
+        header.set_gid(0);
+        header.set_size(helper.bytes.len() as u64);
+        header.set_mtime(0);
+        builder
+            .append_data(
+                &mut header,
+                HELPER_PATH.trim_start_matches('/'),
+                helper.bytes,
+            )
+            .expect("appended");
+        let expected = builder.into_inner().expect("built");
+        let written = seed_archive(uid, gid, &helper).expect("written");
+        assert!(written == expected, "the seed archives differ");
     }
 
     #[test]

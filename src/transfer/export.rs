@@ -461,11 +461,11 @@ fn map_name(target: &Target, name: &str, first: bool) -> Result<Option<String>, 
 pub(crate) mod tests_support {
     use super::*;
     use crate::lifecycle::driver::{ReadyFacts, StartContext};
-    pub use crate::tar_block::padding;
     pub use crate::transfer::options::TransferQuotas;
     pub use crate::transfer::tar_write::{end_of_archive, entry_header, Ownership};
     use futures::future::BoxFuture;
     use futures::StreamExt;
+    pub use tar_framing::padding;
 
     /// A driver whose `open_export_files` answers with `archive` (or cannot, when `None`), and
     /// whose workspace holds nothing for `open_export`.

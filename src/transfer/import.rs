@@ -22,7 +22,7 @@ use crate::lifecycle::driver::{ArchiveUpload, TransferSettings};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::paths::{check, Anchor};
 use crate::policy::request::TransferBuffers;
-use crate::tar_block::padding;
+use tar_framing::padding;
 
 /// Pieces smaller than this (headers, padding, small bodies) are gathered into one piece of about
 /// this size before they go to the engine, so a tree of small files costs few sends.

@@ -1,15 +1,30 @@
-//! Reading an untrusted tar stream from the engine, entry by entry, with bounded memory. Only
-//! regular files and directories pass; links, devices, FIFOs, malformed and truncated archives
-//! fail with the offending name.
+//! Reading an untrusted tar stream from the engine, entry by entry, with bounded memory, framed
+//! by the shared `tar_framing::Framer`. Only regular files and directories pass; links, devices,
+//! FIFOs, malformed and truncated archives fail with the offending name.
 
-use bytes::{Bytes, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 use futures::stream::BoxStream;
 use futures::StreamExt;
-
-use crate::tar_block::{padding, BLOCK};
+use tar_framing::{Error as FramingError, Event, Framer, NameSource, Options, Trailer};
 
 /// Largest GNU long name or PAX header we accept (names are bounded far below it anyway).
 const EXTENDED_HEADER_MAX: u64 = 64 * 1024;
+/// The most read after the end marker (the second zero block, record padding), all zeros.
+const TRAILER_MAX: u64 = 1024 * 1024;
+
+/// How the engine's archives (and the workspace helper's) are framed: checksums checked, PAX
+/// and GNU long names read, global PAX headers skipped; a GNU long link name is an entry like
+/// any other (and refused).
+const FRAMING: Options = Options {
+    checksums: true,
+    pax: true,
+    pax_global: true,
+    gnu_long_names: true,
+    gnu_long_links: false,
+    extended_max: EXTENDED_HEADER_MAX,
+    markers: false,
+    trailer: Trailer::Zeros { max: TRAILER_MAX },
+};
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RawEntry {
@@ -30,15 +45,26 @@ pub enum TarError {
     Transport(String),
 }
 
+impl From<FramingError> for TarError {
+    fn from(error: FramingError) -> Self {
+        TarError::Malformed(error.to_string())
+    }
+}
+
+fn truncated() -> TarError {
+    TarError::Malformed(FramingError::Truncated.to_string())
+}
+
 pub struct TarReader {
     stream: BoxStream<'static, Result<Bytes, String>>,
     buffer: BytesMut,
+    framer: Framer,
     finished: bool,
+    /// Whether the current entry is a file, whose body `read_body` reads (a directory's is
+    /// skipped).
+    file: bool,
     /// Bytes taken from the stream so far: headers, bodies and padding.
     pub consumed: u64,
-    /// Body bytes left in the current entry, then its padding.
-    body_left: u64,
-    pad_left: usize,
 }
 
 impl TarReader {
@@ -46,192 +72,121 @@ impl TarReader {
         Self {
             stream,
             buffer: BytesMut::new(),
+            framer: Framer::new(FRAMING),
             finished: false,
+            file: false,
             consumed: 0,
-            body_left: 0,
-            pad_left: 0,
         }
     }
 
-    /// Ensures at least `n` buffered bytes; false when the stream ended first.
-    async fn fill(&mut self, n: usize) -> Result<bool, TarError> {
-        while self.buffer.len() < n {
-            match self.stream.next().await {
-                Some(Ok(chunk)) => self.buffer.extend_from_slice(&chunk),
-                Some(Err(e)) => return Err(TarError::Transport(e)),
-                None => return Ok(false),
+    /// Buffers the stream's next piece; false when the stream ended.
+    async fn fill(&mut self) -> Result<bool, TarError> {
+        match self.stream.next().await {
+            Some(Ok(chunk)) => {
+                self.buffer.extend_from_slice(&chunk);
+                Ok(true)
+            }
+            Some(Err(e)) => Err(TarError::Transport(e)),
+            None => Ok(false),
+        }
+    }
+
+    /// Frames what is buffered (filling it first when it is empty): the next event.
+    async fn step(&mut self) -> Result<Event, TarError> {
+        while self.buffer.is_empty() {
+            if !self.fill().await? {
+                return Err(truncated());
             }
         }
-        Ok(true)
-    }
-
-    async fn take(&mut self, n: usize) -> Result<Bytes, TarError> {
-        if !self.fill(n).await? {
-            return Err(TarError::Malformed("the archive is truncated".into()));
-        }
-        self.consumed += n as u64;
-        Ok(self.buffer.split_to(n).freeze())
-    }
-
-    async fn skip_rest_of_entry(&mut self) -> Result<(), TarError> {
-        while self.body_left > 0 {
-            let n = self.body_left.min(64 * 1024) as usize;
-            self.take(n).await?;
-            self.body_left -= n as u64;
-        }
-        if self.pad_left > 0 {
-            let n = self.pad_left;
-            self.take(n).await?;
-            self.pad_left = 0;
-        }
-        Ok(())
+        let fed = self.framer.feed(&self.buffer);
+        self.consumed += fed.consumed as u64;
+        self.buffer.advance(fed.consumed);
+        Ok(fed.event?)
     }
 
     /// Reads what follows the end marker (the second zero block, record padding) so the
     /// archive's size is exact; anything but zeros there is malformed.
     async fn drain_trailer(&mut self) -> Result<(), TarError> {
-        const TRAILER_MAX: u64 = 1024 * 1024;
-        let mut trailer = self.buffer.len() as u64;
-        let all_zero = |b: &[u8]| b.iter().all(|&x| x == 0);
-        if !all_zero(&self.buffer) {
-            return Err(TarError::Malformed(
-                "data follows the end of the archive".into(),
-            ));
-        }
-        self.consumed += self.buffer.len() as u64;
+        let fed = self.framer.feed(&self.buffer);
+        fed.event?;
+        self.consumed += fed.consumed as u64;
         self.buffer.clear();
         while let Some(chunk) = self.stream.next().await {
             let chunk = chunk.map_err(TarError::Transport)?;
-            trailer += chunk.len() as u64;
-            if trailer > TRAILER_MAX || !all_zero(&chunk) {
-                return Err(TarError::Malformed(
-                    "data follows the end of the archive".into(),
-                ));
-            }
-            self.consumed += chunk.len() as u64;
+            let fed = self.framer.feed(&chunk);
+            fed.event?;
+            self.consumed += fed.consumed as u64;
         }
         Ok(())
     }
 
     /// The next entry's header, or `None` at the end marker.
     pub async fn next_entry(&mut self) -> Result<Option<RawEntry>, TarError> {
-        self.skip_rest_of_entry().await?;
+        self.file = false;
         if self.finished {
             return Ok(None);
         }
-        let mut long_name: Option<String> = None;
-        let mut pax_size: Option<u64> = None;
-        loop {
-            let block = self.take(BLOCK).await?;
-            if block.iter().all(|&b| b == 0) {
-                self.finished = true;
-                self.drain_trailer().await?;
-                return Ok(None);
-            }
-            let header = tar::Header::from_byte_slice(&block);
-            let stored = header
-                .cksum()
-                .map_err(|_| TarError::Malformed("a header checksum is unreadable".into()))?;
-            let computed: u32 = block
-                .iter()
-                .enumerate()
-                .map(|(i, &b)| {
-                    if (148..156).contains(&i) {
-                        32
-                    } else {
-                        u32::from(b)
-                    }
-                })
-                .sum();
-            if stored != computed {
-                return Err(TarError::Malformed(
-                    "a header checksum does not match".into(),
-                ));
-            }
-            let size = match pax_size.take() {
-                Some(size) => size,
-                None => header
-                    .entry_size()
-                    .map_err(|_| TarError::Malformed("a header size is unreadable".into()))?,
-            };
-            let raw_name = match long_name.take() {
-                Some(name) => name,
-                None => String::from_utf8(header.path_bytes().into_owned())
-                    .map_err(|_| TarError::Malformed("an entry name is not UTF-8".into()))?,
-            };
-            let kind = header.entry_type();
-            if kind.is_gnu_longname()
-                || kind.is_pax_local_extensions()
-                || kind.is_pax_global_extensions()
-            {
-                // Every extended header is buffered whole, so its size is bounded first.
-                if size > EXTENDED_HEADER_MAX {
-                    return Err(TarError::Malformed(format!(
-                        "an extended header of {size} bytes is too large"
-                    )));
+        // The rest of the last entry's body, its padding, and the extended headers before the
+        // next entry go by.
+        let entry = loop {
+            match self.step().await? {
+                Event::Entry(entry) => break entry,
+                Event::End => {
+                    self.finished = true;
+                    self.drain_trailer().await?;
+                    return Ok(None);
                 }
-                let body = self.take(size as usize).await?;
-                let pad = padding(size);
-                self.take(pad).await?;
-                if kind.is_pax_global_extensions() {
-                    // Global defaults (mtime, charset) mean nothing to the workspace.
-                } else if kind.is_gnu_longname() {
-                    let name = body.split(|&b| b == 0).next().unwrap_or_default();
-                    long_name = Some(
-                        String::from_utf8(name.to_vec())
-                            .map_err(|_| TarError::Malformed("a long name is not UTF-8".into()))?,
-                    );
-                } else {
-                    let (path, pax) = parse_pax(&body)?;
-                    if path.is_some() {
-                        long_name = path;
-                    }
-                    pax_size = pax;
-                }
-                continue;
+                _ => {}
             }
-            let name = raw_name.trim_end_matches('/').to_owned();
-            let refused = |what| {
-                Err(TarError::Refused {
-                    name: name.clone(),
-                    what,
-                })
-            };
-            let directory = if kind.is_dir() {
-                true
-            } else if kind.is_file() || kind.is_contiguous() {
-                false
-            } else if kind.is_symlink() {
-                return refused("symbolic link");
-            } else if kind.is_hard_link() {
-                return refused("hard link");
-            } else if kind.is_character_special() || kind.is_block_special() {
-                return refused("device");
-            } else if kind.is_fifo() {
-                return refused("FIFO");
-            } else {
-                return refused("special entry");
-            };
-            let mode = header
-                .mode()
-                .map_err(|_| TarError::Malformed(format!("{name} has an unreadable mode")))?;
-            self.body_left = if directory { 0 } else { size };
-            self.pad_left = if directory { 0 } else { padding(size) };
-            return Ok(Some(RawEntry {
-                name,
-                directory,
-                size: if directory { 0 } else { size },
-                mode,
-            }));
-        }
+        };
+        let raw_name = String::from_utf8(entry.name).map_err(|_| {
+            TarError::Malformed(
+                match entry.name_source {
+                    NameSource::Header => "an entry name is not UTF-8",
+                    NameSource::LongName => "a long name is not UTF-8",
+                    NameSource::Pax => "a PAX path is not UTF-8",
+                }
+                .into(),
+            )
+        })?;
+        let name = raw_name.trim_end_matches('/').to_owned();
+        let refused = |what| {
+            Err(TarError::Refused {
+                name: name.clone(),
+                what,
+            })
+        };
+        let directory = match entry.typeflag {
+            b'5' => true,
+            b'0' | 0 | b'7' => false,
+            b'2' => return refused("symbolic link"),
+            b'1' => return refused("hard link"),
+            b'3' | b'4' => return refused("device"),
+            b'6' => return refused("FIFO"),
+            _ => return refused("special entry"),
+        };
+        let mode = self
+            .framer
+            .header()
+            .mode()
+            .and_then(|mode| u32::try_from(mode).ok())
+            .ok_or_else(|| TarError::Malformed(format!("{name} has an unreadable mode")))?;
+        self.file = !directory;
+        Ok(Some(RawEntry {
+            name,
+            directory,
+            size: if directory { 0 } else { entry.size },
+            mode,
+        }))
     }
 
     /// Up to `max` bytes of the current entry's body; `None` once it is all read.
     pub async fn read_body(&mut self, max: usize) -> Result<Option<Bytes>, TarError> {
-        if self.body_left == 0 {
+        let left = self.framer.body_left();
+        if !self.file || left == 0 {
             return Ok(None);
         }
-        let want = self.body_left.min(max.max(1) as u64) as usize;
+        let want = left.min(max.max(1) as u64) as usize;
         let chunk = loop {
             if !self.buffer.is_empty() {
                 let n = want.min(self.buffer.len());
@@ -248,29 +203,26 @@ impl TarReader {
                     break piece;
                 }
                 Some(Err(e)) => return Err(TarError::Transport(e)),
-                None => return Err(TarError::Malformed("the archive is truncated".into())),
+                None => return Err(truncated()),
             }
         };
+        // Body bytes: the framer counts them.
+        let fed = self.framer.feed(&chunk);
+        fed.event?;
         self.consumed += chunk.len() as u64;
-        self.body_left -= chunk.len() as u64;
-        if self.body_left == 0 && self.pad_left > 0 {
-            let pad = self.pad_left;
-            self.take(pad).await?;
-            self.pad_left = 0;
+        // The body's padding is read at once, so the archive's bytes are counted as they go.
+        while self.framer.body_left() == 0 && !self.framer.at_header() {
+            self.step().await?;
         }
         Ok(Some(chunk))
     }
-}
-
-fn parse_pax(body: &[u8]) -> Result<(Option<String>, Option<u64>), TarError> {
-    let records = crate::pax::parse(body).map_err(TarError::Malformed)?;
-    Ok((records.path, records.size))
 }
 
 #[cfg(test)]
 mod tests {
     use super::super::tar_write::{end_of_archive, entry_header, Ownership};
     use super::*;
+    use tar_framing::{padding, BLOCK};
 
     fn reader(archive: Vec<u8>, piece: usize) -> TarReader {
         let chunks: Vec<Result<Bytes, String>> = archive
@@ -396,5 +348,101 @@ mod tests {
             .expect("ok")
             .expect("entry");
         assert_eq!(entry.name, "d");
+    }
+
+    /// An archive as the workspace helper writes it (`tar_framing::write::pax_header`: ustar,
+    /// PAX records for long names and large sizes).
+    fn helper_archive(entries: &[(&str, u8, &[u8])]) -> Vec<u8> {
+        let mut archive = Vec::new();
+        for (name, typeflag, body) in entries {
+            let meta = tar_framing::write::Meta {
+                typeflag: *typeflag,
+                size: body.len() as u64,
+                mode: 0o755,
+                ..Default::default()
+            };
+            tar_framing::write::pax_header(&mut archive, name.as_bytes(), b"", &meta)
+                .expect("written");
+            archive.extend_from_slice(body);
+            archive.resize(archive.len() + padding(body.len() as u64), 0);
+        }
+        archive.extend(end_of_archive());
+        archive
+    }
+
+    #[tokio::test]
+    async fn pax_paths_name_entries_whatever_the_chunking() {
+        let long = format!("workspace/{}/{}", "d".repeat(90), "f".repeat(90));
+        let body: Vec<u8> = (0..1_500u32).map(|i| (i % 253) as u8).collect();
+        let archive = helper_archive(&[
+            ("workspace/", b'5', b""),
+            (&long, b'0', &body),
+            ("workspace/after", b'0', b"z"),
+        ]);
+        let total = archive.len() as u64;
+        for piece in [1, 100, 512, 4_096] {
+            let mut tar = reader(archive.clone(), piece);
+            let root = tar.next_entry().await.expect("ok").expect("entry");
+            assert_eq!((root.name.as_str(), root.directory), ("workspace", true));
+            let file = tar.next_entry().await.expect("ok").expect("entry");
+            assert_eq!((file.name.as_str(), file.size), (long.as_str(), 1_500));
+            let mut read = Vec::new();
+            while let Some(chunk) = tar.read_body(700).await.expect("body") {
+                read.extend_from_slice(&chunk);
+            }
+            assert_eq!(read, body, "piece {piece}");
+            // The next entry is read without its predecessor's body being read first.
+            let after = tar.next_entry().await.expect("ok").expect("entry");
+            assert_eq!(after.name, "workspace/after");
+            assert_eq!(tar.next_entry().await.expect("ok"), None);
+            assert_eq!(tar.consumed, total, "piece {piece}");
+        }
+    }
+
+    #[tokio::test]
+    async fn only_zeros_may_follow_the_end_and_not_too_many() {
+        let mut archive = entry_header("d", true, 0, 0o755, OWNER, 0);
+        archive.extend(end_of_archive());
+        let mut padded = archive.clone();
+        padded.extend(vec![0u8; 10 * BLOCK]);
+        let mut tar = reader(padded.clone(), 300);
+        tar.next_entry().await.expect("ok").expect("entry");
+        assert_eq!(tar.next_entry().await.expect("ok"), None);
+        assert_eq!(
+            tar.consumed,
+            padded.len() as u64,
+            "the record padding counted"
+        );
+        for trailer in [vec![0u8, 0, 7], vec![0u8; TRAILER_MAX as usize]] {
+            let mut dirty = archive.clone();
+            dirty.extend(trailer);
+            let mut tar = reader(dirty, 4_096);
+            tar.next_entry().await.expect("ok").expect("entry");
+            match tar.next_entry().await {
+                Err(TarError::Malformed(message)) => {
+                    assert_eq!(message, "data follows the end of the archive")
+                }
+                other => panic!("expected a refusal, got {other:?}"),
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_long_link_name_is_an_entry_refused_by_its_name() {
+        let mut long_link = tar::Header::new_gnu();
+        long_link.set_entry_type(tar::EntryType::GNULongLink);
+        if let Some(gnu) = long_link.as_gnu_mut() {
+            gnu.name[..13].copy_from_slice(b"././@LongLink");
+        }
+        long_link.set_size(0);
+        long_link.set_cksum();
+        let mut archive = long_link.as_bytes().to_vec();
+        archive.extend(end_of_archive());
+        match reader(archive, 512).next_entry().await {
+            Err(TarError::Refused { name, what }) => {
+                assert_eq!((name.as_str(), what), ("././@LongLink", "special entry"))
+            }
+            other => panic!("expected a refusal, got {other:?}"),
+        }
     }
 }

@@ -1,26 +1,14 @@
-//! Writing tar headers for streamed entries: ustar names, GNU long names past 100 bytes,
-//! padding and the end marker. Bodies are streamed by the caller between header and padding.
+//! Writing the tar headers of the host's import archives (`tar_framing::write::gnu_header`:
+//! GNU headers, GNU long names past 100 bytes), owned by the sandbox user. Bodies are streamed by
+//! the caller between a header and its padding; the archive ends with `END`.
 
-use tar::{EntryType, Header};
-
-use crate::tar_block::{padding, BLOCK};
+use tar_framing::write::{gnu_header, Meta, END};
 
 /// The sandbox user every imported entry belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Ownership {
     pub uid: u64,
     pub gid: u64,
-}
-
-fn base_header(kind: EntryType, size: u64, mode: u32, owner: Ownership, mtime: u64) -> Header {
-    let mut header = Header::new_gnu();
-    header.set_entry_type(kind);
-    header.set_size(size);
-    header.set_mode(mode);
-    header.set_uid(owner.uid);
-    header.set_gid(owner.gid);
-    header.set_mtime(mtime);
-    header
 }
 
 /// The header block(s) of one entry. Directories get a trailing `/`.
@@ -37,49 +25,26 @@ pub fn entry_header(
     } else {
         path.to_owned()
     };
-    let kind = if directory {
-        EntryType::Directory
-    } else {
-        EntryType::Regular
+    let meta = Meta {
+        typeflag: if directory { b'5' } else { b'0' },
+        size,
+        mode,
+        uid: owner.uid,
+        gid: owner.gid,
+        mtime,
     };
-    let mut out = Vec::with_capacity(1024);
-    let mut header = base_header(kind, size, mode, owner, mtime);
-    let bytes = name.as_bytes();
-    if bytes.len() > 100 {
-        // GNU long name: a pseudo-entry whose body is the full name, then the real header.
-        let mut long = base_header(
-            EntryType::GNULongName,
-            bytes.len() as u64 + 1,
-            0o644,
-            owner,
-            mtime,
-        );
-        if let Some(gnu) = long.as_gnu_mut() {
-            gnu.name[..13].copy_from_slice(b"././@LongLink");
-        }
-        long.set_cksum();
-        out.extend_from_slice(long.as_bytes());
-        out.extend_from_slice(bytes);
-        out.push(0);
-        out.resize(out.len() + padding(bytes.len() as u64 + 1), 0);
-    }
-    if let Some(gnu) = header.as_gnu_mut() {
-        let n = bytes.len().min(100);
-        gnu.name[..n].copy_from_slice(&bytes[..n]);
-    }
-    header.set_cksum();
-    out.extend_from_slice(header.as_bytes());
-    out
+    gnu_header(name.as_bytes(), &meta)
 }
 
 /// Two zero blocks.
 pub fn end_of_archive() -> Vec<u8> {
-    vec![0; 2 * BLOCK]
+    END.to_vec()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tar_framing::padding;
 
     #[test]
     fn the_tar_crate_reads_what_we_write() {
@@ -124,5 +89,68 @@ mod tests {
                 (long.clone(), 0, 65532)
             ]
         );
+    }
+
+    /// The headers as the `tar` crate wrote them before the shared framing wrote them: the
+    /// engine extracts these archives, and gets the very same bytes.
+    #[test]
+    fn the_headers_are_those_the_tar_crate_wrote() {
+        fn tar_crate(kind: tar::EntryType, size: u64, mode: u32, owner: Ownership) -> tar::Header {
+            let mut header = tar::Header::new_gnu();
+            header.set_entry_type(kind);
+            header.set_size(size);
+            header.set_mode(mode);
+            header.set_uid(owner.uid);
+            header.set_gid(owner.gid);
+            header.set_mtime(1_700_000_000);
+            header
+        }
+        for owner in [
+            Ownership { uid: 0, gid: 0 },
+            Ownership {
+                uid: 65_532,
+                gid: 65_532,
+            },
+            Ownership {
+                uid: 3_000_000,
+                gid: 100,
+            },
+        ] {
+            for (path, directory, size) in [
+                ("d", true, 0),
+                ("f.txt", false, 5),
+                ("big", false, 9_000_000_001),
+                ("sub/dir/deep", false, 0),
+            ] {
+                let mode = if directory { 0o755 } else { 0o640 };
+                let kind = if directory {
+                    tar::EntryType::Directory
+                } else {
+                    tar::EntryType::Regular
+                };
+                let mut expected = tar_crate(kind, size, mode, owner);
+                let name = if directory {
+                    format!("{path}/")
+                } else {
+                    path.to_owned()
+                };
+                if let Some(gnu) = expected.as_gnu_mut() {
+                    gnu.name[..name.len()].copy_from_slice(name.as_bytes());
+                }
+                expected.set_cksum();
+                let written = entry_header(path, directory, size, mode, owner, 1_700_000_000);
+                assert_eq!(written, expected.as_bytes(), "{path} {owner:?}");
+            }
+            let long = "l".repeat(130);
+            let mut expected = tar_crate(tar::EntryType::GNULongName, 131, 0o644, owner);
+            if let Some(gnu) = expected.as_gnu_mut() {
+                gnu.name[..13].copy_from_slice(b"././@LongLink");
+            }
+            expected.set_cksum();
+            let written = entry_header(&long, false, 1, 0o644, owner, 1_700_000_000);
+            assert_eq!(&written[..512], expected.as_bytes(), "{owner:?}");
+            assert_eq!(&written[512..643], format!("{long}\0").as_bytes());
+            assert!(written[643..1024].iter().all(|&b| b == 0));
+        }
     }
 }

@@ -12,14 +12,12 @@ use tokio::sync::mpsc;
 
 use bollard::query_parameters::DownloadFromContainerOptionsBuilder;
 use bollard::Docker;
+use tar_framing::{padding, Error as FramingError, Event, Framer as Framing, Options, Trailer};
 
 use crate::docker::engine::with_causes;
 use crate::docker::layout::WORKSPACE;
 use crate::paths::{check, Anchor};
-use crate::tar_block::{padding, size_field, BLOCK};
 
-/// The helper's marker entry.
-const MARKER_TYPEFLAG: u8 = b'N';
 /// The longest workspace-relative path a marker may carry (the helper defers only paths of at
 /// most `PATH_BYTES_MAX`, which `check` holds them to again).
 const MARKER_PATH_MAX: u64 = crate::limits::PATH_BYTES_MAX as u64;
@@ -28,6 +26,34 @@ const PAX_MAX: u64 = 64 * 1_024;
 /// Archive requests wait on the engine as long as the bytes keep flowing; the caller's signal
 /// and deadline bound how long anyone observes them.
 const FETCH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// How the relay frames the helper's archive: PAX sets read (for the size they give the next
+/// header), the markers found; every other entry, GNU long names and global headers included,
+/// passes with its body. Checksums are the export's reader's to check, and what follows the
+/// end is passed on for it to judge.
+const HELPER_FRAMING: Options = Options {
+    checksums: false,
+    pax: true,
+    pax_global: false,
+    gnu_long_names: false,
+    gnu_long_links: false,
+    extended_max: PAX_MAX,
+    markers: true,
+    trailer: Trailer::Any,
+};
+
+/// How the engine's archive of one file is framed: every extended header read and skipped
+/// (the file's own is its only entry).
+const ENGINE_FRAMING: Options = Options {
+    checksums: false,
+    pax: true,
+    pax_global: true,
+    gnu_long_names: true,
+    gnu_long_links: true,
+    extended_max: PAX_MAX,
+    markers: false,
+    trailer: Trailer::Any,
+};
 
 /// What the relay does next with the helper's archive.
 #[derive(Debug, PartialEq, Eq)]
@@ -39,57 +65,22 @@ pub(super) enum Piece {
     Fetch { path: String, size: u64 },
 }
 
-/// The `size` of a PAX record set (read by its records' lengths), if it has one.
-fn pax_size(records: &[u8]) -> Result<Option<u64>, String> {
-    crate::pax::parse(records)
-        .map(|records| records.size)
-        .map_err(|why| format!("a PAX record set: {why}"))
-}
-
-enum State {
-    /// Collecting a header.
-    Header,
-    /// Passing on the rest of an entry's body and padding.
-    Body { left: u64 },
-    /// Keeping the first `size` bytes of an entry's body (then its padding, `left` in all).
-    Kept {
-        what: Kept,
-        kept: BytesMut,
-        size: u64,
-        left: u64,
-    },
-    /// After the first end-of-archive block: everything is passed on. `seen` bytes so far, and
-    /// whether those of the second block were all zeros.
-    Trailer { seen: u64, zeros: bool },
-}
-
-impl State {
-    /// Keeping a body of `size` bytes (bounded by the caller) and its padding.
-    fn kept(what: Kept, size: u64) -> Self {
-        State::Kept {
-            what,
-            kept: BytesMut::new(),
-            size,
-            left: size + padding(size) as u64,
-        }
+/// What a framing error says of the helper's archive.
+fn framing_error(error: FramingError) -> String {
+    match error {
+        FramingError::SizeUnreadable => "a header's size is unreadable".into(),
+        FramingError::SizeTooLarge => "a header's size is too large".into(),
+        FramingError::ExtensionTooLarge { size, .. } => format!("a PAX record set of {size} bytes"),
+        FramingError::Pax(why) => format!("a PAX record set: {why}"),
+        other => other.to_string(),
     }
-}
-
-/// An entry whose body the framer keeps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Kept {
-    /// A PAX record set, passed on as it is.
-    Pax,
-    /// A marker's path, passed on to nobody.
-    Marker,
 }
 
 /// Cuts the helper's archive into pieces, finding its markers.
 pub(super) struct Framer {
-    state: State,
-    header: BytesMut,
-    /// The size the last PAX record set gave the next header.
-    pax_size: Option<u64>,
+    framing: Framing,
+    /// The body of the marker being read (its path), while it is.
+    marker: Option<BytesMut>,
     /// The path of the last marker: the next header's body is deferred.
     deferred: Option<String>,
 }
@@ -97,9 +88,8 @@ pub(super) struct Framer {
 impl Framer {
     pub fn new() -> Self {
         Self {
-            state: State::Header,
-            header: BytesMut::with_capacity(BLOCK),
-            pax_size: None,
+            framing: Framing::new(HELPER_FRAMING),
+            marker: None,
             deferred: None,
         }
     }
@@ -108,135 +98,82 @@ impl Framer {
     /// writes nothing after them (`helper/src/main.rs`). A second block that is not all zeros
     /// never ends it (the export's reader then refuses what follows the end).
     pub fn ended(&self) -> bool {
-        matches!(self.state, State::Trailer { seen, zeros } if zeros && seen >= BLOCK as u64)
+        self.framing.ended()
+    }
+
+    /// The header block just framed, to pass on.
+    fn header(&self) -> Piece {
+        Piece::Bytes(Bytes::copy_from_slice(self.framing.header().as_bytes()))
     }
 
     /// The pieces `bytes` makes, in order.
     pub fn feed(&mut self, mut bytes: Bytes) -> Result<Vec<Piece>, String> {
         let mut pieces = Vec::new();
         while !bytes.is_empty() {
-            match &mut self.state {
-                State::Trailer { seen, zeros } => {
-                    let second = usize::try_from((BLOCK as u64).saturating_sub(*seen))
-                        .unwrap_or(BLOCK)
-                        .min(bytes.len());
-                    *zeros &= bytes[..second].iter().all(|&b| b == 0);
-                    *seen = seen.saturating_add(bytes.len() as u64);
-                    pieces.push(Piece::Bytes(bytes.split_to(bytes.len())));
+            let fed = self.framing.feed(&bytes);
+            let piece = bytes.split_to(fed.consumed);
+            match fed.event.map_err(framing_error)? {
+                Event::Partial => {}
+                Event::Marker { size } => {
+                    // A marker comes right before its file's header (or the PAX set before
+                    // it), once.
+                    if self.deferred.is_some() || self.framing.pending() {
+                        return Err("a deferred body's marker out of place".into());
+                    }
+                    if size > MARKER_PATH_MAX {
+                        return Err(format!("a deferred path of {size} bytes"));
+                    }
+                    self.marker = Some(BytesMut::new());
                 }
-                State::Body { left } => {
-                    let n = bytes
-                        .len()
-                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    pieces.push(Piece::Bytes(bytes.split_to(n)));
-                    *left -= n as u64;
-                    if *left == 0 {
-                        self.state = State::Header;
+                // A marker's path, and its padding, passed on to nobody.
+                Event::Body { .. } if self.marker.is_some() => {
+                    if let Some(kept) = &mut self.marker {
+                        kept.extend_from_slice(&piece);
                     }
                 }
-                State::Kept {
-                    what,
-                    kept,
-                    size,
-                    left,
-                } => {
-                    let n = bytes
-                        .len()
-                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    let piece = bytes.split_to(n);
-                    let wanted = (*size).saturating_sub(kept.len() as u64);
-                    kept.extend_from_slice(&piece[..n.min(wanted as usize)]);
-                    if *what == Kept::Pax {
-                        pieces.push(Piece::Bytes(piece));
-                    }
-                    *left -= n as u64;
-                    if *left == 0 {
-                        match what {
-                            Kept::Pax => self.pax_size = pax_size(kept)?,
-                            Kept::Marker => {
-                                let path = String::from_utf8(kept.to_vec())
-                                    .map_err(|_| "a deferred path is not UTF-8".to_owned())?;
-                                // Only a workspace-relative path is ever read through the engine.
-                                check(&path, Anchor::Relative).map_err(|(_, why)| {
-                                    format!("a deferred path {path:?}: {why}")
-                                })?;
-                                self.deferred = Some(path);
-                            }
+                Event::Padding { .. } if self.marker.is_some() => {}
+                Event::Extension { .. } => pieces.push(self.header()),
+                Event::Entry(entry) => {
+                    pieces.push(self.header());
+                    if let Some(path) = self.deferred.take() {
+                        if entry.typeflag != b'0' && entry.typeflag != 0 {
+                            return Err(format!(
+                                "{path}: a deferred body that is not a regular file's"
+                            ));
                         }
-                        self.state = State::Header;
+                        // The helper wrote the header without its body or padding.
+                        self.framing.skip_body();
+                        let size = entry.size;
+                        pieces.push(Piece::Fetch { path, size });
+                        let pad = padding(size);
+                        if pad > 0 {
+                            pieces.push(Piece::Bytes(Bytes::from(vec![0u8; pad])));
+                        }
                     }
                 }
-                State::Header => {
-                    let n = bytes.len().min(BLOCK - self.header.len());
-                    self.header.extend_from_slice(&bytes.split_to(n));
-                    if self.header.len() == BLOCK {
-                        let header = self.header.split().freeze();
-                        self.header.reserve(BLOCK);
-                        self.take_header(header, &mut pieces)?;
+                Event::End => {
+                    if self.deferred.is_some() || self.marker.is_some() {
+                        return Err("the archive ended after a deferred body's marker".into());
                     }
+                    pieces.push(self.header());
+                }
+                Event::ExtensionBody { .. }
+                | Event::Body { .. }
+                | Event::Padding { .. }
+                | Event::Trailer => pieces.push(Piece::Bytes(piece)),
+            }
+            if self.framing.at_header() {
+                if let Some(kept) = self.marker.take() {
+                    let path = String::from_utf8(kept.to_vec())
+                        .map_err(|_| "a deferred path is not UTF-8".to_owned())?;
+                    // Only a workspace-relative path is ever read through the engine.
+                    check(&path, Anchor::Relative)
+                        .map_err(|(_, why)| format!("a deferred path {path:?}: {why}"))?;
+                    self.deferred = Some(path);
                 }
             }
         }
         Ok(pieces)
-    }
-
-    fn take_header(&mut self, header: Bytes, pieces: &mut Vec<Piece>) -> Result<(), String> {
-        if header.iter().all(|&b| b == 0) {
-            if self.deferred.is_some() {
-                return Err("the archive ended after a deferred body's marker".into());
-            }
-            pieces.push(Piece::Bytes(header));
-            self.state = State::Trailer {
-                seen: 0,
-                zeros: true,
-            };
-            return Ok(());
-        }
-        let size = size_field(&header).ok_or("a header's size is unreadable")?;
-        let typeflag = header[156];
-        if typeflag == MARKER_TYPEFLAG {
-            // A marker comes right before its file's header (or the PAX set before it), once.
-            if self.deferred.is_some() || self.pax_size.is_some() {
-                return Err("a deferred body's marker out of place".into());
-            }
-            if size > MARKER_PATH_MAX {
-                return Err(format!("a deferred path of {size} bytes"));
-            }
-            self.state = State::kept(Kept::Marker, size);
-            return Ok(());
-        }
-        pieces.push(Piece::Bytes(header));
-        if typeflag == b'x' {
-            if size > PAX_MAX {
-                return Err(format!("a PAX record set of {size} bytes"));
-            }
-            self.state = State::kept(Kept::Pax, size);
-            return Ok(());
-        }
-        let size = self.pax_size.take().unwrap_or(size);
-        if let Some(path) = self.deferred.take() {
-            if typeflag != b'0' && typeflag != 0 {
-                return Err(format!(
-                    "{path}: a deferred body that is not a regular file's"
-                ));
-            }
-            pieces.push(Piece::Fetch { path, size });
-            let pad = padding(size);
-            if pad > 0 {
-                pieces.push(Piece::Bytes(Bytes::from(vec![0u8; pad])));
-            }
-            self.state = State::Header;
-            return Ok(());
-        }
-        let left = size
-            .checked_add(padding(size) as u64)
-            .ok_or("a header's size is too large")?;
-        self.state = if left == 0 {
-            State::Header
-        } else {
-            State::Body { left }
-        };
-        Ok(())
     }
 }
 
@@ -244,12 +181,9 @@ impl Framer {
 struct EngineEntry {
     path: String,
     expected: u64,
-    header: BytesMut,
-    pax_size: Option<u64>,
-    /// Skipping an entry before the file's (`left` bytes), keeping a PAX set's first `keep`.
-    skip: Option<(u64, u64, BytesMut)>,
-    /// The file's body still to pass on, once its header was read.
-    body_left: Option<u64>,
+    framing: Framing,
+    /// Whether the file's header was read (its body is what follows).
+    found: bool,
 }
 
 impl EngineEntry {
@@ -257,88 +191,55 @@ impl EngineEntry {
         Self {
             path,
             expected,
-            header: BytesMut::with_capacity(BLOCK),
-            pax_size: None,
-            skip: None,
-            body_left: None,
+            framing: Framing::new(ENGINE_FRAMING),
+            found: false,
         }
     }
 
     fn done(&self) -> bool {
-        self.body_left == Some(0)
+        self.found && self.framing.body_left() == 0
     }
 
     /// The body bytes `bytes` holds, in order.
     fn feed(&mut self, mut bytes: Bytes) -> Result<Vec<Bytes>, String> {
         let mut body = Vec::new();
         while !bytes.is_empty() && !self.done() {
-            if let Some(left) = self.body_left.as_mut() {
-                let n = bytes
-                    .len()
-                    .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                body.push(bytes.split_to(n));
-                *left -= n as u64;
-                continue;
-            }
-            if let Some((left, keep, kept)) = self.skip.as_mut() {
-                let n = bytes
-                    .len()
-                    .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                let piece = bytes.split_to(n);
-                let wanted = (*keep).saturating_sub(kept.len() as u64) as usize;
-                kept.extend_from_slice(&piece[..n.min(wanted)]);
-                *left -= n as u64;
-                if *left == 0 {
-                    if *keep > 0 {
-                        self.pax_size = pax_size(kept)?.or(self.pax_size);
-                    }
-                    self.skip = None;
+            let fed = self.framing.feed(&bytes);
+            let piece = bytes.split_to(fed.consumed);
+            let event = fed.event.map_err(|error| match error {
+                FramingError::SizeUnreadable => {
+                    format!("the engine's archive of {}: an unreadable size", self.path)
                 }
-                continue;
-            }
-            let n = bytes.len().min(BLOCK - self.header.len());
-            self.header.extend_from_slice(&bytes.split_to(n));
-            if self.header.len() < BLOCK {
-                continue;
-            }
-            let header = self.header.split();
-            if header.iter().all(|&b| b == 0) {
-                return Err(format!(
-                    "the engine's archive of {} holds no file",
-                    self.path
-                ));
-            }
-            let size = size_field(&header).ok_or_else(|| {
-                format!("the engine's archive of {}: an unreadable size", self.path)
+                FramingError::SizeTooLarge => {
+                    format!("the engine's archive of {}: a size too large", self.path)
+                }
+                FramingError::Pax(why) => format!("a PAX record set: {why}"),
+                other => format!("the engine's archive of {}: {other}", self.path),
             })?;
-            match header[156] {
-                b'0' | 0 => {
-                    let size = self.pax_size.take().unwrap_or(size);
-                    if size != self.expected {
+            match event {
+                Event::Entry(entry) if matches!(entry.typeflag, b'0' | 0) => {
+                    if entry.size != self.expected {
                         return Err(format!(
-                            "{} changed while it was exported ({} bytes, then {size})",
-                            self.path, self.expected
+                            "{} changed while it was exported ({} bytes, then {})",
+                            self.path, self.expected, entry.size
                         ));
                     }
-                    self.body_left = Some(size);
+                    self.found = true;
                 }
-                b'x' | b'g' | b'L' | b'K' => {
-                    let keep = if header[156] == b'x' {
-                        size.min(PAX_MAX)
-                    } else {
-                        0
-                    };
-                    let left = size.checked_add(padding(size) as u64).ok_or_else(|| {
-                        format!("the engine's archive of {}: a size too large", self.path)
-                    })?;
-                    self.skip = (left > 0).then(|| (left, keep, BytesMut::new()));
-                }
-                _ => {
+                Event::Entry(_) => {
                     return Err(format!(
                         "{} changed while it was exported (no longer a regular file)",
                         self.path
                     ))
                 }
+                Event::End => {
+                    return Err(format!(
+                        "the engine's archive of {} holds no file",
+                        self.path
+                    ))
+                }
+                Event::Body { .. } => body.push(piece),
+                _ => {}
             }
         }
         Ok(body)
@@ -387,7 +288,11 @@ pub(super) async fn fetch_body(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::pax::record;
+    use tar_framing::BLOCK;
+
+    fn record(key: &str, value: &str) -> String {
+        String::from_utf8(tar_framing::pax::record(key, value.as_bytes())).expect("UTF-8")
+    }
 
     fn header(name: &str, size: u64, typeflag: u8) -> Vec<u8> {
         let mut block = vec![0u8; BLOCK];
@@ -592,5 +497,42 @@ mod tests {
             .feed(Bytes::from(header("big.bin", 0, b'2')))
             .expect_err("type");
         assert!(error.contains("no longer a regular file"), "{error}");
+    }
+
+    /// The helper's own writing (`helper/src/main.rs` through `tar_framing::write`): a marker,
+    /// then the deferred file's header after a PAX set for its long name and large size.
+    #[test]
+    fn the_helpers_marker_and_pax_set_as_the_shared_writer_writes_them() {
+        use tar_framing::write::{marker, pax_header, Meta};
+        let path = format!("{}/big.bin", "d".repeat(120));
+        let name = format!("workspace/{path}");
+        let size = 0o77_777_777_777 + 10;
+        let mut archive = marker(path.len() as u64).as_bytes().to_vec();
+        archive.extend(padded(path.as_bytes()));
+        let file_at = archive.len();
+        let meta = Meta {
+            typeflag: b'0',
+            size,
+            mode: 0o644,
+            ..Meta::default()
+        };
+        pax_header(&mut archive, name.as_bytes(), b"", &meta).expect("written");
+        let headers = archive[file_at..].to_vec();
+        archive.extend(vec![0u8; 2 * BLOCK]);
+        for cut in [1, 512, archive.len()] {
+            let mut framer = Framer::new();
+            let mut pieces = Vec::new();
+            for part in archive.chunks(cut) {
+                pieces.extend(framer.feed(Bytes::copy_from_slice(part)).expect("framed"));
+            }
+            assert!(framer.ended());
+            let (bytes, fetches) = flatten(pieces);
+            assert_eq!(fetches, vec![(path.clone(), size)], "cut {cut}");
+            let mut expected = headers.clone();
+            expected.extend(b"<FETCHED>");
+            expected.extend(vec![0u8; padding(size)]);
+            expected.extend(vec![0u8; 2 * BLOCK]);
+            assert!(bytes == expected, "cut {cut}");
+        }
     }
 }

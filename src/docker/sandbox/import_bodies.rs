@@ -12,8 +12,7 @@
 //! A file after a long name too long to keep stays with the helper, which refuses that name.
 
 use bytes::{Bytes, BytesMut};
-
-use crate::tar_block::{padding, size_field, BLOCK};
+use tar_framing::{Event, Framer, Options, Trailer};
 
 /// A regular file this large or larger is written through the engine (as exports read their
 /// large bodies through it).
@@ -21,8 +20,19 @@ pub(super) const ENGINE_BODY_MIN: u64 = 16 * 1_024 * 1_024;
 /// The longest long-name entry body kept for the engine's archive (the host's paths are at most
 /// 1,024 bytes; the helper refuses long names past 4,096).
 const LONG_NAME_KEPT_MAX: u64 = 4_096;
-/// The helper's marker entry: the next file's body comes through the engine.
-const MARKER_TYPEFLAG: u8 = b'N';
+
+/// How the relay frames the host's import archive: GNU long names read (and kept for the
+/// engine), every other entry passed with its body; checksums are the helper's to check.
+const FRAMING: Options = Options {
+    checksums: false,
+    pax: false,
+    pax_global: false,
+    gnu_long_names: true,
+    gnu_long_links: false,
+    extended_max: LONG_NAME_KEPT_MAX,
+    markers: false,
+    trailer: Trailer::Any,
+};
 
 /// What the relay does next with the import archive.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,26 +53,18 @@ pub(super) enum Step {
     EngineEnd,
 }
 
-enum State {
-    /// Collecting a header.
-    Header,
-    /// Passing on `left` bytes of an entry's body and padding to the helper, keeping them too
-    /// when `keep` (a long name).
-    ToHelper { left: u64, keep: bool },
-    /// Passing on `left` bytes of a large file's body and padding to the engine.
-    ToEngine { left: u64 },
-    /// After the first end-of-archive block, or a header it cannot read: everything goes to
-    /// the helper, which reads it and refuses what it does not extract.
-    Trailer,
-}
-
 /// Cuts the host's import archive (`src/transfer/import.rs`: ustar or GNU headers, GNU long
 /// names, directories and regular files) into steps.
 pub(super) struct ImportFramer {
-    state: State,
-    header: BytesMut,
-    /// The last long-name entry, while the next header is still to come.
+    framing: Framer,
+    /// The last long-name entry (its header, body and padding), while the next header is still
+    /// to come.
     long_name: Option<BytesMut>,
+    /// Whether a large file's body and padding are going to the engine.
+    to_engine: bool,
+    /// After the first end-of-archive block, or a header it cannot frame: everything goes to
+    /// the helper, which reads it and refuses what it does not extract.
+    trailer: bool,
     /// The smallest body written through the engine.
     engine_min: u64,
 }
@@ -70,125 +72,99 @@ pub(super) struct ImportFramer {
 impl ImportFramer {
     pub fn new(engine_min: u64) -> Self {
         Self {
-            state: State::Header,
-            header: BytesMut::with_capacity(BLOCK),
+            framing: Framer::new(FRAMING),
             long_name: None,
+            to_engine: false,
+            trailer: false,
             engine_min,
         }
+    }
+
+    /// The header block just framed.
+    fn header(&self) -> Bytes {
+        Bytes::copy_from_slice(self.framing.header().as_bytes())
     }
 
     /// The steps `bytes` makes, in order.
     pub fn feed(&mut self, mut bytes: Bytes) -> Vec<Step> {
         let mut steps = Vec::new();
         while !bytes.is_empty() {
-            match &mut self.state {
-                State::Trailer => steps.push(Step::Helper(bytes.split_to(bytes.len()))),
-                State::ToHelper { left, keep } => {
-                    let piece = bytes.split_to(taken(&bytes, *left));
-                    if *keep {
-                        if let Some(long_name) = &mut self.long_name {
-                            long_name.extend_from_slice(&piece);
-                        }
+            if self.trailer {
+                steps.push(Step::Helper(bytes.split_to(bytes.len())));
+                break;
+            }
+            let fed = self.framing.feed(&bytes);
+            let piece = bytes.split_to(fed.consumed);
+            let Ok(event) = fed.event else {
+                // A header with a size the helper will refuse, or a long name too long to keep
+                // (which the helper refuses): nothing after it goes to the engine. Only header
+                // blocks fail with these options.
+                self.trailer = true;
+                steps.push(Step::Helper(self.header()));
+                continue;
+            };
+            match event {
+                Event::Partial => {}
+                Event::End => {
+                    self.trailer = true;
+                    steps.push(Step::Helper(self.header()));
+                }
+                Event::Extension { size, .. } => {
+                    let header = self.header();
+                    let mut kept = BytesMut::with_capacity(2 * tar_framing::BLOCK + size as usize);
+                    kept.extend_from_slice(&header);
+                    self.long_name = Some(kept);
+                    steps.push(Step::Helper(header));
+                }
+                Event::Entry(entry) => {
+                    let long_name = self.long_name.take().map(BytesMut::freeze);
+                    let header = self.header();
+                    if matches!(entry.typeflag, b'0' | 0) && entry.size >= self.engine_min {
+                        self.to_engine = true;
+                        steps.push(Step::EngineStart {
+                            name: String::from_utf8_lossy(&entry.name).into_owned(),
+                            long_name,
+                            header,
+                        });
+                    } else {
+                        steps.push(Step::Helper(header));
                     }
-                    *left -= piece.len() as u64;
-                    if *left == 0 {
-                        self.state = State::Header;
+                }
+                Event::Body { .. } | Event::Padding { .. } if self.to_engine => {
+                    steps.push(Step::Engine(piece));
+                }
+                Event::ExtensionBody { .. } | Event::Padding { .. } if self.long_name.is_some() => {
+                    if let Some(kept) = &mut self.long_name {
+                        kept.extend_from_slice(&piece);
                     }
                     steps.push(Step::Helper(piece));
                 }
-                State::ToEngine { left } => {
-                    let piece = bytes.split_to(taken(&bytes, *left));
-                    *left -= piece.len() as u64;
-                    steps.push(Step::Engine(piece));
-                    if *left == 0 {
-                        steps.push(Step::EngineEnd);
-                        self.state = State::Header;
-                    }
-                }
-                State::Header => {
-                    let want = BLOCK - self.header.len();
-                    let piece = bytes.split_to(want.min(bytes.len()));
-                    self.header.extend_from_slice(&piece);
-                    if self.header.len() == BLOCK {
-                        let header = self.header.split().freeze();
-                        steps.push(self.header_read(header));
-                    }
-                }
+                Event::ExtensionBody { .. }
+                | Event::Body { .. }
+                | Event::Padding { .. }
+                | Event::Marker { .. }
+                | Event::Trailer => steps.push(Step::Helper(piece)),
+            }
+            if self.to_engine && self.framing.at_header() {
+                self.to_engine = false;
+                steps.push(Step::EngineEnd);
             }
         }
         steps
     }
-
-    /// The step a complete header makes, and the state after it.
-    fn header_read(&mut self, header: Bytes) -> Step {
-        let long_name = self.long_name.take();
-        let typeflag = header[156];
-        let framed = size_field(&header)
-            .and_then(|size| Some((size, size.checked_add(padding(size) as u64)?)));
-        let Some((size, left)) = framed.filter(|_| header.iter().any(|&b| b != 0)) else {
-            // The end of the archive, or a size the helper will refuse.
-            self.state = State::Trailer;
-            return Step::Helper(header);
-        };
-        if matches!(typeflag, b'0' | 0) && size >= self.engine_min {
-            self.state = State::ToEngine { left };
-            let long_name = long_name.map(BytesMut::freeze);
-            return Step::EngineStart {
-                name: entry_name(long_name.as_deref(), &header),
-                long_name,
-                header,
-            };
-        }
-        if typeflag == b'L' && size > LONG_NAME_KEPT_MAX {
-            // The helper refuses a long name this long: nothing after it goes to the engine.
-            self.state = State::Trailer;
-            return Step::Helper(header);
-        }
-        let keep = typeflag == b'L';
-        if keep {
-            let mut kept = BytesMut::with_capacity(BLOCK + left as usize);
-            kept.extend_from_slice(&header);
-            self.long_name = Some(kept);
-        }
-        self.state = if left == 0 {
-            State::Header
-        } else {
-            State::ToHelper { left, keep }
-        };
-        Step::Helper(header)
-    }
 }
 
-/// How many of `bytes` an entry with `left` bytes to go takes.
-fn taken(bytes: &Bytes, left: u64) -> usize {
-    bytes.len().min(usize::try_from(left).unwrap_or(usize::MAX))
-}
-
-/// The entry's name for messages: its long name when it has one, else the header's.
-fn entry_name(long_name: Option<&[u8]>, header: &[u8]) -> String {
-    let name = match long_name {
-        Some(entry) if entry.len() > BLOCK => &entry[BLOCK..],
-        _ => &header[..100],
-    };
-    let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
-    String::from_utf8_lossy(&name[..end]).into_owned()
-}
-
-/// The marker the helper reads before a file whose body comes through the engine: a ustar
-/// header of typeflag `N`, without a name or a body.
+/// The marker the helper reads before a file whose body comes through the engine: the shared
+/// marker entry, without a body.
 pub(super) fn marker() -> Bytes {
-    let mut header = tar::Header::new_ustar();
-    header.set_entry_type(tar::EntryType::new(MARKER_TYPEFLAG));
-    header.set_size(0);
-    header.set_mode(0o644);
-    header.set_cksum();
-    Bytes::copy_from_slice(header.as_bytes())
+    Bytes::copy_from_slice(tar_framing::write::marker(0).as_bytes())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::transfer::tar_write::{end_of_archive, entry_header, Ownership};
+    use tar_framing::{padding, BLOCK};
 
     const OWNER: Ownership = Ownership {
         uid: 65_532,
@@ -366,7 +342,7 @@ mod tests {
         let mut reader = tar::Archive::new(archive.as_slice());
         let mut entries = reader.entries().expect("entries");
         let entry = entries.next().expect("one entry").expect("a valid header");
-        assert_eq!(entry.header().entry_type().as_byte(), MARKER_TYPEFLAG);
+        assert_eq!(entry.header().entry_type().as_byte(), tar_framing::MARKER);
         assert_eq!(entry.header().size().ok(), Some(0));
         assert!(entries.next().is_none());
     }
