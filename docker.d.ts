@@ -38,9 +38,14 @@ export interface DockerSandboxBackendOptions {
    * Default `true`: a reaper (a host process of this package, one per controller process, in a
    * process group of its own) removes this backend's `in_process` sandboxes when the controller
    * dies without destroying them (SIGKILL, a Ctrl-C it had no handler for, an exit that skipped
-   * `destroy`), within 10 s, by ID and proof; it starts with the first such sandbox. Persisted
-   * sandboxes are never reaped. `false` runs none; so does the environment variable
-   * `NATIVE_SANDBOX_REAPER=0` (or `false`, `off`) for a backend that does not set this option.
+   * `destroy`), by ID and proof: within seconds on a healthy engine, for as long as the engine
+   * answers one of its calls at least every 30 s, and at most 120 s; what it left is written to
+   * the controller's stderr. It starts with the first such sandbox. Persisted sandboxes are never
+   * reaped. `false` runs none; so does the environment variable `NATIVE_SANDBOX_REAPER=0` (or
+   * `false`, `off`) for a backend that does not set this option. Where `process.execPath` cannot
+   * run the reaper (a single-executable application, a bundle), `in_process` starts fail with a
+   * `SandboxStartError` caused by a `SandboxUnsupportedError`: use a `persisted` recovery policy
+   * or `false`.
    */
   readonly reaper?: boolean;
   /**

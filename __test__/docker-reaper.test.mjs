@@ -2,13 +2,16 @@
 // handler, sent to its process group as a terminal's Ctrl-C is, or SIGKILL) leaves nothing on
 // the engine within 10 s: with a process running, in the middle of an import, or idle. Two live
 // controllers never reap each other's sandboxes, persisted sandboxes are never reaped, and
-// `reaper: false` runs none.
+// `reaper: false` runs none. A slow engine is waited for as long as it answers; a hung one is left
+// after 30 s, and what was left is written to the controller's stderr. A process that was itself
+// started as a reaper (an application that ran instead of the reaper's script) starts none.
 import assert from 'node:assert/strict';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
 import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+import { startEngineFront } from './engine-front.mjs';
 
 const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
 
@@ -73,7 +76,16 @@ function controller(namespace, mode, { count = 1, persisted = false, backendOpti
     });
     child.once('exit', (code, signal) => reject(new Error(`controller ended early (${code ?? signal}): ${stderr}`)));
   });
-  return { child, ready: within(ready, 60_000, 'the controller is ready'), stderr: () => stderr, stderrEnded: within(ended, 60_000, "the controller's stderr (held by its reaper) ends") };
+  return {
+    child,
+    ready: within(ready, 60_000, 'the controller is ready'),
+    stderr: () => stderr,
+    // Bounded from when it is awaited (once the controller ended): the reaper holds the pipe
+    // until it exits, after its removals (at most 30 s without an answer from the engine).
+    get stderrEnded() {
+      return within(ended, 60_000, "the controller's stderr (held by its reaper) ends");
+    },
+  };
 }
 
 /** `promise`, or a failure naming `what` after `ms` (no wait in these tests is unbounded). */
@@ -284,4 +296,97 @@ test('a reaper killed while its controller lives is replaced and told every sand
   assert.notEqual(running_, '', 'the process still runs');
   await end(running, 'SIGKILL');
   assert.deepEqual(await emptiedWithin(namespace, 10_000), NOTHING, 'the new reaper removed it');
+});
+
+test('a slow engine is waited for past the 8 s the reaper once allowed: nothing is left', async () => {
+  const namespace = uniqueNamespace('reap-slow');
+  const front = await startEngineFront();
+  const running = controller(namespace, 'process', { backendOptions: { engine: { socketPath: front.path } }, env: { NODE_DEBUG: 'native-sandbox' } });
+  try {
+    const [id] = await running.ready;
+    // Each request of the reaper's (its own connections, made after this) reaches the engine
+    // 2.5 s late: about 6 requests for the sandbox, 15 s in all, each answered well within 30 s.
+    front.delay(2_500);
+    const ended = Date.now();
+    await end(running, 'SIGKILL');
+    await running.stderrEnded; // the reaper exited
+    const took = Date.now() - ended;
+    assert.deepEqual(leftovers(namespace), NOTHING, running.stderr());
+    assert.ok(took > 8_000, `the reaper took ${took} ms: the engine was not slow enough to test the bound`);
+    assert.match(running.stderr(), new RegExp(`reaper removed ${id} in \\d+ ms`));
+    assert.doesNotMatch(running.stderr(), /native-sandbox reaper: (left|stopped)/);
+  } finally {
+    if (running.child.exitCode === null && running.child.signalCode === null) running.child.kill('SIGKILL');
+    front.close();
+    removeByLabel(namespace);
+  }
+});
+
+test("a hung engine is left after 30 s without an answer, and what was left is written to the controller's stderr", async () => {
+  const namespace = uniqueNamespace('reap-hung');
+  const front = await startEngineFront();
+  // No NODE_DEBUG: the account of what was left is written whatever the debug setting.
+  const running = controller(namespace, 'process', { backendOptions: { engine: { socketPath: front.path } } });
+  try {
+    const [id] = await running.ready;
+    front.hang();
+    const ended = Date.now();
+    await end(running, 'SIGKILL');
+    await running.stderrEnded; // the reaper exited
+    const took = Date.now() - ended;
+    assert.ok(took >= 30_000 && took < 60_000, `the reaper exited after ${took} ms`);
+    const stderr = running.stderr();
+    assert.match(stderr, /^native-sandbox reaper: stopped after 3\d\.\d s: engine \d+ answered none of its calls for 30 s$/m, stderr);
+    const left = leftovers(namespace);
+    assert.ok(left.containers.length >= 1 && left.volumes.length === 1, JSON.stringify(left));
+    for (const [role, kind] of [['compute', 'container'], ['export', 'container'], ['storage', 'volume']]) {
+      assert.match(stderr, new RegExp(`^native-sandbox reaper: left ${id} ${role} ${kind} \\S+ \\(`, 'm'), stderr);
+    }
+    // Every container left is named by its engine ID (a prefix of it is what the CLI lists).
+    for (const container of left.containers) assert.match(stderr, new RegExp(`container ${container}`), stderr);
+  } finally {
+    if (running.child.exitCode === null && running.child.signalCode === null) running.child.kill('SIGKILL');
+    front.close();
+    removeByLabel(namespace);
+  }
+});
+
+test('a process started as a reaper starts none: its in_process starts fail with SandboxUnsupportedError, its persisted ones run', () => {
+  const namespace = uniqueNamespace('reap-marked');
+  const source = `
+    import { dockerBackend, request } from ${JSON.stringify(helpers)};
+    const backend = dockerBackend(${JSON.stringify(namespace)});
+    const seen = [];
+    for (let i = 0; i < 2; i++) {
+      const reservation = backend.reserve(request(), { kind: 'in_process' });
+      const error = await reservation.start().then(() => undefined, (e) => e);
+      seen.push({ name: error?.name, cause: error?.cause?.name, message: error?.cause?.message });
+      await reservation.destroy();
+    }
+    const kept = await backend.reserve(request(), { kind: 'persisted', persist: async () => {} }).start();
+    await kept.destroy();
+    console.log(JSON.stringify(seen));
+  `;
+  const ran = spawnSync(process.execPath, ['--input-type=module', '-e', source], {
+    cwd: fileURLToPath(new URL('..', import.meta.url)),
+    encoding: 'utf8',
+    timeout: 60_000,
+    env: { ...process.env, NATIVE_SANDBOX_REAPER_PROCESS: '1', NODE_DEBUG: 'native-sandbox' },
+  });
+  try {
+    assert.equal(ran.status, 0, ran.stderr);
+    const seen = JSON.parse(ran.stdout.trim().split('\n').at(-1));
+    assert.equal(seen.length, 2);
+    for (const { name, cause, message } of seen) {
+      assert.equal(name, 'SandboxStartError');
+      assert.equal(cause, 'SandboxUnsupportedError');
+      assert.match(message, /started as another process's reaper/);
+      assert.match(message, /recovery \{ kind: 'persisted' \}/);
+      assert.match(message, /reaper: false/);
+    }
+    assert.doesNotMatch(ran.stderr, /reaper started/, 'nothing was spawned');
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  } finally {
+    removeByLabel(namespace);
+  }
 });

@@ -1,5 +1,4 @@
 // createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
-import { fileURLToPath } from 'node:url';
 import { errorFromDescriptor, SandboxOperationError, SandboxValidationError, withSignalReason } from './errors.js';
 import { settle } from './driver-port.js';
 import { traced } from './debug.js';
@@ -9,13 +8,17 @@ import { onAbort, parseOperationOptions } from './options.js';
 import { nativeTransfersOf, persistPort, recoveredFace, reservationFace } from './owner.js';
 import { admitReservation } from './backend.js';
 import { parseSandboxRecoveryRecord } from './parsers.js';
+import { reaperRuntimeProblem, thisRuntime } from './reaper-runtime.js';
 
 const layout = native.dockerGuestLayout();
 /**
  * How this process's reaper runs (src/docker/reaper/): this Node.js with the package's script.
- * The native side starts it at the first in_process sandbox's first checkpoint.
+ * The native side starts it at the first in_process sandbox's first checkpoint; where it cannot
+ * run (`reaperUnavailable`, why), that start and every later in_process start fail, naming it.
  */
-const reaperCommand = [process.execPath, fileURLToPath(new URL('./reaper-main.js', import.meta.url))];
+const runtime = thisRuntime();
+const reaperCommand = [process.execPath, runtime.script ?? ''];
+const reaperUnavailable = reaperRuntimeProblem(runtime);
 /** Ids of reconciliations in flight, so a signal can end exactly its own. */
 let nextReconciliation = 0;
 /** The native recovered owner behind each reconciled owner face (the agentproto provider's). */
@@ -43,7 +46,7 @@ export function createDockerSandboxBackend(options) {
   settle(native.parseDockerOptions(options), noOwner, errorFromDescriptor);
   let backend;
   try {
-    backend = new native.NativeDockerBackend(options, reaperCommand);
+    backend = new native.NativeDockerBackend(options, reaperCommand, reaperUnavailable ?? null);
   } catch (cause) {
     throw new SandboxOperationError('driver_failure', `native-sandbox/docker: ${cause.message}`, { cause });
   }

@@ -4,8 +4,9 @@
 # original's floor); on Node.js 24 (maintenance LTS) and Node.js 20 (past its end of life in
 # April 2026, still the floor of `engines`), the contract suites (parsers, errors, the original's
 # messages, the lifecycle, JavaScript drivers and their conformance), the platform loader (entry
-# points, the addon under each runtime's environment, the runtime check) and the Docker smoke
-# suites (the conformance suite on the engine, the /node helpers, the engine-wide census).
+# points, the addon under each runtime's environment, the runtime check, the reaper's runtime
+# check) and the Docker smoke suites (the conformance suite on the engine, the /node helpers, the
+# engine-wide census).
 # Expects `npm test`'s build (the release addon) or makes it.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -38,6 +39,7 @@ SMOKE=(
   __test__/entrypoints.test.mjs
   __test__/runtime-env.test.mjs
   __test__/node-version.test.mjs
+  __test__/reaper-runtime.test.mjs
   __test__/conformance-docker.test.mjs
   __test__/docker-node.test.mjs
   __test__/zz-leftovers.test.mjs

@@ -13,6 +13,7 @@ use crate::docker::backend::{DockerBackend, Reconciled};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
 use crate::docker::options::{parse_docker_options, parse_prepare_options};
 use crate::docker::prepare_image::prepare_image;
+use crate::docker::reaper::link::ReaperCommand;
 use crate::input::{ToValue, Value};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::Persist;
@@ -77,8 +78,18 @@ pub struct NativeDockerBackend {
 #[napi]
 impl NativeDockerBackend {
     /// Connects; never waits on the engine (an image reference resolves in the background).
+    /// `reaper` is the command that runs this process's reaper; `reaper_unavailable`, when set,
+    /// why this process cannot run one (`js/reaper-runtime.js`): its `in_process` starts fail.
     #[napi(constructor)]
-    pub fn new(options: Captured, reaper: Vec<String>) -> Result<Self> {
+    pub fn new(
+        options: Captured,
+        reaper: Vec<String>,
+        reaper_unavailable: Option<String>,
+    ) -> Result<Self> {
+        let reaper = match reaper_unavailable {
+            Some(why) => ReaperCommand::Unavailable(why),
+            None => ReaperCommand::Run(reaper),
+        };
         let options = parse_docker_options(&options.0).map_err(|issues| {
             let detail: Vec<String> = issues.iter().map(ToString::to_string).collect();
             napi::Error::new(Status::InvalidArg, detail.join("; "))

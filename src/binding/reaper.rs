@@ -1,5 +1,6 @@
 //! `runReaper()`: the reaper process's one call (`js/reaper-main.js`). Its stdin is the pipe
-//! from its controller, its stdout the pipe the controller watches.
+//! from its controller, its stdout the pipe the controller watches, its stderr the controller's
+//! (`link::spawn`): what it left on the engine is written there.
 
 use std::os::fd::AsFd;
 
@@ -8,11 +9,13 @@ use napi_derive::napi;
 use tokio::net::unix::pipe;
 
 use super::js_value::JsData;
-use crate::docker::reaper::serve::serve;
+use crate::docker::reaper::serve::{report, serve};
 use crate::input::Value;
 
 /// Says `ready`, reads the controller's messages until its link ends, then removes what is
-/// still registered. Resolves `{ removed: string[], failed: { sandboxId, reason }[] }`.
+/// still registered, within the bounds of `serve.rs`, and writes to stderr one line per object
+/// it left (nothing when it left nothing). Resolves
+/// `{ removed: string[], failed: { sandboxId, reason }[] }`.
 #[napi(js_name = "runReaper")]
 pub async fn run_reaper() -> Result<JsData> {
     let pipe_of = |fd: std::os::fd::BorrowedFd<'_>| {
@@ -26,6 +29,13 @@ pub async fn run_reaper() -> Result<JsData> {
     let reaped = serve(input, out)
         .await
         .map_err(|e| Error::from_reason(format!("the reaper's link: {e}")))?;
+    let lines = report(&reaped);
+    if !lines.is_empty() {
+        use std::io::Write;
+        let text = lines.join("\n") + "\n";
+        // A failed write is dropped: the exit status still says something was left.
+        let _ = std::io::stderr().lock().write_all(text.as_bytes());
+    }
     Ok(JsData(Value::object([
         (
             "removed",

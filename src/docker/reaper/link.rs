@@ -15,7 +15,15 @@
 //!   `WRITE_BOUND`; a reaper that does not take one is killed and waited for.
 //! - The reaper runs in a process group of its own (a terminal's Ctrl-C, SIGINT to the
 //!   foreground group, never reaches it), with none of this process's descriptors but its three
-//!   standard ones, and without `NODE_OPTIONS` (no preload of the controller's runs in it).
+//!   standard ones (its stderr is this process's), and without `NODE_OPTIONS` (no preload of the
+//!   controller's runs in it).
+//! - No reaper is started where none can run, and none is started in a loop: a process whose
+//!   `process.execPath` cannot run the reaper's script (`ReaperCommand::Unavailable`, found by
+//!   `js/reaper-runtime.js`), or that was itself started as a reaper (`REAPER_PROCESS_ENV`: a
+//!   bundled application's executable ran the application instead of the script), fails every
+//!   registration at once, naming why, and never spawns; after `START_FAILURES_MAX` reapers in a
+//!   row that never said they run, the link gives up for the life of the process, and every
+//!   later registration fails at once with the last reason.
 
 use std::collections::BTreeMap;
 use std::process::{Child, Command, Stdio};
@@ -42,14 +50,43 @@ pub const WRITE_BOUND: Duration = Duration::from_secs(10);
 const RESTART_DELAY: Duration = Duration::from_secs(1);
 const RESTART_DELAY_MAX: Duration = Duration::from_secs(60);
 
+/// Reapers in a row that never said they run (could not be spawned, exited first, or said
+/// nothing within `WRITE_BOUND`) before the link gives up for the life of the process.
+pub const START_FAILURES_MAX: u32 = 3;
+
+/// Set in every reaper's environment: a process that has it was started as a reaper, so if it
+/// registers a sandbox, `process.execPath` ran an application instead of the reaper's script
+/// (a bundled or single-executable application the runtime check did not recognise); its own
+/// reaper would be the application again.
+pub const REAPER_PROCESS_ENV: &str = "NATIVE_SANDBOX_REAPER_PROCESS";
+
 /// What a reaper writes once it runs (`src/docker/reaper/serve.rs`), on a line of its own.
 pub const READY: &[u8] = b"ready";
 /// Other output a reaper's stdout may carry before `READY` (a runtime's banner) is skipped, up to
 /// this much.
 const READY_SEARCH_BYTES: usize = 64 * 1024;
 
-/// The command that runs a reaper: the Node.js executable and the package's reaper script.
-pub type ReaperCommand = Vec<String>;
+/// How this process runs its reaper.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReaperCommand {
+    /// The Node.js executable and the package's reaper script.
+    Run(Vec<String>),
+    /// Why this process cannot run one (`js/reaper-runtime.js`).
+    Unavailable(String),
+}
+
+impl ReaperCommand {
+    /// `self`, unless this process was started as a reaper (`marker` is its
+    /// `REAPER_PROCESS_ENV`): then it can run none.
+    pub fn in_process_marked(self, marker: Option<&std::ffi::OsStr>) -> Self {
+        match marker {
+            Some(_) => ReaperCommand::Unavailable(format!(
+                "this process was started as another process's reaper ({REAPER_PROCESS_ENV} is set), so process.execPath runs this application, not the reaper's script"
+            )),
+            None => self,
+        }
+    }
+}
 
 pub struct ReaperLink {
     command: ReaperCommand,
@@ -68,6 +105,11 @@ struct LinkState {
     /// Which writer `writer` is (each new writer takes the next): a writer dropped late with
     /// an earlier runtime never clears what a later one holds.
     generation: u64,
+    /// Reapers in a row that never said they run (across writers: a writer that ends with
+    /// nothing registered does not clear it).
+    failed_starts: u32,
+    /// Set once `failed_starts` reached `START_FAILURES_MAX`: why every registration fails.
+    given_up: Option<String>,
 }
 
 struct Outgoing {
@@ -87,12 +129,16 @@ pub struct ReaperEntry {
 pub fn shared(command: ReaperCommand) -> Arc<ReaperLink> {
     static LINK: OnceLock<Arc<ReaperLink>> = OnceLock::new();
     Arc::clone(LINK.get_or_init(|| {
+        let marker = std::env::var_os(REAPER_PROCESS_ENV);
         Arc::new(ReaperLink {
-            command,
+            command: command.in_process_marked(marker.as_deref()),
             state: Mutex::new(LinkState::default()),
         })
     }))
 }
+
+/// What an `in_process` sandbox can do instead of a reaper, said with every refusal.
+const REMEDY: &str = "use recovery { kind: 'persisted' } (and reconcile after a crash), or set reaper: false in the backend options (and pass withSandbox a signal that Ctrl-C aborts)";
 
 impl ReaperLink {
     fn state(&self) -> std::sync::MutexGuard<'_, LinkState> {
@@ -174,7 +220,14 @@ impl ReaperLink {
 impl ReaperEntry {
     /// Tells the reaper `record` (before the effect it announces) and waits until it is in the
     /// pipe of a running reaper, within `WRITE_BOUND`.
+    /// Where no reaper can run, or the link gave up, it fails at once (nothing spawned, nothing
+    /// registered).
     pub async fn register(&self, record: &SandboxRecoveryRecord) -> Result<(), OwnerError> {
+        if let ReaperCommand::Unavailable(why) = &self.link.command {
+            return Err(OwnerError::Unsupported(format!(
+                "in_process sandboxes need a reaper, and this process cannot start one: {why}; {REMEDY}"
+            )));
+        }
         let line = encode(&Message::Sandbox {
             engine: self.engine,
             record: record.clone(),
@@ -183,6 +236,11 @@ impl ReaperEntry {
         let (written, acknowledged) = oneshot::channel();
         {
             let mut state = self.link.state();
+            if let Some(why) = &state.given_up {
+                return Err(OwnerError::driver(format!(
+                    "in_process sandboxes need a reaper, and this process gave up starting one: {why}; {REMEDY}"
+                )));
+            }
             state.live.insert(record.sandbox_id.clone(), line.clone());
             let writer = self.link.writer(&mut state);
             // A writer that ended between `writer()` and here replays `live` to its successor,
@@ -256,7 +314,7 @@ impl Drop for DroppedWithRuntime {
 
 /// Starts a reaper and writes to it while the link has something to say; a reaper that dies (or
 /// cannot start) while sandboxes are registered is replaced after a growing delay, and told
-/// everything again.
+/// everything again, until `START_FAILURES_MAX` in a row never said they run.
 async fn run_writer(
     link: Weak<ReaperLink>,
     mut receiver: mpsc::UnboundedReceiver<Outgoing>,
@@ -269,23 +327,42 @@ async fn run_writer(
     };
     let mut delay = RESTART_DELAY;
     loop {
-        let Some(command) = link.upgrade().map(|l| l.command.clone()) else {
-            guard.armed = false;
-            return;
-        };
-        match start(command).await {
-            Ok(reaper) => {
-                let served = serve(reaper, &link, &mut receiver).await;
-                // Only a reaper that ran a while earns its successor the first delay again (one
-                // that dies soon after saying it runs is not restarted every second).
-                if served.ran_for >= RESTART_DELAY_MAX {
-                    delay = RESTART_DELAY;
-                }
+        let command = match link.upgrade().map(|l| l.command.clone()) {
+            Some(ReaperCommand::Run(command)) => command,
+            // `register` fails before it starts a writer where no reaper can run.
+            Some(ReaperCommand::Unavailable(why)) => {
+                fail_queued(&mut receiver, &why);
+                guard.armed = false;
+                return;
             }
+            None => {
+                guard.armed = false;
+                return;
+            }
+        };
+        let failed = match start(command).await {
+            Ok(reaper) => match serve(reaper, &link, &mut receiver).await {
+                Served::Ran(ran_for) => {
+                    // Only a reaper that ran a while earns its successor the first delay again
+                    // (one that dies soon after saying it runs is not restarted every second).
+                    if ran_for >= RESTART_DELAY_MAX {
+                        delay = RESTART_DELAY;
+                    }
+                    None
+                }
+                Served::NeverRan(why) => Some(why),
+            },
             Err(why) => {
                 crate::debug::line(&format!("reaper could not start: {why}"));
                 fail_queued(&mut receiver, &why);
+                Some(why)
             }
+        };
+        if let Some(given_up) = link.upgrade().and_then(|l| l.count_start(failed)) {
+            crate::debug::line("reaper given up");
+            fail_queued(&mut receiver, &given_up);
+            guard.armed = false;
+            return;
         }
         if !still_needed(&link) {
             guard.armed = false;
@@ -323,6 +400,30 @@ async fn run_writer(
     }
 }
 
+impl ReaperLink {
+    /// Counts a reaper that never said it runs (`failed`, why) or resets the count (`None`: it
+    /// ran). At `START_FAILURES_MAX` in a row, the link gives up: the writer is let go, and the
+    /// reason returned (and kept for every later registration).
+    fn count_start(&self, failed: Option<String>) -> Option<String> {
+        let mut state = self.state();
+        let Some(why) = failed else {
+            state.failed_starts = 0;
+            return None;
+        };
+        state.failed_starts += 1;
+        if state.failed_starts < START_FAILURES_MAX {
+            return None;
+        }
+        let given_up = format!(
+            "the reaper did not start {} times in a row (the last: {why})",
+            state.failed_starts
+        );
+        state.given_up = Some(given_up.clone());
+        state.writer = None;
+        Some(given_up)
+    }
+}
+
 /// Whether a reaper is still needed: the link lives and sandboxes are registered. When none
 /// is, the writer is let go (the next registration starts a new one).
 fn still_needed(link: &Weak<ReaperLink>) -> bool {
@@ -355,7 +456,7 @@ impl Running {
 }
 
 /// Starts the reaper (the spawn is a blocking system call, so it runs off the async threads).
-async fn start(command: ReaperCommand) -> Result<Running, String> {
+async fn start(command: Vec<String>) -> Result<Running, String> {
     let mut child = tokio::task::spawn_blocking(move || spawn(&command))
         .await
         .map_err(|e| e.to_string())??;
@@ -396,10 +497,13 @@ fn spawn(command: &[String]) -> Result<Child, String> {
         .env_remove("NODE_OPTIONS")
         // Under Electron, `process.execPath` is the app: run it as plain Node.js.
         .env("ELECTRON_RUN_AS_NODE", "1")
+        // Whatever it is, it was started as a reaper: if it is an application after all, its own
+        // in_process sandboxes fail instead of starting another copy of it.
+        .env(REAPER_PROCESS_ENV, "1")
+        // The runtime's warnings (an untested Node.js) are the controller's to give, once.
+        .env("NODE_NO_WARNINGS", "1")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        // Its account of what it removed is debug output, seen only when asked for (this
-        // process's stderr is passed explicitly: Node marks its own close-on-exec).
         .stderr(stderr_for_reaper())
         .process_group(0);
     #[cfg(target_os = "linux")]
@@ -419,11 +523,13 @@ fn spawn(command: &[String]) -> Result<Child, String> {
     reaper.spawn().map_err(|e| format!("{program}: {e}"))
 }
 
+/// This process's stderr (passed explicitly: Node marks its own close-on-exec). The reaper writes
+/// there what it left on the engine (`serve::report`: nothing when it left nothing) and, under
+/// `NODE_DEBUG`, what it did. A reader waiting for the end of this process's stderr (a pipe)
+/// waits for the reaper's exit too: as long as this process lives, then its reap, normally well
+/// under a second and at most `serve::TOTAL_BOUND`.
 fn stderr_for_reaper() -> Stdio {
     use std::os::fd::AsFd;
-    if !crate::debug::enabled() {
-        return Stdio::null();
-    }
     std::io::stderr()
         .as_fd()
         .try_clone_to_owned()
@@ -431,9 +537,11 @@ fn stderr_for_reaper() -> Stdio {
 }
 
 /// How a reaper's service ended.
-struct Served {
-    /// How long it ran after it said it runs (zero if it never did).
-    ran_for: Duration,
+enum Served {
+    /// It said it runs, and ran this long after.
+    Ran(Duration),
+    /// It never said it runs; why.
+    NeverRan(String),
 }
 
 /// Waits until the reaper runs, tells it everything registered, then writes what is queued,
@@ -443,16 +551,22 @@ async fn serve(
     link: &Weak<ReaperLink>,
     receiver: &mut mpsc::UnboundedReceiver<Outgoing>,
 ) -> Served {
-    let ready = tokio::time::timeout(WRITE_BOUND, wait_ready(&mut reaper.stdout))
-        .await
-        .unwrap_or(false);
-    if !ready {
+    let ready = tokio::time::timeout(WRITE_BOUND, wait_ready(&mut reaper.stdout)).await;
+    if ready != Ok(true) {
         crate::debug::line("reaper did not say it runs");
-        fail_queued(receiver, "the reaper did not start");
-        reaper.end().await;
-        return Served {
-            ran_for: Duration::ZERO,
+        let why = match ready {
+            Err(_) => format!(
+                "the reaper did not say it runs within {} s",
+                WRITE_BOUND.as_secs()
+            ),
+            _ => "the reaper ended without saying it runs".to_owned(),
         };
+        // Not the script's Node.js (a bundled application's executable, which runs the
+        // application), or a runtime that cannot load the addon.
+        let why = format!("{why}; is process.execPath Node.js?");
+        fail_queued(receiver, &why);
+        reaper.end().await;
+        return Served::NeverRan(why);
     }
     let ready_at = std::time::Instant::now();
     // Told only now: a reaper that never ran is never told anything it could act on.
@@ -495,9 +609,7 @@ async fn serve(
     crate::debug::line("reaper ended");
     fail_queued(receiver, "the reaper ended");
     reaper.end().await;
-    Served {
-        ran_for: ready_at.elapsed(),
-    }
+    Served::Ran(ready_at.elapsed())
 }
 
 /// One write, within `WRITE_BOUND`.
@@ -547,8 +659,16 @@ mod tests {
 
     /// A link whose reaper is `script` run by `sh` (a stand-in that logs what it is told).
     fn link(script: String) -> Arc<ReaperLink> {
+        link_of(ReaperCommand::Run(vec![
+            "/bin/sh".into(),
+            "-c".into(),
+            script,
+        ]))
+    }
+
+    fn link_of(command: ReaperCommand) -> Arc<ReaperLink> {
         Arc::new(ReaperLink {
-            command: vec!["/bin/sh".into(), "-c".into(), script],
+            command,
             state: Mutex::new(LinkState::default()),
         })
     }
@@ -629,10 +749,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_reaper_that_cannot_start_fails_the_registration_naming_it() {
-        let link = Arc::new(ReaperLink {
-            command: vec!["/nonexistent/node".into()],
-            state: Mutex::new(LinkState::default()),
-        });
+        let link = link_of(ReaperCommand::Run(vec!["/nonexistent/node".into()]));
         let entry = link
             .entry(Engine::Socket("/run/docker.sock".into()))
             .expect("an engine");
@@ -645,6 +762,112 @@ mod tests {
                 && error.to_string().contains("reaper: false"),
             "{error}"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_reaper_runs_marked_as_one_without_warnings() {
+        let log = scratch("environment");
+        let link = link(format!(
+            "echo ready; env > {}; cat > /dev/null",
+            log.display()
+        ));
+        let entry = link
+            .entry(Engine::Socket("/run/docker.sock".into()))
+            .expect("an engine");
+        entry.register(&record("sbx-env")).await.expect("taken");
+        let environment = logged_until(&log, 1).await;
+        assert!(
+            environment.contains(&format!("{REAPER_PROCESS_ENV}=1")),
+            "{environment:?}"
+        );
+        assert!(environment.contains(&"NODE_NO_WARNINGS=1".to_owned()));
+        let _ = std::fs::remove_file(&log);
+    }
+
+    #[tokio::test]
+    async fn where_no_reaper_can_run_a_registration_fails_at_once_and_nothing_is_spawned() {
+        let link = link_of(ReaperCommand::Unavailable(
+            "process.execPath is a single-executable application".into(),
+        ));
+        let entry = link
+            .entry(Engine::Socket("/run/docker.sock".into()))
+            .expect("an engine is still taken: persisted sandboxes need no reaper");
+        let error = entry
+            .register(&record("sbx-c"))
+            .await
+            .expect_err("no reaper can run");
+        let OwnerError::Unsupported(message) = &error else {
+            panic!("not unsupported: {error:?}");
+        };
+        for part in [
+            "single-executable application",
+            "kind: 'persisted'",
+            "reaper: false",
+        ] {
+            assert!(message.contains(part), "{message}");
+        }
+        let state = link.state();
+        assert!(state.live.is_empty() && state.writer.is_none() && state.generation == 0);
+    }
+
+    #[test]
+    fn a_process_started_as_a_reaper_runs_none() {
+        let command = ReaperCommand::Run(vec!["node".into(), "reaper-main.js".into()]);
+        assert_eq!(command.clone().in_process_marked(None), command);
+        let ReaperCommand::Unavailable(why) =
+            command.in_process_marked(Some(std::ffi::OsStr::new("1")))
+        else {
+            panic!("a marked process runs no reaper");
+        };
+        assert!(why.contains(REAPER_PROCESS_ENV), "{why}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reapers_that_never_run_are_given_up_after_start_failures_max() {
+        let log = scratch("never-ran");
+        // Each incarnation logs that it was started, then exits without saying it runs.
+        let link = link(format!("echo started >> {}; exit 0", log.display()));
+        let entry = link
+            .entry(Engine::Socket("/run/docker.sock".into()))
+            .expect("an engine");
+        let first = entry
+            .register(&record("sbx-d"))
+            .await
+            .expect_err("the reaper never ran");
+        assert!(
+            first.to_string().contains("ended without saying it runs"),
+            "{first}"
+        );
+        // The record stays registered, so the writer tries again (after 1 s, then 2 s), and
+        // gives up at the third failure in a row.
+        let mut given_up = None;
+        for _ in 0..200 {
+            given_up = link.state().given_up.clone();
+            if given_up.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let given_up = given_up.expect("given up");
+        assert!(given_up.contains("3 times in a row"), "{given_up}");
+        assert!(link.state().writer.is_none());
+        let later = entry
+            .register(&record("sbx-e"))
+            .await
+            .expect_err("given up for good");
+        assert!(
+            later.to_string().contains("gave up starting one")
+                && later.to_string().contains("3 times in a row"),
+            "{later}"
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let started = std::fs::read_to_string(&log).unwrap_or_default();
+        assert_eq!(
+            started.lines().count(),
+            START_FAILURES_MAX as usize,
+            "{started}"
+        );
+        let _ = std::fs::remove_file(&log);
     }
 
     #[test]
