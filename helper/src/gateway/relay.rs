@@ -309,16 +309,15 @@ fn copy(mut from: &TcpStream, to: &TcpStream, activity: Option<&Activity>) {
             loop {
                 match from.read(&mut buffer) {
                     Ok(0) => break,
-                    Err(e) if timed_out(&e) => match activity {
-                        Some(activity) if activity.exhausted() => {
+                    Err(e) => match after_failure(&e, activity) {
+                        Then::Again => continue,
+                        Then::Idle => {
                             let _ = from.shutdown(Shutdown::Both);
                             let _ = to.shutdown(Shutdown::Both);
                             return;
                         }
-                        Some(_) => continue,
-                        None => break,
+                        Then::Stop => break,
                     },
-                    Err(_) => break,
                     Ok(n) => {
                         if let Some(activity) = activity {
                             activity.moved();
@@ -361,16 +360,35 @@ fn write_all_idle(mut to: &TcpStream, mut bytes: &[u8], activity: Option<&Activi
                     activity.moved();
                 }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(e) if timed_out(&e) => match activity {
-                Some(activity) if activity.exhausted() => return Written::Idle,
-                Some(_) => {}
-                None => return Written::Failed,
+            Err(e) => match after_failure(&e, activity) {
+                Then::Again => {}
+                Then::Idle => return Written::Idle,
+                Then::Stop => return Written::Failed,
             },
-            Err(_) => return Written::Failed,
         }
     }
     Written::All
+}
+
+/// What a failed read, write or splice of a relay leads to.
+enum Then {
+    /// Taken again: interrupted, or at its timeout while the relay is within its idle bound.
+    Again,
+    /// At its timeout, the whole relay idle for its bound.
+    Idle,
+    /// The direction's end.
+    Stop,
+}
+
+fn after_failure(error: &std::io::Error, activity: Option<&Activity>) -> Then {
+    if error.kind() == std::io::ErrorKind::Interrupted {
+        return Then::Again;
+    }
+    match activity {
+        Some(activity) if timed_out(error) && activity.exhausted() => Then::Idle,
+        Some(_) if timed_out(error) => Then::Again,
+        _ => Then::Stop,
+    }
 }
 
 /// A read or write that ended at its timeout (`SO_RCVTIMEO`, `SO_SNDTIMEO`), not a failure.
@@ -422,18 +440,11 @@ fn splice_all(from: &TcpStream, to: &TcpStream, activity: Option<&Activity>) -> 
             break Spliced::Ended;
         }
         if n < 0 {
-            let error = std::io::Error::last_os_error();
-            if error.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            // The read's timeout (a splice from a socket keeps its SO_RCVTIMEO): the relay's
-            // idle bound is asked, and the read taken again while it holds.
-            if timed_out(&error) {
-                match activity {
-                    Some(activity) if activity.exhausted() => break Spliced::Idle,
-                    Some(_) => continue,
-                    None => {}
-                }
+            // A splice from a socket keeps its SO_RCVTIMEO.
+            match after_failure(&std::io::Error::last_os_error(), activity) {
+                Then::Again => continue,
+                Then::Idle => break Spliced::Idle,
+                Then::Stop => {}
             }
             break if moved_any {
                 Spliced::Ended
@@ -459,18 +470,12 @@ fn splice_all(from: &TcpStream, to: &TcpStream, activity: Option<&Activity>) -> 
                 )
             };
             if m < 0 {
-                let error = std::io::Error::last_os_error();
-                if error.kind() == std::io::ErrorKind::Interrupted {
-                    continue;
-                }
-                // The write's timeout (a splice to a socket keeps its SO_SNDTIMEO): a peer
-                // that reads nothing leaves the relay idle as much as one that sends nothing.
-                if timed_out(&error) {
-                    match activity {
-                        Some(activity) if activity.exhausted() => break 'relay Spliced::Idle,
-                        Some(_) => continue,
-                        None => {}
-                    }
+                // A splice to a socket keeps its SO_SNDTIMEO: a peer that reads nothing leaves
+                // the relay idle as much as one that sends nothing.
+                match after_failure(&std::io::Error::last_os_error(), activity) {
+                    Then::Again => continue,
+                    Then::Idle => break 'relay Spliced::Idle,
+                    Then::Stop => {}
                 }
             }
             if m <= 0 {
