@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileFromBytes, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createDockerSandboxBackend, dockerSandboxEgress } from 'native-sandbox/docker';
-import { dockerBackend, holderOf, leftovers, NOTHING, request, runShell, spawnController, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, holderOf, leftovers, NOTHING, request, runProcess, runShell, spawnController, spillDirectory, uniqueNamespace } from './docker-helpers.mjs';
 import { NODE_IMAGE, startWorld, uplinkDevices } from './egress-world.mjs';
 import { described } from './helpers.mjs';
 
@@ -360,17 +360,9 @@ describe('allowlist egress', () => {
           agent.destroy();
         })();
       `;
-      const process = sandbox.reserveProcess({ executable: '/usr/local/bin/node', args: ['-e', source], env: { CA: world.cert }, cwd: sandbox.workspace });
-      const streams = await process.start();
-      const out = [];
-      const err = [];
-      streams.stdout.on('data', (c) => out.push(c));
-      streams.stderr.on('data', (c) => err.push(c));
-      streams.stdin.end();
-      await streams.exit;
-      const stdout = Buffer.concat(out).toString();
+      const { stdout, stderr } = await runProcess(sandbox, '/usr/local/bin/node', ['-e', source], { env: { CA: world.cert } });
       const seen = marks(stdout);
-      const context = stdout + Buffer.concat(err).toString();
+      const context = stdout + stderr;
       assert.equal(seen.pooled, '8', context);
       assert.equal(seen.idle, '8', context);
       assert.equal(seen.lookup, 'ok', context);
@@ -478,14 +470,7 @@ describe('allowlist egress', () => {
           console.log('no_sni=' + await hello(''));
         })();
       `;
-      const process = sandbox.reserveProcess({ executable: '/usr/local/bin/node', args: ['-e', source], env: { CA: world.cert }, cwd: sandbox.workspace });
-      const streams = await process.start();
-      const chunks = [];
-      streams.stdout.on('data', (c) => chunks.push(c));
-      streams.stderr.resume();
-      streams.stdin.end();
-      await streams.exit;
-      const stdout = Buffer.concat(chunks).toString();
+      const { stdout } = await runProcess(sandbox, '/usr/local/bin/node', ['-e', source], { env: { CA: world.cert } });
       const seen = marks(stdout);
       assert.equal(seen.verified, 'ok:secure secure.test secure.test', stdout);
       // Refused with a TLS alert, not a reset.

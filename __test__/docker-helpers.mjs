@@ -48,8 +48,13 @@ export function collect(stream) {
 }
 
 /** Starts `sandbox`'s process with `sh -c script`, feeds `input`, and waits for everything. */
-export async function runShell(sandbox, script, { input = '', env = {} } = {}) {
-  const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', script], env, cwd: sandbox.workspace });
+export function runShell(sandbox, script, options) {
+  return runProcess(sandbox, '/bin/sh', ['-c', script], options);
+}
+
+/** Starts `sandbox`'s process `executable args`, feeds `input`, and waits for everything. */
+export async function runProcess(sandbox, executable, args, { input = '', env = {} } = {}) {
+  const process = sandbox.reserveProcess({ executable, args, env, cwd: sandbox.workspace });
   const streams = await process.start();
   const stdout = collect(streams.stdout);
   const stderr = collect(streams.stderr);
