@@ -237,7 +237,18 @@ export type SandboxProcessExit =
   | { readonly kind: 'exited'; readonly code: number }
   /** `reason: 'out_of_memory'` when the kernel killed the leader for its memory limit (SIGKILL). */
   | { readonly kind: 'signaled'; readonly signal: string; readonly reason?: 'out_of_memory' }
-  | { readonly kind: 'unavailable'; readonly reason: 'sandbox_stopped' };
+  /**
+   * A stop removed compute before the leader's fate was known. `cause` says why the sandbox
+   * stopped: `'deadline_exceeded'` (the execution deadline, `policy.execution`),
+   * `'output_limit'` (`policy.streams.maxOutputBytes`), `'input_limit'`
+   * (`maxStdinBytes` or `maxBufferedInputBytes`), `'stop'` (a `stop()` or `destroy()`, or a
+   * failure that stopped it); absent where nobody knows (a process attached again after a
+   * controller restart).
+   */
+  | { readonly kind: 'unavailable'; readonly reason: 'sandbox_stopped'; readonly cause?: SandboxStopCause };
+
+/** Why a stop ended a process: `exit`'s `cause` beside `reason: 'sandbox_stopped'`. */
+export type SandboxStopCause = 'stop' | 'deadline_exceeded' | 'output_limit' | 'input_limit';
 
 /** Binary Node streams of the one process; ending `stdin` delivers EOF to the guest. */
 export interface SandboxProcessStreams {

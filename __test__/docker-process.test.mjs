@@ -110,7 +110,7 @@ describe('docker process: exits and streams', () => {
       const first = await new Promise((resolve) => streams.stdout.once('data', resolve));
       assert.ok(first.length > 0 && first.every((b) => b === 0));
       await sandbox.stop();
-      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'stop' });
     } finally {
       await sandbox.destroy();
     }
@@ -128,7 +128,7 @@ describe('docker process: exits and streams', () => {
       await sleep(1000);
       await sandbox.stop();
       assert.equal(sandbox.state.kind, 'stopped');
-      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'stop' });
       let read = 0;
       const error = await new Promise((resolve, reject) => {
         streams.stdout.on('data', (chunk) => {
@@ -164,7 +164,7 @@ describe('docker process: stream limits', () => {
       streams.stderr.on('error', () => {}).resume();
       const error = await collect(streams.stdout).catch((e) => e);
       assert.equal(error.code, 'output_limit');
-      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'output_limit' });
       // Joins the owned stop (within cleanupMs): it succeeded.
       await sandbox.stop();
       assert.equal(sandbox.state.kind, 'stopped');
@@ -186,7 +186,7 @@ describe('docker process: stream limits', () => {
       assert.equal((await stderrError).code, 'output_limit');
       assert.ok(error instanceof SandboxOperationError, `got ${error}`);
       assert.equal(error.code, 'output_limit');
-      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'output_limit' });
       for (let i = 0; i < 50 && sandbox.state.kind !== 'stopped'; i++) await sleep(20);
       assert.equal(sandbox.state.kind, 'stopped');
     } finally {
@@ -221,7 +221,7 @@ describe('docker process: stream limits', () => {
       streams.stdin.write('67890');
       const error = await failed;
       assert.equal(error.code, 'input_limit');
-      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'input_limit' });
     } finally {
       await sandbox.destroy();
     }
@@ -250,7 +250,7 @@ describe('docker process: stream limits', () => {
       .start();
     try {
       const result = await runShell(sandbox, 'echo before; echo err-before >&2; echo kept > out.txt; sleep 60 & sleep 60');
-      assert.deepEqual(result.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(result.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'deadline_exceeded' });
       assert.equal(result.stdout, 'before\n', 'output written before the deadline is delivered');
       assert.equal(result.stderr, 'err-before\n');
       assert.ok(['stopping', 'stopped'].includes(sandbox.state.kind), `state ${sandbox.state.kind}`);

@@ -139,7 +139,7 @@ describe('a stop or destroy entered while a process starts', () => {
             assert.ok(outcome instanceof SandboxOperationError, String(outcome));
             assert.equal(outcome.code, 'cancelled');
           } else {
-            assert.deepEqual(outcome, { kind: 'unavailable', reason: 'sandbox_stopped' });
+            assert.deepEqual(outcome, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'stop' });
           }
           assert.equal(sandbox.state.kind, name === 'sandbox.destroy()' ? 'destroyed' : 'stopped');
           await assert.rejects(process.start(), SandboxStateError, 'a process starts once');

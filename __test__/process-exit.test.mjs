@@ -82,6 +82,30 @@ test('a child with a running Docker process that it destroys exits by itself', (
   `);
   assert.equal(child.signal, null, child.stderr);
   assert.equal(child.status, 0, child.stderr);
-  assert.equal(child.stdout.trim(), '{"kind":"unavailable","reason":"sandbox_stopped"} {"containers":[],"volumes":[],"networks":[]}');
+  assert.equal(child.stdout.trim(), '{"kind":"unavailable","reason":"sandbox_stopped","cause":"stop"} {"containers":[],"volumes":[],"networks":[]}');
   assert.ok(child.elapsed < 15_000, `exited after ${child.elapsed} ms`);
+});
+
+test("past maxOutputBytes, a host reading both streams with 'data' listeners alone meets one uncaught output_limit, and exit names it", () => {
+  const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
+  const child = runChild(`
+    import { dockerBackend, request, uniqueNamespace, leftovers } from ${JSON.stringify(helpers)};
+    const uncaught = [];
+    process.on('uncaughtException', (error) => uncaught.push(error.code));
+    const namespace = uniqueNamespace('exit');
+    const backend = dockerBackend(namespace);
+    const sandbox = await backend.reserve(request((p) => (p.streams.maxOutputBytes = 3)), { kind: 'in_process' }).start();
+    const streams = await sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo out; echo err >&2; sleep 60'], env: {}, cwd: sandbox.workspace }).start();
+    streams.stdout.on('data', () => {});
+    streams.stderr.on('data', () => {});
+    const fate = await streams.exit;
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sandbox.destroy();
+    console.log(JSON.stringify({ uncaught, fate }), JSON.stringify(leftovers(namespace)));
+  `);
+  assert.equal(child.status, 0, child.stderr);
+  assert.equal(
+    child.stdout.trim(),
+    '{"uncaught":["output_limit"],"fate":{"kind":"unavailable","reason":"sandbox_stopped","cause":"output_limit"}} {"containers":[],"volumes":[],"networks":[]}',
+  );
 });

@@ -137,7 +137,7 @@ describe("a driver's exit receipt", () => {
       await new Promise((resolve) => setTimeout(resolve, 50));
       assert.equal(settled, false, 'no fate is fabricated while the sandbox runs');
       await sandbox.stop();
-      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+      assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'stop' });
       await sandbox.destroy();
       await tick();
       assert.equal(unhandled.length, before, String(unhandled.at(-1)));
@@ -152,6 +152,36 @@ describe("a driver's exit receipt", () => {
     assert.ok(Object.isFrozen(fate));
     await sandbox.destroy();
   });
+});
+
+describe("exit's cause: why a stop made a process unavailable", () => {
+  // The driver loses its receipt, so its exit reads unavailable as the Docker backend's does.
+  const lost = () => new Promise(() => {});
+  const backends = [
+    ['the Docker backend', (edit) => dockerBackend(namespace).reserve(request(edit), { kind: 'in_process' }).start()],
+    ['a JavaScript driver', (edit) => {
+      const req = policy();
+      edit(req.policy);
+      return createSandboxBackend(childDriver({ exit: lost })).reserve(req, { kind: 'in_process' }).start();
+    }],
+  ];
+  for (const [name, open] of backends) {
+    test(`${name}: deadline_exceeded, output_limit, input_limit and stop`, async () => {
+      const cases = [
+        ['deadline_exceeded', (p) => (p.execution = { kind: 'deadline', timeoutMs: 300 }), async () => {}],
+        ['output_limit', (p) => (p.streams = { ...p.streams, maxOutputBytes: 3 }), async () => {}],
+        ['input_limit', (p) => (p.streams = { ...p.streams, maxStdinBytes: 3 }), async (_sandbox, streams) => streams.stdin.write('too long', () => {})],
+        ['stop', () => {}, async (sandbox) => sandbox.stop()],
+      ];
+      for (const [cause, edit, act] of cases) {
+        const sandbox = await open(edit);
+        const { streams } = await started(sandbox, cause === 'output_limit' ? 'echo too-long; sleep 60' : 'sleep 60');
+        await act(sandbox, streams);
+        assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause }, `${name}: ${cause}`);
+        await sandbox.destroy();
+      }
+    });
+  }
 });
 
 describe("a driver's stop that never settles", () => {
@@ -185,7 +215,7 @@ describe("a driver's stop that never settles", () => {
     assertCancelled(read, /stdout/, 'the unended stdout');
     assert.equal(Buffer.concat(out).toString(), 'before the stop\n', 'what came before the stop is delivered');
     assert.ok(readIn < 1_500, `the reader was released by the stop's beginning, in ${readIn} ms, not by its end`);
-    assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped' });
+    assert.deepEqual(await streams.exit, { kind: 'unavailable', reason: 'sandbox_stopped', cause: 'stop' });
     const stop = await stopped;
     assert.ok(stop instanceof SandboxCleanupError, String(stop));
     assert.equal(raw.stdin.writableEnded || raw.stdin.destroyed, true, "the driver's stdin was ended");

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { Readable } from 'node:stream';
 import { setImmediate as tick } from 'node:timers/promises';
 import { test } from 'node:test';
-import { deliverPendingFailure, failAfterBuffered, holdFailure } from '../js/readable-failure.js';
+import { deliverPendingFailure, failAfterBuffered, holdFailure, shareFailures } from '../js/readable-failure.js';
 
 /** A Readable fed by the test, whose reads honour a held failure. */
 function fed() {
@@ -75,4 +75,42 @@ test('flowing consumers get the bytes first too', { timeout: 5_000 }, async () =
   });
   assert.equal(Buffer.concat(seen).toString(), 'one two');
   assert.equal(error.message, 'cut');
+});
+
+test('streams sharing failures: one unheard error per cause; a listener always hears its own', { timeout: 5_000 }, async () => {
+  const coded = (code) => Object.assign(new Error(code), { code });
+  const [a, b, c] = [fed(), fed(), fed()];
+  shareFailures(a, b, c);
+  for (const stream of [a, b]) stream.on('data', () => {});
+  const heard = [];
+  c.on('error', (error) => heard.push(`c: ${error.code}`));
+  const closed = (stream) => new Promise((resolve) => stream.once('close', resolve));
+  const ends = [a, b, c].map(closed);
+  // Unheard: a's 'error' is emitted with no listener; it is caught here as the host would see it.
+  const uncaught = [];
+  const emit = a.emit;
+  a.emit = function (event, ...args) {
+    if (event === 'error' && this.listenerCount('error') === 0) return void uncaught.push(`a: ${args[0].code}`);
+    return emit.call(this, event, ...args);
+  };
+  failAfterBuffered(a, coded('output_limit'));
+  b.emit = function (event, ...args) {
+    if (event === 'error' && this.listenerCount('error') === 0) return void uncaught.push(`b: ${args[0].code}`);
+    return emit.call(this, event, ...args);
+  };
+  failAfterBuffered(b, coded('output_limit'));
+  failAfterBuffered(c, coded('output_limit'));
+  await Promise.all(ends);
+  assert.deepEqual(uncaught, ['a: output_limit'], 'the second unheard copy of the same cause is not emitted');
+  assert.deepEqual(heard, ['c: output_limit'], 'a stream with a listener hears its own');
+  assert.equal(b.destroyed, true, 'the quiet copy still closed its stream');
+  // Another cause is a failure of its own.
+  const [d, e] = [fed(), fed()];
+  shareFailures(d, e);
+  const seen = [];
+  for (const stream of [d, e]) stream.on('error', (error) => seen.push(error.code));
+  failAfterBuffered(d, coded('cancelled'));
+  failAfterBuffered(e, coded('stream_failure'));
+  await Promise.all([closed(d), closed(e)]);
+  assert.deepEqual(seen.sort(), ['cancelled', 'stream_failure']);
 });

@@ -9,7 +9,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxStateError, SandboxU
 import { settle } from './driver-port.js';
 import { parseOperationOptions } from './options.js';
 import { parseSandboxProcessId } from './parsers.js';
-import { deliverPendingFailure, failAfterBuffered, holdFailure } from './readable-failure.js';
+import { deliverPendingFailure, failAfterBuffered, holdFailure, shareFailures } from './readable-failure.js';
 import { closeInput, guardInput } from './stdin-guard.js';
 
 /**
@@ -63,7 +63,7 @@ export function reserveDriverProcess({ owner, context, readyPort, limits, stopSa
     slot.close = () => closeRaw(raw);
     let streams;
     try {
-      const limited = limitedStreams(raw, limits, stopSandbox);
+      const limited = limitedStreams(raw, limits, stopSandbox, owner);
       streams = limited.streams;
       slot.stopping = () => {
         limited.stopping();
@@ -163,20 +163,24 @@ async function within(ms, promise) {
 
 /** How long after its stop settled a driver may still report its process's fate. */
 const RECEIPT_AFTER_STOP_MS = 1_000;
-const UNAVAILABLE = Object.freeze({ kind: 'unavailable', reason: 'sandbox_stopped' });
+/** `unavailable`, with the cause the owner knows for the stop (`exit`'s `cause`). */
+function unavailable(owner) {
+  const cause = owner.stopCause();
+  return Object.freeze(cause === null ? { kind: 'unavailable', reason: 'sandbox_stopped' } : { kind: 'unavailable', reason: 'sandbox_stopped', cause });
+}
 
 /** A driver's reported exit as the contract's `SandboxProcessExit` (a frozen copy), or `undefined` if it is none. */
-function exitFate(value) {
+function exitFate(value, owner) {
   if (value === null || typeof value !== 'object') return undefined;
   if (value.kind === 'exited' && Number.isSafeInteger(value.code)) return Object.freeze({ kind: 'exited', code: value.code });
   if (value.kind === 'signaled' && typeof value.signal === 'string' && value.signal !== '') {
     return Object.freeze(value.reason === 'out_of_memory' ? { kind: 'signaled', signal: value.signal, reason: 'out_of_memory' } : { kind: 'signaled', signal: value.signal });
   }
-  if (value.kind === 'unavailable' && value.reason === 'sandbox_stopped') return UNAVAILABLE;
+  if (value.kind === 'unavailable' && value.reason === 'sandbox_stopped') return unavailable(owner);
   return undefined;
 }
 
-function limitedStreams(raw, limits, stopSandbox) {
+function limitedStreams(raw, limits, stopSandbox, owner) {
   if (!raw || !(raw.stdin instanceof Writable) || !(raw.stdout instanceof Readable) || !(raw.stderr instanceof Readable)) {
     throw new SandboxStateError('A driver process must start with Node stdin, stdout and stderr streams.');
   }
@@ -230,7 +234,9 @@ function limitedStreams(raw, limits, stopSandbox) {
       if (violated) return;
       outputTotal += chunk.length;
       if (limits.maxOutputBytes !== undefined && outputTotal > limits.maxOutputBytes) {
-        violate(new SandboxOperationError('output_limit', `the process wrote more than policy.streams.maxOutputBytes (${limits.maxOutputBytes}); the sandbox is being stopped`));
+        const message = `the process wrote more than policy.streams.maxOutputBytes (${limits.maxOutputBytes}); the sandbox is being stopped`;
+        owner.stopForLimit(true, message);
+        violate(new SandboxOperationError('output_limit', message));
         return;
       }
       if (gone) return;
@@ -317,8 +323,10 @@ function limitedStreams(raw, limits, stopSandbox) {
     write(chunk, _encoding, callback) {
       inputTotal += chunk.length;
       if (limits.maxStdinBytes !== undefined && inputTotal > limits.maxStdinBytes) {
+        const message = `stdin would exceed policy.streams.maxStdinBytes (${limits.maxStdinBytes}); the sandbox is being stopped`;
+        owner.stopForLimit(false, message);
         stopSandbox().catch(() => {});
-        callback(new SandboxOperationError('input_limit', `stdin would exceed policy.streams.maxStdinBytes (${limits.maxStdinBytes}); the sandbox is being stopped`));
+        callback(new SandboxOperationError('input_limit', message));
         return;
       }
       if (target.destroyed) return void failEnded(callback);
@@ -340,16 +348,16 @@ function limitedStreams(raw, limits, stopSandbox) {
       callback(error);
     },
   });
-  guardInput(stdin, { limits, stopSandbox });
+  guardInput(stdin, { limits, stopSandbox, owner });
   // The leader's fate as the driver reports it; a receipt the driver lost (its exit rejected,
   // was never given, or is no fate) is `unavailable` once the sandbox stopped, as the Docker
   // backend reports a lost wait: `exit` never fabricates a fate, and never stays pending past
   // a stop.
   let receiptLost;
   const lost = new Promise((resolve) => {
-    receiptLost = () => resolve(UNAVAILABLE);
+    receiptLost = () => resolve(unavailable(owner));
   });
-  const reported = Promise.resolve(raw.exit).then(exitFate, () => undefined);
+  const reported = Promise.resolve(raw.exit).then((value) => exitFate(value, owner), () => undefined);
   const exit = Promise.race([reported.then((fate) => fate ?? lost), lost]);
   // Timers that end a lost receipt's wait: they hold the event loop (a caller awaiting `exit`
   // must get it) and are cleared once `exit` settled.
@@ -362,7 +370,10 @@ function limitedStreams(raw, limits, stopSandbox) {
     fated = true;
     for (const timer of receiptTimers) clearTimeout(timer);
   });
-  const streams = Object.freeze({ stdin, stdout: output(raw.stdout, 'stdout'), stderr: output(raw.stderr, 'stderr'), exit });
+  const stdout = output(raw.stdout, 'stdout');
+  const stderr = output(raw.stderr, 'stderr');
+  shareFailures(stdout, stderr);
+  const streams = Object.freeze({ stdin, stdout, stderr, exit });
   // After a stop's close: outputs the driver never closed fail, and stdin takes nothing more.
   const leave = () => {
     for (const output of outputs) output.leave();

@@ -4,7 +4,7 @@ import { Readable, Writable } from 'node:stream';
 import { errorFromDescriptor, SandboxOperationError, SandboxStateError, withSignalReason } from './errors.js';
 import { settle } from './driver-port.js';
 import { onAbort, parseOperationOptions } from './options.js';
-import { deliverPendingFailure, failAfterBuffered } from './readable-failure.js';
+import { deliverPendingFailure, failAfterBuffered, shareFailures } from './readable-failure.js';
 import { closeInput, guardInput } from './stdin-guard.js';
 
 /**
@@ -64,7 +64,7 @@ export function processStreams({ owner, context, limits, stopSandbox }) {
         callback(error);
       },
     });
-  const stdin = guardInput(new SandboxStdin({ owner, toError, highWaterMark: limits.highWaterMark }), { limits, stopSandbox });
+  const stdin = guardInput(new SandboxStdin({ owner, toError, highWaterMark: limits.highWaterMark }), { limits, stopSandbox, owner });
   const exit = owner.processExit().then((outcome) => Object.freeze(settle(outcome, context, errorFromDescriptor)));
   // The leader exited: its container, and so the guest's stdin, is gone. A caller that already
   // ended stdin keeps its own end's outcome.
@@ -76,7 +76,10 @@ export function processStreams({ owner, context, limits, stopSandbox }) {
     },
     () => {},
   );
-  return Object.freeze({ stdin, stdout: output('stdout'), stderr: output('stderr'), exit });
+  const stdout = output('stdout');
+  const stderr = output('stderr');
+  shareFailures(stdout, stderr);
+  return Object.freeze({ stdin, stdout, stderr, exit });
 }
 
 /**

@@ -5,6 +5,31 @@
 // `null` until it reads what is there (flowing mode, `for await` and `pipe` always do).
 
 const pending = new WeakMap();
+/** Per group of streams that fail for shared causes: the codes already emitted unheard. */
+const groups = new WeakMap();
+
+/**
+ * `streams` fail for shared causes (a process's stdout and stderr: one `output_limit`, one
+ * stop). A stream with an 'error' listener always gets its own failure; of one cause (its
+ * `code`), only the first failure nobody listens for is emitted, so a host reading with
+ * `'data'` listeners alone meets one uncaught error, not one per stream. A later unheard copy
+ * closes its stream without an 'error' event.
+ */
+export function shareFailures(...streams) {
+  const unheard = new Set();
+  for (const stream of streams) groups.set(stream, unheard);
+}
+
+/** Destroys `stream` with `error`, or quietly when its group already emitted that cause unheard. */
+function destroyWith(stream, error) {
+  const unheard = groups.get(stream);
+  const cause = error?.code;
+  if (unheard !== undefined && cause !== undefined && stream.listenerCount('error') === 0) {
+    if (unheard.has(cause)) return void stream.destroy();
+    unheard.add(cause);
+  }
+  stream.destroy(error);
+}
 
 /**
  * Fails `stream` with `error` once its buffer is empty: at once if it is, else at a later
@@ -28,7 +53,7 @@ export function holdFailure(stream, error) {
 export function deliverPendingFailure(stream) {
   if (!pending.has(stream)) return false;
   if (stream.destroyed) return true;
-  if (stream.readableLength === 0) stream.destroy(pending.get(stream));
+  if (stream.readableLength === 0) destroyWith(stream, pending.get(stream));
   else stream.push(Buffer.alloc(0));
   return true;
 }

@@ -10,9 +10,11 @@ const closedWith = new WeakMap();
 
 /**
  * Wraps `stdin.write` and `stdin.end` with those rules. `stopSandbox` stops the sandbox when the
- * queue limit is crossed (the original's rule: the caller wrote past the bound it set).
+ * queue limit is crossed (the original's rule: the caller wrote past the bound it set);
+ * `owner.stopForLimit`, where the owner has it, first records that limit as why the execution
+ * ended (`exit`'s `cause`).
  */
-export function guardInput(stdin, { limits, stopSandbox }) {
+export function guardInput(stdin, { limits, stopSandbox, owner }) {
   const write = stdin.write.bind(stdin);
   const end = stdin.end.bind(stdin);
   stdin.write = (chunk, encoding, callback) => {
@@ -29,6 +31,7 @@ export function guardInput(stdin, { limits, stopSandbox }) {
         `stdin would queue ${stdin.writableLength + length} bytes, past policy.streams.maxBufferedInputBytes (${limits.maxBufferedInputBytes}); the sandbox is being stopped`,
       );
       stdin.destroy(error);
+      owner?.stopForLimit?.(false, error.message);
       stopSandbox().catch(() => {});
       if (typeof done === 'function') process.nextTick(done, error);
       return false;

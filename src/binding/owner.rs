@@ -18,12 +18,13 @@ use crate::input::{ToValue, Value};
 use crate::lifecycle::admission::check_supported;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{DriverReservation, Persist, ReadyFacts};
-use crate::lifecycle::error::{CleanupOperation, OwnerError};
+use crate::lifecycle::error::{CleanupOperation, OperationCode, OwnerError};
 use crate::lifecycle::freeze::FreezeTo;
 use crate::lifecycle::observe::{enter, observe, Observed};
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
 use crate::lifecycle::state::{Operation, State};
+use crate::lifecycle::stop_cause::StopCause;
 use crate::limits::STARTUP_MS_MAX;
 use crate::policy::request::{parse_sandbox_request, SandboxRequest};
 use crate::policy::support::{parse_sandbox_support, SandboxSupport};
@@ -258,6 +259,31 @@ impl NativeOwner {
         )
     }
 
+    /// Why a stop ended the process's execution (`exit`'s `cause`), or `null` before any.
+    #[napi(js_name = "stopCause")]
+    pub fn stop_cause(&self) -> Option<String> {
+        self.owner()
+            .execution_end()
+            .map(|end| StopCause::of(&end).as_str().to_owned())
+    }
+
+    /// A JavaScript driver's process crossed a stream limit (`output` true: maxOutputBytes,
+    /// else maxStdinBytes): the sandbox stops, and that limit is why its execution ended.
+    #[napi(js_name = "stopForLimit")]
+    pub fn stop_for_limit(&self, output: bool, message: String) {
+        let code = if output {
+            OperationCode::OutputLimit
+        } else {
+            OperationCode::InputLimit
+        };
+        let owner = self.owner.clone();
+        // A runtime that cannot run any more has nothing left to stop.
+        let _ = within_owner(|| {
+            owner.stop_for(OwnerError::operation(code, message));
+            Ok(())
+        });
+    }
+
     #[napi(js_name = "enterExternalProcess")]
     pub fn enter_external_process(&self) -> JsData {
         let owner = self.owner.clone();
@@ -344,7 +370,11 @@ impl NativeOwner {
 
     #[napi(js_name = "processExit")]
     pub async fn process_exit(&self) -> JsData {
-        process_streams::exit(&self.io).await
+        let owner = self.owner.clone();
+        process_streams::exit(&self.io, move || {
+            owner.execution_end().map(|end| StopCause::of(&end))
+        })
+        .await
     }
 
     /// Pauses (`true`) or resumes (`false`) the running process on the engine.

@@ -14,6 +14,7 @@ use crate::input::Value;
 use crate::lifecycle::driver::{OutputStream, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::recovered::RecoveredOwner;
+use crate::lifecycle::stop_cause::StopCause;
 use crate::process::io::ProcessIo;
 
 /// The streams once a process is there; empty before.
@@ -26,7 +27,8 @@ pub fn io_of(slot: &IoSlot) -> std::result::Result<Arc<ProcessIo>, OwnerError> {
         .ok_or_else(|| OwnerError::state("the process has not started"))
 }
 
-pub fn exit_value(exit: &ProcessExit) -> Value {
+/// The contract's `SandboxProcessExit`; `cause` (when known) says why a stop made it `unavailable`.
+pub fn exit_value(exit: &ProcessExit, cause: Option<StopCause>) -> Value {
     match exit {
         ProcessExit::Exited(code) => Value::object([
             ("kind", Value::string("exited")),
@@ -41,10 +43,16 @@ pub fn exit_value(exit: &ProcessExit) -> Value {
             ("signal", Value::string("SIGKILL")),
             ("reason", Value::string("out_of_memory")),
         ]),
-        ProcessExit::Unavailable => Value::object([
-            ("kind", Value::string("unavailable")),
-            ("reason", Value::string("sandbox_stopped")),
-        ]),
+        ProcessExit::Unavailable => {
+            let mut fields = vec![
+                ("kind", Value::string("unavailable")),
+                ("reason", Value::string("sandbox_stopped")),
+            ];
+            if let Some(cause) = cause {
+                fields.push(("cause", Value::string(cause.as_str())));
+            }
+            Value::object(fields)
+        }
     }
 }
 
@@ -104,9 +112,10 @@ pub async fn discard(slot: &IoSlot, stream: &str) {
     }
 }
 
-pub async fn exit(slot: &IoSlot) -> JsData {
+/// The process's fate; `cause` is asked once it is known (a stop has begun by then).
+pub async fn exit(slot: &IoSlot, cause: impl FnOnce() -> Option<StopCause>) -> JsData {
     let result = match io_of(slot) {
-        Ok(io) => Ok(exit_value(&io.exit().await)),
+        Ok(io) => Ok(exit_value(&io.exit().await, cause())),
         Err(error) => Err(error),
     };
     JsData(outcome(result))
@@ -183,7 +192,8 @@ impl NativeAttachedProcess {
 
     #[napi(js_name = "processExit")]
     pub async fn process_exit(&self) -> JsData {
-        exit(&self.io).await
+        // The recovered owner does not know why compute stopped.
+        exit(&self.io, || None).await
     }
 
     /// Ends this attachment's streams (the process runs on; its stdin stays open).

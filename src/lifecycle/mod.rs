@@ -11,6 +11,7 @@ pub mod observe;
 pub mod owner;
 pub mod recovered;
 pub mod state;
+pub mod stop_cause;
 
 #[cfg(test)]
 mod tests;

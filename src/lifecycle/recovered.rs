@@ -143,7 +143,7 @@ impl RecoveredOwner {
         let io = ProcessIo::new(
             channels,
             limits,
-            Arc::new(move || {
+            Arc::new(move |_limit| {
                 if let Some(inner) = owner.upgrade() {
                     // The stop runs as its own task (`enter`); nobody needs to observe it here.
                     drop(RecoveredOwner { inner }.begin_stop());

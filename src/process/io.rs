@@ -236,9 +236,9 @@ impl ProcessIo {
         self.violated.load(Ordering::SeqCst)
     }
 
-    fn violation(&self) {
+    fn violation(&self, limit: &OwnerError) {
         if !self.violated.swap(true, Ordering::SeqCst) {
-            (self.on_violation)();
+            (self.on_violation)(limit.clone());
         }
     }
 
@@ -252,11 +252,12 @@ impl ProcessIo {
             .saturating_add(len);
         if let Some(max) = self.limits.max_stdin_bytes {
             if total > max {
-                self.violation();
-                return Err(OwnerError::operation(
+                let limit = OwnerError::operation(
                     OperationCode::InputLimit,
                     format!("stdin would exceed policy.streams.maxStdinBytes ({max}); the sandbox is being stopped"),
-                ));
+                );
+                self.violation(&limit);
+                return Err(limit);
             }
         }
         Ok(())
@@ -528,7 +529,7 @@ mod tests {
             max_buffered_input_bytes: staging,
             ..StreamLimits::DEFAULT
         };
-        (ProcessIo::new(channels, limits, Arc::new(|| {})), guest)
+        (ProcessIo::new(channels, limits, Arc::new(|_| {})), guest)
     }
 
     type Reader = tokio::task::JoinHandle<std::io::Result<Vec<u8>>>;
@@ -758,7 +759,7 @@ mod tests {
             max_stdin_bytes: Some(6),
             ..StreamLimits::DEFAULT
         };
-        let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
+        let io = ProcessIo::new(channels, limits, Arc::new(|_| {}));
         assert_eq!(io.try_write(b"1234"), Ok(true));
         let crossing = io.try_write(b"567");
         assert!(
@@ -784,7 +785,7 @@ mod tests {
             output: tokio_stream_of(output),
             exit: futures::future::pending().boxed(),
         };
-        (ProcessIo::new(channels, limits, Arc::new(|| {})), feed)
+        (ProcessIo::new(channels, limits, Arc::new(|_| {})), feed)
     }
 
     fn tokio_stream_of(
@@ -829,7 +830,7 @@ mod tests {
             ProcessIo::new(
                 stdout_channels(stdout),
                 StreamLimits::DEFAULT,
-                Arc::new(|| {}),
+                Arc::new(|_| {}),
             ),
             feed,
         )
@@ -889,7 +890,7 @@ mod tests {
             max_buffered_output_bytes: 4,
             ..StreamLimits::DEFAULT
         };
-        let io = ProcessIo::new(channels, limits, Arc::new(|| {}));
+        let io = ProcessIo::new(channels, limits, Arc::new(|_| {}));
         for piece in [&b"abcd"[..], b"efgh", b"ijkl"] {
             settles("the pump reads", feed.send(Bytes::from_static(piece)))
                 .await

@@ -37,8 +37,9 @@ pub type EngineOutput = BoxStream<'static, Result<(OutputStream, Bytes), OwnerEr
 /// keeps reading loses nothing, and an unread stream cannot hold the stop for long.
 pub const ROOM_WAIT_WHILE_STOPPING: std::time::Duration = std::time::Duration::from_millis(250);
 
-/// Called once when the output total is crossed: the owner stops the workload.
-pub type OnViolation = Arc<dyn Fn() + Send + Sync>;
+/// Called once when a stream limit is crossed, with the limit's failure: the owner stops the
+/// workload, and that failure is why its execution ended.
+pub type OnViolation = Arc<dyn Fn(OwnerError) + Send + Sync>;
 
 /// `PumpControl::closing`: the pump runs...
 const OPEN: u8 = 0;
@@ -225,15 +226,16 @@ impl OutputPump {
             }
             self.total = self.total.saturating_add(bytes.len() as u64);
             if let Some(max) = self.max_output.filter(|max| self.total > *max) {
-                self.fail_both(&OwnerError::operation(
+                let limit = OwnerError::operation(
                     OperationCode::OutputLimit,
                     format!(
                         "the process wrote more than policy.streams.maxOutputBytes ({max}) to stdout and stderr together; the sandbox is being stopped"
                     ),
-                ));
+                );
+                self.fail_both(&limit);
                 self.discarding = true;
                 if !self.violated.swap(true, Ordering::SeqCst) {
-                    (self.on_violation)();
+                    (self.on_violation)(limit);
                 }
                 continue;
             }
@@ -394,7 +396,7 @@ mod tests {
                 stderr: stderr_tx,
                 control: Arc::clone(&control),
                 violated: Arc::new(AtomicBool::new(false)),
-                on_violation: Arc::new(move || {
+                on_violation: Arc::new(move |_| {
                     counted.fetch_add(1, Ordering::SeqCst);
                 }),
             },
@@ -705,7 +707,7 @@ mod tests {
                 stderr,
                 control: Arc::clone(&control),
                 violated: Arc::new(AtomicBool::new(false)),
-                on_violation: Arc::new(|| {}),
+                on_violation: Arc::new(|_| {}),
             },
         );
         let pumping = tokio::spawn(pump.run());

@@ -149,9 +149,9 @@ impl SandboxOwner {
         let io = ProcessIo::new(
             channels,
             self.inner.request.policy.streams,
-            Arc::new(move || {
+            Arc::new(move |limit| {
                 if let Some(inner) = owner.upgrade() {
-                    SandboxOwner { inner }.stop_in_background();
+                    SandboxOwner { inner }.stop_for(limit);
                 }
             }),
         );

@@ -68,6 +68,15 @@ impl SandboxOwner {
         })
     }
 
+    /// Stops the workload because of `why` (a stream limit the process crossed): it is the
+    /// execution's end (`execution_end`), unless the execution already ended for another reason.
+    pub fn stop_for(&self, why: OwnerError) {
+        if let Some(execution) = &self.core().execution {
+            execution.cancel(why);
+        }
+        self.stop_in_background();
+    }
+
     pub(super) fn stop_in_background(&self) {
         let owner = self.clone();
         tokio::spawn(async move {
