@@ -1,6 +1,7 @@
 // createSandboxAcpIntegration: one native ACP connection whose agent process runs inside an
 // explicitly started sandbox. No ACP package is imported here; the host brings its own.
 import { SandboxStateError } from './errors.js';
+import { keepsStdinOpen } from './stall-warnings.js';
 
 /** See acp.d.ts. */
 export function createSandboxAcpIntegration(sandbox) {
@@ -13,6 +14,8 @@ export function createSandboxAcpIntegration(sandbox) {
       return Object.freeze({
         async start(context) {
           const { stdin, stdout, stderr } = await process.start(context?.signal === undefined ? undefined : { signal: context.signal });
+          // The conversation holds stdin open between turns: a quiet agent is no stall.
+          keepsStdinOpen(stdin);
           return Object.freeze({ stdin, stdout, stderr });
         },
         async release() {

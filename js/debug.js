@@ -64,3 +64,8 @@ export function traceExit(subject, exit) {
     (error) => log('%s process exit failed (%s)', subject, failure(error)),
   );
 }
+
+/** A stalled process stream (see stall-warnings.js): its name only. */
+export function traceStall(subject, stream) {
+  log('%s process %s stalled', subject, stream);
+}

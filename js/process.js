@@ -6,6 +6,7 @@ import { settle } from './driver-port.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { deliverPendingFailure, failAfterBuffered, shareFailures } from './readable-failure.js';
 import { closeInput, guardInput } from './stdin-guard.js';
+import { watchStalls } from './stall-warnings.js';
 
 /**
  * `sandbox.reserveProcess(spec)` over a native owner that has a process port. `reattachable`
@@ -28,16 +29,17 @@ export function reserveProcess({ owner, spec, context, limits, stopSandbox, reat
     } finally {
       detach();
     }
-    return processStreams({ owner, context, limits, stopSandbox });
+    return processStreams({ owner, context, limits, stopSandbox, sandboxId: owner.id(), openStdin: reattachable });
   }
   return Object.freeze({ id: reserved.id, stopScope: 'sandbox', start, stop: stopSandbox });
 }
 
 /**
  * The Node streams over a native process: `owner` is a live owner whose process started, or a
- * process attached again through a recovered owner (the same stream calls).
+ * process attached again through a recovered owner (the same stream calls). Its stalls are
+ * said aloud under `sandboxId`; `openStdin`: stdin stays open by design (a daemon).
  */
-export function processStreams({ owner, context, limits, stopSandbox }) {
+export function processStreams({ owner, context, limits, stopSandbox, sandboxId, openStdin = false }) {
   const toError = (descriptor) => errorFromDescriptor(descriptor, context);
   const output = (name) =>
     new Readable({
@@ -79,6 +81,7 @@ export function processStreams({ owner, context, limits, stopSandbox }) {
   const stdout = output('stdout');
   const stderr = output('stderr');
   shareFailures(stdout, stderr);
+  watchStalls({ owner, sandboxId, stdin, exit, openStdin });
   return Object.freeze({ stdin, stdout, stderr, exit });
 }
 

@@ -228,7 +228,7 @@ export function createDockerSandboxProvider(options) {
       if (cause instanceof SandboxStateError) throw gone(cause.message, cause);
       throw cause;
     }
-    const streams = processStreams({ owner: port, context, limits: state.request.policy.streams, stopSandbox: () => owner.stop() });
+    const streams = processStreams({ owner: port, context, limits: state.request.policy.streams, stopSandbox: () => owner.stop(), sandboxId, openStdin: true });
     // What the state file says from here; a private connect may add a token, a private endpoint its port.
     const file = stateWriter(stateDirectory, () => ({ namespace, sandboxId, image: state.image, daemon: state.daemon, request: state.request, record: state.record }), { token: state.token, port: state.port });
     const entry = new ServedSandbox({

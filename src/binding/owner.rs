@@ -368,6 +368,12 @@ impl NativeOwner {
         process_streams::discard(&self.io, &stream).await;
     }
 
+    /// The process's streams newly stalled (each named once): see `process::stall`.
+    #[napi(js_name = "processStalls")]
+    pub fn process_stalls(&self) -> Vec<String> {
+        process_streams::stalls(&self.io)
+    }
+
     #[napi(js_name = "processExit")]
     pub async fn process_exit(&self) -> JsData {
         let owner = self.owner.clone();

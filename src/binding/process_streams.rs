@@ -121,6 +121,20 @@ pub async fn exit(slot: &IoSlot, cause: impl FnOnce() -> Option<StopCause>) -> J
     JsData(outcome(result))
 }
 
+/// The streams newly stalled (`stdout`, `stderr`, `stdin`), each named once; none before the
+/// process is there. Never waits: the JavaScript side polls it.
+pub fn stalls(slot: &IoSlot) -> Vec<String> {
+    io_of(slot).map_or_else(
+        |_| Vec::new(),
+        |io| {
+            io.stalls()
+                .into_iter()
+                .map(|s| s.as_str().to_owned())
+                .collect()
+        },
+    )
+}
+
 /// A reconciled sandbox's process, attached again: `attach(request)` once, then the same
 /// stream calls a live owner's process answers (`js/process.js` reads either).
 #[napi]
@@ -188,6 +202,11 @@ impl NativeAttachedProcess {
     #[napi(js_name = "processDiscard")]
     pub async fn process_discard(&self, stream: String) {
         discard(&self.io, &stream).await;
+    }
+
+    #[napi(js_name = "processStalls")]
+    pub fn process_stalls(&self) -> Vec<String> {
+        stalls(&self.io)
     }
 
     #[napi(js_name = "processExit")]

@@ -12,6 +12,7 @@ use tokio::sync::Semaphore;
 
 use super::output_pump::{OutputPump, PumpControl, PumpSettings};
 use super::staged::{self, StagedReceiver};
+use super::stall::{Seen, StallWatch, Stalled};
 use super::stdin_lane::{StdinLane, Taken};
 use super::{output_permits, permits};
 
@@ -140,6 +141,7 @@ pub struct ProcessIo {
     exit: Shared<BoxFuture<'static, ProcessExit>>,
     violated: Arc<AtomicBool>,
     on_violation: OnViolation,
+    stalls: Arc<StallWatch>,
 }
 
 /// A process's streams dropped without `end` or `close` still let go of stdin: the writer task
@@ -178,6 +180,7 @@ impl ProcessIo {
         let (stdout_tx, stdout_rx) = staged::lane();
         let (stderr_tx, stderr_rx) = staged::lane();
         let violated = Arc::new(AtomicBool::new(false));
+        let stalls = Arc::new(StallWatch::default());
 
         let pump = Arc::new(PumpControl::default());
         let pumping = tokio::spawn(
@@ -192,6 +195,7 @@ impl ProcessIo {
                     control: Arc::clone(&pump),
                     violated: Arc::clone(&violated),
                     on_violation: Arc::clone(&on_violation),
+                    stalls: Arc::clone(&stalls),
                 },
             )
             .run(),
@@ -228,6 +232,19 @@ impl ProcessIo {
             exit: exit.shared(),
             violated,
             on_violation,
+            stalls,
+        })
+    }
+
+    /// The streams newly stalled (see `stall`): each reported once, never while stopping.
+    pub fn stalls(&self) -> Vec<Stalled> {
+        let taken =
+            |output: &Output| output.discarded.is_set() || output.reader.try_lock().is_err();
+        self.stalls.take(&Seen {
+            now: tokio::time::Instant::now(),
+            stopping: self.pump.winding_down(),
+            output_taken: [taken(&self.stdout), taken(&self.stderr)],
+            stdin_open: self.stdin.refused().is_none() && self.exit.peek().is_none(),
         })
     }
 
@@ -281,6 +298,7 @@ impl ProcessIo {
     /// waits while the staging is full (backpressure).
     pub async fn write(&self, chunk: &[u8]) -> Result<(), OwnerError> {
         self.count_stdin(chunk.len())?;
+        self.stalls.moved();
         let admission = self.stdin.admit()?;
         let taken = self.stdin_permits(chunk.len());
         match self.stdin_budget.try_acquire_many(taken) {
@@ -340,6 +358,7 @@ impl ProcessIo {
             self.stdin_budget.add_permits(taken as usize);
             return Err(error);
         }
+        self.stalls.moved();
         let result = self.stdin.take(chunk, taken, None);
         self.settle_or_release(result, taken).map(|()| true)
     }
@@ -845,6 +864,49 @@ mod tests {
                 .boxed(),
             exit: futures::future::pending().boxed(),
         }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn unread_stderr_holding_the_guest_is_reported_once_while_stdout_is_read() {
+        let limits = StreamLimits {
+            max_buffered_output_bytes: 1_024,
+            ..StreamLimits::DEFAULT
+        };
+        let (io, feed) = fed_process(limits);
+        for _ in 0..4 {
+            feed.send(Ok((OutputStream::Stderr, Bytes::from(vec![2; 1_024]))))
+                .expect("fed");
+        }
+        // The host reads stdout only: its read waits, stderr fills the staging.
+        let reading = tokio::spawn({
+            let io = Arc::clone(&io);
+            async move { io.read(OutputStream::Stdout, 1 << 20).await }
+        });
+        tokio::time::sleep(crate::process::stall::STALL_AFTER / 2).await;
+        assert!(io.stalls().is_empty(), "not yet");
+        tokio::time::sleep(crate::process::stall::STALL_AFTER / 2).await;
+        assert_eq!(io.stalls(), vec![Stalled::Stderr]);
+        assert!(io.stalls().is_empty(), "once");
+        // Once stderr is read, the pump moves on; a stop reports nothing more.
+        let first = io.read(OutputStream::Stderr, 1 << 20).await.expect("read");
+        assert!(first.is_some());
+        io.stopping();
+        tokio::time::sleep(crate::process::stall::STALL_AFTER * 2).await;
+        assert!(io.stalls().is_empty());
+        reading.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_stdin_with_a_quiet_guest_is_reported_once_and_not_after_its_end() {
+        let (io, _guest) = process(1_024);
+        io.write(b"input").await.expect("written");
+        tokio::time::sleep(crate::process::stall::STALL_AFTER).await;
+        assert_eq!(io.stalls(), vec![Stalled::Stdin]);
+        assert!(io.stalls().is_empty(), "once");
+        let (ended, _guest) = process(1_024);
+        ended.stdin.end();
+        tokio::time::sleep(crate::process::stall::STALL_AFTER).await;
+        assert!(ended.stalls().is_empty(), "an ended stdin is no stall");
     }
 
     #[tokio::test(start_paused = true)]

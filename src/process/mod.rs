@@ -4,6 +4,7 @@ pub mod io;
 pub mod output_pump;
 pub mod spec;
 pub mod staged;
+pub mod stall;
 pub mod stdin_lane;
 
 /// Semaphore permits for `n` bytes of staging (a staging larger than the semaphore's maximum is

@@ -28,6 +28,7 @@ use tokio::sync::{Notify, Semaphore};
 
 use super::output_permits;
 use super::staged::StagedSender;
+use super::stall::StallWatch;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
@@ -83,6 +84,11 @@ impl PumpControl {
         self.closing.load(Ordering::SeqCst)
     }
 
+    /// Closed, cut, or stopping: the streams no longer run as usual.
+    pub(super) fn winding_down(&self) -> bool {
+        self.closing() != OPEN || self.is_stopping()
+    }
+
     /// Compute is being stopped: from now on a piece waits for staging space only briefly
     /// (see the module's invariants).
     pub fn stopping(&self) {
@@ -135,6 +141,7 @@ pub struct OutputPump {
     control: Arc<PumpControl>,
     violated: Arc<AtomicBool>,
     on_violation: OnViolation,
+    stalls: Arc<StallWatch>,
 }
 
 pub struct PumpSettings {
@@ -146,6 +153,8 @@ pub struct PumpSettings {
     pub control: Arc<PumpControl>,
     pub violated: Arc<AtomicBool>,
     pub on_violation: OnViolation,
+    /// Told when output moves and while the pump waits for staging space.
+    pub stalls: Arc<StallWatch>,
 }
 
 fn stream_name(which: OutputStream) -> &'static str {
@@ -176,6 +185,7 @@ impl OutputPump {
             control: settings.control,
             violated: settings.violated,
             on_violation: settings.on_violation,
+            stalls: settings.stalls,
         }
     }
 
@@ -214,6 +224,7 @@ impl OutputPump {
             let Some(item) = item else {
                 return End::Engine;
             };
+            self.stalls.moved();
             let (which, bytes) = match item {
                 Ok(chunk) => chunk,
                 Err(error) => {
@@ -282,7 +293,10 @@ impl OutputPump {
             }
             let part = bytes.split_to(bytes.len().min(self.piece));
             let n = output_permits(part.len(), self.staging);
-            match room(&self.budget, &self.control, n).await {
+            self.stalls.waiting_for_room(true);
+            let room = room(&self.budget, &self.control, n).await;
+            self.stalls.waiting_for_room(false);
+            match room {
                 Room::Granted => {}
                 Room::Closed => {
                     self.fail(
@@ -399,6 +413,7 @@ mod tests {
                 on_violation: Arc::new(move |_| {
                     counted.fetch_add(1, Ordering::SeqCst);
                 }),
+                stalls: Arc::default(),
             },
         );
         Running {
@@ -708,6 +723,7 @@ mod tests {
                 control: Arc::clone(&control),
                 violated: Arc::new(AtomicBool::new(false)),
                 on_violation: Arc::new(|_| {}),
+                stalls: Arc::default(),
             },
         );
         let pumping = tokio::spawn(pump.run());
