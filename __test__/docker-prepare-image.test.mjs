@@ -36,6 +36,8 @@ test('a stock-like image is refused by admission; prepared, it runs a process wi
   const refused = await runOnce(dockerBackend(namespace, { image: stock }), 'true').catch((e) => e);
   assert.ok(refused instanceof SandboxStartError, String(refused));
   assert.match(refused.cause?.message ?? '', /JAVA_HOME/);
+  // The refusal names the fix.
+  assert.match(refused.cause?.message ?? '', new RegExp(`prepareDockerSandboxImage\\(\\{ from: '${imageId(stock)}', tag: '[^']+' \\}\\) from native-sandbox/docker .*droppedEnv`));
 
   const result = await prepareDockerSandboxImage({ from: stock, tag: prepared });
   assert.deepEqual({ ...result, droppedEnv: { ...result.droppedEnv } }, {

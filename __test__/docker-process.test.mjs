@@ -3,8 +3,12 @@ import assert from 'node:assert/strict';
 import { randomBytes, createHash } from 'node:crypto';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SandboxOperationError } from 'native-sandbox';
-import { collect, dockerBackend, leftovers, MiB, NOTHING, request, runOnce, runShell, uniqueNamespace } from './docker-helpers.mjs';
+import { SandboxOperationError, SandboxValidationError } from 'native-sandbox';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { collect, dockerBackend, IMAGE, leftovers, MiB, NOTHING, request, runOnce, runProcess, runShell, uniqueNamespace } from './docker-helpers.mjs';
 
 const namespace = uniqueNamespace('proc');
 const backend = dockerBackend(namespace);
@@ -148,6 +152,46 @@ describe('docker process: exits and streams', () => {
       assert.equal((await collect(streams.stderr)).length, 0);
     } finally {
       await sandbox.destroy();
+    }
+  });
+});
+
+describe('docker process: an executable that cannot run', () => {
+  test('missing, a directory or without execute permission: the start fails naming executable; a link to a program runs', async () => {
+    const cases = [
+      ['/no/such/program', /^\/no\/such\/program does not exist in the sandbox's image or workspace: /],
+      ['/tmp', /^\/tmp is a directory: /],
+      ['/etc/passwd', /^\/etc\/passwd is not executable \(no execute permission bit is set\): /],
+    ];
+    for (const [executable, message] of cases) {
+      const sandbox = await backend.reserve(request(), { kind: 'in_process' }).start();
+      try {
+        const error = await sandbox.reserveProcess({ executable, args: [], env: {}, cwd: sandbox.workspace }).start().catch((e) => e);
+        assert.ok(error instanceof SandboxValidationError, `${executable}: ${error}`);
+        assert.deepEqual(error.issues.map((issue) => issue.path), [['executable']], executable);
+        assert.match(error.issues[0].message, message);
+      } finally {
+        await sandbox.destroy();
+      }
+    }
+    // A symbolic link to a program is followed (an image of its own holds one; busybox picks
+    // its applet by the link's name).
+    const linked = `${namespace}-links:1`;
+    const context = mkdtempSync(join(tmpdir(), 'native-sandbox-links-'));
+    try {
+      writeFileSync(join(context, 'Dockerfile'), `FROM ${IMAGE}\nRUN ["/bin/mkdir", "-p", "/opt/linked"]\nRUN ["/bin/ln", "-s", "/bin/echo", "/opt/linked/echo"]\n`);
+      execFileSync('docker', ['build', '-q', '-t', linked, context], { stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DOCKER_BUILDKIT: '0' } });
+      const sandbox = await dockerBackend(namespace, { image: linked }).reserve(request(), { kind: 'in_process' }).start();
+      try {
+        const { stdout, exit } = await runProcess(sandbox, '/opt/linked/echo', ['through the link']);
+        assert.equal(stdout, 'through the link\n');
+        assert.deepEqual(exit, { kind: 'exited', code: 0 });
+      } finally {
+        await sandbox.destroy();
+      }
+    } finally {
+      rmSync(context, { recursive: true, force: true });
+      execFileSync('docker', ['image', 'rm', '-f', linked], { stdio: 'ignore' });
     }
   });
 });

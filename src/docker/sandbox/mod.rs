@@ -10,6 +10,7 @@ mod archive;
 mod cleanup;
 mod deferred_bodies;
 mod driver;
+mod executable;
 mod export_helper;
 mod gateway;
 mod gateway_watch;

@@ -103,6 +103,10 @@ impl DockerSandbox {
         }
         cancel.check()?;
 
+        // A recipe that cannot run fails here, naming `executable`, not as init's exit 127.
+        super::executable::check_executable(docker, &id, &spec.executable).await?;
+        cancel.check()?;
+
         let attached = attach_streams(&self.settings.dialer, &id)
             .await
             .map_err(|e| attach_error("the process", &e))?;

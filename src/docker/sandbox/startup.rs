@@ -196,10 +196,10 @@ impl DockerSandbox {
                 .map(|e| e.split('=').next().unwrap_or_default())
                 .collect();
             return Err(OwnerError::Unsupported(format!(
-                "image {} carries environment that the sandbox does not admit ({}); only {} are allowed",
-                self.settings.image_id,
+                "image {id} carries environment that the sandbox does not admit ({}); only {} are allowed. Make an admissible copy with prepareDockerSandboxImage({{ from: '{id}', tag: 'my-sandbox-image:1' }}) from native-sandbox/docker and use its tag: it returns what it dropped (droppedEnv) to pass in the process's env",
                 names.join(", "),
-                allowed.join(" ")
+                allowed.join(" "),
+                id = self.settings.image_id,
             )));
         }
         Ok(())
