@@ -170,7 +170,16 @@ describe('docker admission', () => {
     const startError = await unreachable.start().catch((e) => e);
     assert.ok(startError instanceof SandboxStartError, String(startError));
     assert.match(startError.cause.message, /Connection refused/);
+    // The message names the engine and the cause, not the HTTP client library's layers.
+    assert.match(startError.cause.message, /\(the engine: engine\.url tcp:\/\/127\.0\.0\.1:1\): could not connect to the engine: tcp connect error: Connection refused/);
+    assert.doesNotMatch(startError.cause.message, /hyper|client error/);
     await unreachable.destroy();
+    // A reference is resolved at startup: the same.
+    const byName = createDockerSandboxBackend({ image: IMAGE, namespace: uniqueNamespace('name-offline'), spillDirectory: spillDirectory(), engine: { url: 'tcp://127.0.0.1:1' } }).reserve(request(), { kind: 'in_process' });
+    const nameError = await byName.start().catch((e) => e);
+    assert.match(nameError.cause?.message ?? '', new RegExp(`^resolving image ${IMAGE} \\(the engine: engine\\.url tcp://127\\.0\\.0\\.1:1\\): could not connect to the engine: `));
+    assert.doesNotMatch(nameError.cause.message, /hyper|client error/);
+    await byName.destroy();
 
     const ns = uniqueNamespace('id');
     const sandbox = await dockerBackend(ns, { image: id }).reserve(request(), { kind: 'in_process' }).start();

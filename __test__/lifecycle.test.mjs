@@ -528,10 +528,23 @@ describe('withSandbox', () => {
     assert.equal(await withSandbox(backend, request, async () => 7, { recovery: IN_PROCESS }), 7);
   });
 
-  test('options need a recovery policy', async () => {
-    const { backend, request } = setup();
-    await assert.rejects(withSandbox(backend, request, async () => 1), SandboxValidationError);
-    await assert.rejects(withSandbox(backend, request, async () => 1, {}), SandboxValidationError);
+  test("options need a recovery policy, and a problem with it names withSandbox's options, not reserve's argument", async () => {
+    const { backend, request, log } = setup();
+    const missing = await withSandbox(backend, request, async () => 1).catch((e) => e);
+    assert.ok(missing instanceof SandboxValidationError, String(missing));
+    assert.deepEqual(missing.issues.map((i) => i.path), [['options']]);
+    assert.match(missing.issues[0].message, /withSandbox's fourth argument/);
+    for (const [options, path] of [
+      [{}, ['options', 'recovery']],
+      [{ recovery: 'in_process' }, ['options', 'recovery']],
+      [{ recovery: { kind: 'nope' } }, ['options', 'recovery', 'kind']],
+    ]) {
+      const error = await withSandbox(backend, request, async () => 1, options).catch((e) => e);
+      assert.ok(error instanceof SandboxValidationError, String(error));
+      assert.deepEqual(error.issues.map((i) => i.path), [path], JSON.stringify(options));
+      assert.doesNotMatch(error.issues[0].message, /argument of reserve/);
+    }
+    assert.deepEqual(log, [], 'nothing was reserved');
   });
 
   test('unknown options and a signal that is not an AbortSignal are refused, each named, before anything starts', async () => {

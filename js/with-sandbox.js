@@ -1,6 +1,7 @@
 // withSandbox: start, run the callback within its budget, always attempt destruction.
 import { SandboxOperationError, SandboxRunError, SandboxValidationError } from './errors.js';
 import { onAbort } from './options.js';
+import { parseSandboxRecoveryPolicy } from './parsers.js';
 
 /** The callback's budget when the caller names none: one hour. */
 export const WITH_SANDBOX_DEFAULT_BUDGET_MS = 3_600_000;
@@ -11,10 +12,22 @@ const RUN_OPTIONS = new Set(['recovery', 'signal', 'budgetMs']);
 /** `{ recovery, signal?, budgetMs? }`: every problem at once, each naming its field. */
 function parseRunOptions(options) {
   if (options === null || typeof options !== 'object') {
-    throw new SandboxValidationError([{ code: 'required', path: ['options'], message: 'options with a recovery policy are required' }]);
+    throw new SandboxValidationError([
+      { code: 'required', path: ['options'], message: "withSandbox's fourth argument, options with a recovery policy, is required: { recovery: { kind: 'in_process' } }" },
+    ]);
   }
   const { recovery, signal, budgetMs = WITH_SANDBOX_DEFAULT_BUDGET_MS } = options;
   const issues = [];
+  // Checked here with the backends' own parser, so a problem names withSandbox's options.
+  try {
+    parseSandboxRecoveryPolicy(recovery);
+  } catch (error) {
+    if (!(error instanceof SandboxValidationError)) throw error;
+    for (const issue of error.issues) {
+      const message = issue.path.length === 0 ? `options.recovery ({ kind: 'in_process' } or { kind: 'persisted', persist }): ${issue.message}` : issue.message;
+      issues.push({ ...issue, path: ['options', 'recovery', ...issue.path], message });
+    }
+  }
   for (const key of Object.keys(options)) {
     if (!RUN_OPTIONS.has(key)) issues.push({ code: 'unknown_field', path: ['options', key], message: `unknown field ${key}` });
   }

@@ -8,7 +8,7 @@ use futures::future::{BoxFuture, FutureExt};
 
 use super::attach::attach_again;
 use super::dialer::Dialer;
-use super::engine::{connect, engine_error, is_not_found, Connected};
+use super::engine::{connect, engine_error, engine_label, is_not_found, Connected};
 use super::freezer::{set_frozen, Freeze};
 use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::layout::{Names, BACKEND_ID, BACKEND_REVISION};
@@ -170,6 +170,7 @@ impl DockerBackend {
     fn settings(&self, pinned: &Pinned) -> Settings {
         Settings {
             docker: self.docker.clone(),
+            engine_label: engine_label(&self.options.engine),
             dialer: self.dialer.clone(),
             spill_directory: std::path::PathBuf::from(&self.options.spill_directory),
             image_id: pinned.image_id.clone(),
@@ -216,11 +217,15 @@ impl DockerBackend {
                 "the record was written under another backend configuration or image".into(),
             ));
         }
-        let info = self
-            .docker
-            .info()
-            .await
-            .map_err(|e| engine_error("reading the engine identity", e))?;
+        let info = self.docker.info().await.map_err(|e| {
+            engine_error(
+                &format!(
+                    "reading the engine identity (the engine: {})",
+                    engine_label(&self.options.engine)
+                ),
+                e,
+            )
+        })?;
         let engine = format!("docker-engine:{}", info.id.unwrap_or_default());
         match &record.authority {
             Authority::Verified { backend_identity } if *backend_identity != engine => {

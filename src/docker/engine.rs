@@ -209,25 +209,93 @@ pub fn engine_error(what: &str, error: bollard::errors::Error) -> OwnerError {
     OwnerError::driver(format!("{what}: {}", with_causes(&error)))
 }
 
+/// Where `engine` is, as a message names it (`engine.url tcp://…`, `DOCKER_HOST …`, the default
+/// socket), or why it names no engine.
+pub fn engine_label(engine: &Engine) -> String {
+    endpoint(engine).map_or_else(|why| why, |(_, origin)| origin)
+}
+
+/// The HTTP client library's own layers: they name the library, not what failed.
+const CLIENT_LAYERS: [&str; 2] = ["Error in the hyper legacy client", "client error ("];
+
 /// The error and every cause below it: a transport error such as a refused TLS certificate is
-/// only visible in the causes ("client error (Connect)" alone says nothing).
+/// only visible in the causes. The HTTP client library's wrapper layers are left out; a failed
+/// connection reads `could not connect to the engine: <the system's reason>`.
 pub fn with_causes(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut cause = error.source();
-    while let Some(inner) = cause {
-        let shown = inner.to_string();
-        if !text.contains(&shown) {
-            text.push_str(": ");
-            text.push_str(&shown);
+    let mut layers = Vec::new();
+    let mut connect = false;
+    let mut next: Option<&dyn std::error::Error> = Some(error);
+    while let Some(layer) = next {
+        let shown = layer.to_string();
+        connect |= shown.starts_with("client error (Connect)");
+        if !CLIENT_LAYERS
+            .iter()
+            .any(|wrapper| shown.starts_with(wrapper))
+        {
+            layers.push(shown);
         }
-        cause = inner.source();
+        next = layer.source();
     }
-    text
+    let mut text = String::new();
+    for shown in layers {
+        if text.contains(&shown) {
+            continue;
+        }
+        if !text.is_empty() {
+            text.push_str(": ");
+        }
+        text.push_str(&shown);
+    }
+    match (connect, text.is_empty()) {
+        (true, _) => format!("could not connect to the engine: {text}"),
+        (false, true) => error.to_string(),
+        (false, false) => text,
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1
+                .as_deref()
+                .map(|l| l as &(dyn std::error::Error + 'static))
+        }
+    }
+
+    #[test]
+    fn a_refused_connection_reads_without_the_client_librarys_layers() {
+        let refused = Layer(
+            "Error in the hyper legacy client: client error (Connect)",
+            Some(Box::new(Layer(
+                "client error (Connect)",
+                Some(Box::new(Layer(
+                    "tcp connect error: Connection refused (os error 111)",
+                    Some(Box::new(Layer("Connection refused (os error 111)", None))),
+                ))),
+            ))),
+        );
+        assert_eq!(
+            with_causes(&refused),
+            "could not connect to the engine: tcp connect error: Connection refused (os error 111)"
+        );
+        let plain = Layer("Docker responded with status code 500: boom", None);
+        assert_eq!(
+            with_causes(&plain),
+            "Docker responded with status code 500: boom"
+        );
+    }
 
     fn shown(endpoint: Endpoint) -> String {
         match endpoint {

@@ -8,9 +8,9 @@ use std::time::Duration;
 use bollard::Docker;
 use futures::future::{BoxFuture, FutureExt, Shared};
 
-use super::engine::engine_error;
+use super::engine::{engine_error, engine_label};
 use super::layout::{BACKEND_ID, BACKEND_REVISION};
-use super::options::DockerOptions;
+use super::options::{DockerOptions, Engine};
 use crate::digest::sha256_of;
 use crate::input::Value;
 use crate::lifecycle::error::OwnerError;
@@ -71,7 +71,7 @@ impl Resolver {
         let docker = docker.clone();
         let options = options.clone();
         let task = tokio::spawn(async move {
-            let id = resolve(&docker, &options.image).await?;
+            let id = resolve(&docker, &options.image, &options.engine).await?;
             Ok(Pinned::new(id, &options))
         });
         async move {
@@ -147,7 +147,7 @@ impl ImageSource {
 }
 
 /// The immutable ID a reference names now, asked once with a bounded wait.
-async fn resolve(docker: &Docker, reference: &str) -> Result<String, OwnerError> {
+async fn resolve(docker: &Docker, reference: &str, engine: &Engine) -> Result<String, OwnerError> {
     let image = tokio::time::timeout(RESOLVE_TIMEOUT, docker.inspect_image(reference))
         .await
         .map_err(|_| {
@@ -155,7 +155,15 @@ async fn resolve(docker: &Docker, reference: &str) -> Result<String, OwnerError>
                 "the engine did not resolve image {reference} within {RESOLVE_TIMEOUT:?}"
             ))
         })?
-        .map_err(|e| engine_error(&format!("resolving image {reference}"), e))?;
+        .map_err(|e| {
+            engine_error(
+                &format!(
+                    "resolving image {reference} (the engine: {})",
+                    engine_label(engine)
+                ),
+                e,
+            )
+        })?;
     image
         .id
         .filter(|id| is_sha256_digest(id))

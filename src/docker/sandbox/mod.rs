@@ -44,6 +44,8 @@ const INHIBIT_HOST_ADDRESS: &str = "com.docker.network.bridge.inhibit_ipv4";
 #[derive(Clone)]
 pub struct Settings {
     pub docker: Docker,
+    /// Where the engine is, for messages (`engine.url tcp://…`, the default socket).
+    pub engine_label: String,
     /// Attach connections to the same engine.
     pub dialer: crate::docker::dialer::Dialer,
     /// Caller-owned directory for transfer metadata spill files.

@@ -33,10 +33,15 @@ impl DockerSandbox {
         self.state.lock().await.journal = Some(Arc::clone(journal));
 
         // Read-only preflight: which engine this is, and whether the image may run at all.
-        let info = docker
-            .info()
-            .await
-            .map_err(|e| engine_error("reading the engine identity", e))?;
+        let info = docker.info().await.map_err(|e| {
+            engine_error(
+                &format!(
+                    "reading the engine identity (the engine: {})",
+                    self.settings.engine_label
+                ),
+                e,
+            )
+        })?;
         let helper = helper_for(info.architecture.as_deref())?;
         let engine_id = info
             .id
