@@ -216,6 +216,19 @@ describe('docker admission', () => {
       () => createDockerSandboxBackend({ image: IMAGE, namespace: 'bad ns', spillDirectory: 'relative' }),
       (error) => error instanceof SandboxValidationError && error.issues.map((i) => i.path[0]).join() === 'namespace,spillDirectory',
     );
+    // A spillDirectory that is not there, or not a directory, is a validation error naming it.
+    for (const [path, problem] of [['/no/such/spill-directory', /is not an existing directory/], ['/etc/passwd', /is not a directory/]]) {
+      assert.throws(
+        () => createDockerSandboxBackend({ image: IMAGE, namespace: 'fine', spillDirectory: path }),
+        (error) =>
+          error instanceof SandboxValidationError &&
+          error.issues.length === 1 &&
+          error.issues[0].path.join() === 'spillDirectory' &&
+          problem.test(error.issues[0].message) &&
+          /mkdtempSync/.test(error.issues[0].message),
+        path,
+      );
+    }
   });
 
   test('a missing image reference fails startup before any engine object exists', async () => {

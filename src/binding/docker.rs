@@ -9,7 +9,7 @@ use super::errors::{describe, failed, ok};
 use super::js_driver::{Invoke, JsPersist, JsPort};
 use super::js_value::{Captured, JsData};
 use super::owner::{record_of, request_of, NativeOwner, NativeRecoveredOwner};
-use crate::docker::backend::{DockerBackend, Reconciled};
+use crate::docker::backend::{check_spill_directory, DockerBackend, Reconciled};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
 use crate::docker::options::{parse_docker_options, parse_prepare_options};
 use crate::docker::prepare_image::prepare_image;
@@ -23,11 +23,15 @@ use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
 use crate::limits::STARTUP_MS_MAX;
 
+/// Parses the backend options, and checks that `spillDirectory` is an existing directory.
 #[napi(js_name = "parseDockerOptions")]
 pub fn parse_docker_options_js(options: Captured) -> JsData {
-    JsData(match parse_docker_options(&options.0) {
-        Ok(_) => ok(Value::Null),
-        Err(issues) => failed(&OwnerError::Validation(issues)),
+    let checked = parse_docker_options(&options.0)
+        .map_err(OwnerError::Validation)
+        .and_then(|parsed| check_spill_directory(&parsed.spill_directory));
+    JsData(match checked {
+        Ok(()) => ok(Value::Null),
+        Err(error) => failed(&error),
     })
 }
 

@@ -20,7 +20,7 @@ use super::options::DockerOptions;
 use super::reaper::link::{shared, ReaperCommand, ReaperEntry};
 use super::sandbox::{DockerSandbox, PendingDockerSandbox, Settings};
 use crate::digest::{fresh_id, sha256_of};
-use crate::input::ToValue;
+use crate::input::{Issue, IssueCode, Seg, ToValue};
 use crate::lifecycle::driver::{DriverReservation, ProcessChannels, RecoveredDriver};
 use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
@@ -76,18 +76,7 @@ impl DockerBackend {
     /// the ID it names, and its records say so). `reaper` runs this process's reaper (with
     /// `reaper: false` in the options, none runs). Needs a tokio runtime context.
     pub fn new(options: DockerOptions, reaper: ReaperCommand) -> Result<Self, OwnerError> {
-        let spill = std::fs::metadata(&options.spill_directory).map_err(|e| {
-            OwnerError::state(format!(
-                "spillDirectory {} is not an existing directory: {e}",
-                options.spill_directory
-            ))
-        })?;
-        if !spill.is_dir() {
-            return Err(OwnerError::state(format!(
-                "spillDirectory {} is not a directory",
-                options.spill_directory
-            )));
-        }
+        check_spill_directory(&options.spill_directory)?;
         let Connected {
             docker,
             dialer,
@@ -416,4 +405,21 @@ impl RecoveredDriver for DockerRecovered {
         }
         .boxed()
     }
+}
+
+/// `spillDirectory` must exist and be a directory: a validation issue naming it otherwise, with
+/// how to make one (the package never creates a temporary directory of its own).
+pub fn check_spill_directory(path: &str) -> Result<(), OwnerError> {
+    let problem = match std::fs::metadata(path) {
+        Ok(meta) if meta.is_dir() => return Ok(()),
+        Ok(_) => "is not a directory".to_owned(),
+        Err(e) => format!("is not an existing directory ({e})"),
+    };
+    Err(OwnerError::Validation(vec![Issue {
+        code: IssueCode::InvalidPath,
+        path: vec![Seg::from("spillDirectory")],
+        message: format!(
+            "{path} {problem}: pass a directory you own, such as mkdtempSync(join(tmpdir(), 'sandbox-spill-'))"
+        ),
+    }]))
 }
