@@ -97,13 +97,37 @@ test('the README Quick start runs as written in an empty project, in at most 40 
   assert.ok(quickstart.trimEnd().split('\n').length <= 40, 'at most 40 lines');
   const dir = project(quickstart, installed);
   try {
+    const before = new Set(readdirSync(tmpdir()).filter((name) => name.startsWith('quickstart-')));
     const { code, stdout, stderr } = await run(dir);
     assert.equal(code, 0, stderr);
     assert.match(stdout, /\[ 'hello from the host\\n', 'done\\n', \{ kind: 'exited', code: 0 \} \]/);
     assert.match(stdout, /size\.txt: 20/);
     assert.deepEqual(leftovers('quickstart'), NOTHING);
+    const made = readdirSync(tmpdir()).filter((name) => name.startsWith('quickstart-') && !before.has(name));
+    assert.deepEqual(made, [], 'its host directory is removed');
   } finally {
     rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+test("the README's no-registry note builds a busybox the Quick start can prepare and run", async () => {
+  const [, body] = readme.match(/```sh\n# no-registry busybox\n([\s\S]*?)```/) ?? [];
+  assert.ok(body, 'the README has the no-registry busybox block');
+  const tag = `native-sandbox-no-registry-${process.pid}`;
+  const dir = mkdtempSync(join(tmpdir(), 'no-registry-'));
+  try {
+    // As written, with this test's own tag instead of `busybox` (which the other tests use).
+    const script = body.replaceAll('docker build -t busybox ', `docker build -t ${tag} `);
+    assert.notEqual(script, body, 'the block builds the busybox tag');
+    execFileSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DOCKER_BUILDKIT: '0' } });
+    assert.equal(existsSync(join(dir, 'busybox-image')), false, 'the block removes its build directory');
+    const { prepareDockerSandboxImage } = await import('native-sandbox/docker');
+    const { image } = await prepareDockerSandboxImage({ from: tag, tag: `${tag}-prepared:1` });
+    const out = execFileSync('docker', ['run', '--rm', '--network', 'none', image, '/bin/sh', '-c', 'echo "$(ls /bin | wc -l) applets"'], { encoding: 'utf8' });
+    assert.match(out, /^\d{3} applets$/m);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+    execFileSync('docker', ['image', 'rm', '-f', tag, `${tag}-prepared:1`], { stdio: 'ignore' });
   }
 });
 
@@ -111,7 +135,7 @@ test('the README Quick start runs as written in an empty project, in at most 40 
 const RECIPES = {
   'command-with-timeout': { expect: [/^"started\\n" timed out$/m] },
   'one-file-out': { expect: [/^out\/report\.txt: \S+/m] },
-  'ctrl-c': { interrupt: 'press Ctrl-C', expect: [/^stopped: cancelled \(got SIGINT\); the sandbox is destroyed$/m] },
+  'ctrl-c': { interrupt: 'running; press Ctrl-C', status: 130, expect: [/^stopped: cancelled \(got SIGINT\); the sandbox is destroyed$/m] },
   'long-lived-agent': { expect: [/agent: done with parse/, /agent: done with write/, /^exit: \{ kind: 'exited', code: 0 \}$/m] },
   'several-steps': { expect: [/output: \[ '1', '2', '3' \], status: 0/, /output: \[ '3' \], status: 0/, /status: [12] \}/, /^exit: \{ kind: 'exited', code: 0 \}$/m] },
   'recover-after-crash': { expect: [/controller: started sbx-\S+, now crashing/, /recovery: sbx-\S+ is matched/, /recovery: destroyed/] },
@@ -141,14 +165,14 @@ test('docs/recipes.md holds every recipe its table of contents promises, each un
   assert.deepEqual([...blocks(recipesPage, '// recipe:').keys()].sort(), Object.keys(RECIPES).sort());
 });
 
-for (const [name, { links = {}, nodeArgs, interrupt, env, expect }] of Object.entries(RECIPES)) {
+for (const [name, { links = {}, nodeArgs, interrupt, env, expect, status = 0 }] of Object.entries(RECIPES)) {
   test(`recipe ${name} runs as written and leaves nothing`, async () => {
     const source = blocks(recipesPage, '// recipe:').get(name);
     assert.ok(source, `docs/recipes.md has the ${name} block`);
     const dir = project(source, { ...installed, ...links });
     try {
       const { code, stdout, stderr } = await run(dir, { nodeArgs, interrupt, env });
-      assert.equal(code, 0, `${stdout}\n${stderr}`);
+      assert.equal(code, status, `${stdout}\n${stderr}`);
       for (const pattern of expect) assert.match(stdout, pattern);
       assert.deepEqual(leftovers('recipes'), NOTHING);
     } finally {
@@ -156,6 +180,19 @@ for (const [name, { links = {}, nodeArgs, interrupt, env, expect }] of Object.en
     }
   });
 }
+
+test('recipe ctrl-c, interrupted while its sandbox starts: the start fails as cancelled, status 130, nothing left', async () => {
+  const dir = project(blocks(recipesPage, '// recipe:').get('ctrl-c'), installed);
+  try {
+    const { code, stdout, stderr } = await run(dir, { interrupt: 'starting a sandbox' });
+    assert.equal(code, 130, `${stdout}\n${stderr}`);
+    assert.match(stdout, /^stopped: cancelled \(got SIGINT\); the sandbox is destroyed$/m);
+    assert.doesNotMatch(stdout, /running; press Ctrl-C/, 'the signal came while the sandbox started');
+    assert.deepEqual(leftovers('recipes'), NOTHING);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
 
 /** GitHub's anchor of a heading: lower case, punctuation dropped, spaces as hyphens. */
 const slug = (heading) =>
