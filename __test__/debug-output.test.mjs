@@ -45,7 +45,13 @@ test('with NODE_DEBUG=native-sandbox: one line per step, in order, with counts a
     'stop ok',
     'export ok 1 files, 1 directories, 20 bytes',
     'destroy ok',
+    // importSandboxDirectory and exportSandboxDirectory: the same lines.
+    'start ok',
+    'import ok 1 files, 1 directories, 20 bytes',
+    'stop ok',
+    'export ok 1 files, 1 directories, 20 bytes',
+    'destroy ok',
   ]);
   const text = all.join('\n');
-  for (const secret of ['file-secret-contents', 'tok-secret-123', 'API_TOKEN', 'secret-dir', 'notes.txt']) assert.ok(!text.includes(secret), secret);
+  for (const secret of ['file-secret-contents', 'tok-secret-123', 'API_TOKEN', 'secret-dir', 'notes.txt', 'debug-child-', 'project']) assert.ok(!text.includes(secret), secret);
 });

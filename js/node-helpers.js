@@ -9,6 +9,7 @@ import { settle } from './driver-port.js';
 import { native } from './native.js';
 import { nativeTransfersOf } from './owner.js';
 import { shared } from './shared.js';
+import { traced, transferCounts } from './debug.js';
 import { parseTransferOptions } from './parsers.js';
 import { nativeProgress, preEntryRejection, watchAdmitted } from './transfer.js';
 import { SANDBOX_DEFAULT_TRANSFER_BUFFERS, SANDBOX_LIMITS } from './constants.js';
@@ -60,6 +61,13 @@ function checkEntry(parsed) {
 /** Imports the regular files and directories under `directory` (absolute, quiescent). */
 export async function importSandboxDirectory(sandbox, directory, options) {
   sandboxOf(sandbox, 'importSandboxDirectory');
+  // A native import bypasses importTree, so it prints its own line; any other goes through
+  // importTree, which prints one.
+  if (!nativeTransfersOf(sandbox)) return importDirectory(sandbox, directory, options);
+  return traced(sandbox.id, 'import', () => importDirectory(sandbox, directory, options), transferCounts);
+}
+
+async function importDirectory(sandbox, directory, options) {
   if (typeof directory !== 'string' || !isAbsolute(directory)) throw issue(['directory'], 'invalid_path', 'must be an absolute host path');
   const { chunkBytes, transfer } = splitOptions(options);
   const parsed = parseTransferOptions(transfer);
@@ -168,6 +176,12 @@ async function* hostFileBytes(walk, id, chunkBytes) {
  */
 export async function exportSandboxDirectory(sandbox, selection, destination, options) {
   sandboxOf(sandbox, 'exportSandboxDirectory');
+  // As importSandboxDirectory: a native export prints its own line, any other exportTree's.
+  if (!nativeTransfersOf(sandbox)) return exportDirectory(sandbox, selection, destination, options);
+  return traced(sandbox.id, 'export', () => exportDirectory(sandbox, selection, destination, options), (result) => transferCounts(result?.summary));
+}
+
+async function exportDirectory(sandbox, selection, destination, options) {
   if (typeof destination !== 'string' || !isAbsolute(destination)) throw issue(['destination'], 'invalid_path', 'must be an absolute host path');
   const parsed = parseTransferOptions(options);
   checkEntry(parsed);
