@@ -218,6 +218,17 @@ test('no relative link of the README or docs/ is dead (files and anchors)', () =
   assert.deepEqual(dead, []);
 });
 
+test("the Docker page's egress section says early how to reach your own test servers, in parts a reader can scan", () => {
+  const page = readFileSync(join(root, 'docs', 'docker.md'), 'utf8');
+  const section = page.slice(page.indexOf('## Egress by hostname'), page.indexOf('\n## ', page.indexOf('## Egress by hostname') + 1));
+  const opening = section.split('\n### ')[0];
+  assert.match(opening, /egress\.network/, 'the opening names egress.network');
+  assert.match(opening, /embedded\s+DNS/);
+  const parts = section.split('\n### ').slice(1);
+  assert.ok(parts.length >= 8, `${parts.length} parts`);
+  for (const part of parts) assert.ok(part.split('\n').length <= 40, `${part.split('\n')[0]}: ${part.split('\n').length} lines`);
+});
+
 test('the README is at most 250 lines', () => {
   assert.ok(readme.split('\n').length <= 250, `${readme.split('\n').length} lines`);
 });
