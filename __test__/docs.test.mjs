@@ -119,7 +119,7 @@ test("the README's no-registry note builds a busybox the Quick start can prepare
     // As written, with this test's own tag instead of `busybox` (which the other tests use).
     const script = body.replaceAll('docker build -t busybox ', `docker build -t ${tag} `);
     assert.notEqual(script, body, 'the block builds the busybox tag');
-    execFileSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'], env: { ...process.env, DOCKER_BUILDKIT: '0' } });
+    execFileSync('bash', ['-euo', 'pipefail', '-c', script], { cwd: dir, stdio: ['ignore', 'ignore', 'inherit'] });
     assert.equal(existsSync(join(dir, 'busybox-image')), false, 'the block removes its build directory');
     const { prepareDockerSandboxImage } = await import('native-sandbox/docker');
     const { image } = await prepareDockerSandboxImage({ from: tag, tag: `${tag}-prepared:1` });

@@ -104,6 +104,7 @@ test('streams sharing failures: one unheard error per cause; a listener always h
   assert.deepEqual(uncaught, ['a: output_limit'], 'the second unheard copy of the same cause is not emitted');
   assert.deepEqual(heard, ['c: output_limit'], 'a stream with a listener hears its own');
   assert.equal(b.destroyed, true, 'the quiet copy still closed its stream');
+  assert.equal(b.errored?.code, 'output_limit', 'and failed it: finished() and later readers see why');
   // Another cause is a failure of its own.
   const [d, e] = [fed(), fed()];
   shareFailures(d, e);

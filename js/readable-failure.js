@@ -11,9 +11,10 @@ const groups = new WeakMap();
 /**
  * `streams` fail for shared causes (a process's stdout and stderr: one `output_limit`, one
  * stop). A stream with an 'error' listener always gets its own failure; of one cause (its
- * `code`), only the first failure nobody listens for is emitted, so a host reading with
- * `'data'` listeners alone meets one uncaught error, not one per stream. A later unheard copy
- * closes its stream without an 'error' event.
+ * `code`), only the first failure nobody listens for is thrown as uncaught, so a host reading
+ * with `'data'` listeners alone meets one uncaught error, not one per stream. A later unheard
+ * copy still fails its stream (`errored`, `finished()` and later listeners see it), but the
+ * 'error' event it emits is taken by a listener of its own.
  */
 export function shareFailures(...streams) {
   const unheard = new Set();
@@ -25,8 +26,8 @@ function destroyWith(stream, error) {
   const unheard = groups.get(stream);
   const cause = error?.code;
   if (unheard !== undefined && cause !== undefined && stream.listenerCount('error') === 0) {
-    if (unheard.has(cause)) return void stream.destroy();
-    unheard.add(cause);
+    if (unheard.has(cause)) stream.once('error', () => {});
+    else unheard.add(cause);
   }
   stream.destroy(error);
 }

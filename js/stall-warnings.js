@@ -37,8 +37,9 @@ export function stallWarning(sandboxId, stream) {
 }
 
 /**
- * Watches the process behind `owner` until `exit` settles. `openStdin`: stdin stays open by
- * design (a daemon or an agent conversation), so a quiet guest is no stall.
+ * Watches the process behind `owner` until `exit` settles or its streams are gone (a detached
+ * attachment). `openStdin`: stdin stays open by design (a daemon or an agent conversation), so a
+ * quiet guest is no stall.
  */
 export function watchStalls({ owner, sandboxId, stdin, exit, openStdin = false }) {
   if (typeof owner.processStalls !== 'function') return;
@@ -47,8 +48,9 @@ export function watchStalls({ owner, sandboxId, stdin, exit, openStdin = false }
     try {
       stalled = owner.processStalls();
     } catch {
-      return;
+      stalled = null;
     }
+    if (stalled == null) return void stop();
     for (const stream of stalled) {
       if (stream === 'stdin' && (openStdin || openByDesign.has(stdin))) continue;
       const [code, message] = stallWarning(sandboxId, stream);

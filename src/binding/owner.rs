@@ -370,7 +370,7 @@ impl NativeOwner {
 
     /// The process's streams newly stalled (each named once): see `process::stall`.
     #[napi(js_name = "processStalls")]
-    pub fn process_stalls(&self) -> Vec<String> {
+    pub fn process_stalls(&self) -> Option<Vec<String>> {
         process_streams::stalls(&self.io)
     }
 

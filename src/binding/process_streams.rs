@@ -121,18 +121,16 @@ pub async fn exit(slot: &IoSlot, cause: impl FnOnce() -> Option<StopCause>) -> J
     JsData(outcome(result))
 }
 
-/// The streams newly stalled (`stdout`, `stderr`, `stdin`), each named once; none before the
-/// process is there. Never waits: the JavaScript side polls it.
-pub fn stalls(slot: &IoSlot) -> Vec<String> {
-    io_of(slot).map_or_else(
-        |_| Vec::new(),
-        |io| {
-            io.stalls()
-                .into_iter()
-                .map(|s| s.as_str().to_owned())
-                .collect()
-        },
-    )
+/// The streams newly stalled (`stdout`, `stderr`, `stdin`), each named once; `None` when no
+/// streams are there (not yet, or detached): the JavaScript side stops polling then. Never
+/// waits.
+pub fn stalls(slot: &IoSlot) -> Option<Vec<String>> {
+    io_of(slot).ok().map(|io| {
+        io.stalls()
+            .into_iter()
+            .map(|s| s.as_str().to_owned())
+            .collect()
+    })
 }
 
 /// A reconciled sandbox's process, attached again: `attach(request)` once, then the same
@@ -205,7 +203,7 @@ impl NativeAttachedProcess {
     }
 
     #[napi(js_name = "processStalls")]
-    pub fn process_stalls(&self) -> Vec<String> {
+    pub fn process_stalls(&self) -> Option<Vec<String>> {
         stalls(&self.io)
     }
 

@@ -238,13 +238,23 @@ impl ProcessIo {
 
     /// The streams newly stalled (see `stall`): each reported once, never while stopping.
     pub fn stalls(&self) -> Vec<Stalled> {
-        let taken =
-            |output: &Output| output.discarded.is_set() || output.reader.try_lock().is_err();
+        // Staged bytes of a stream no read is taking (a read in flight holds the reader's lock).
+        let unread = |output: &Output| {
+            !output.discarded.is_set()
+                && output
+                    .reader
+                    .try_lock()
+                    .is_ok_and(|reader| reader.staged.unread() > 0)
+        };
+        let stdin_staged =
+            self.stdin_budget.available_permits() < self.stdin_permits(usize::MAX) as usize;
         self.stalls.take(&Seen {
             now: tokio::time::Instant::now(),
             stopping: self.pump.winding_down(),
-            output_taken: [taken(&self.stdout), taken(&self.stderr)],
-            stdin_open: self.stdin.refused().is_none() && self.exit.peek().is_none(),
+            output_unread: [unread(&self.stdout), unread(&self.stderr)],
+            stdin_open: self.stdin.refused().is_none()
+                && !stdin_staged
+                && self.exit.peek().is_none(),
         })
     }
 
@@ -894,6 +904,21 @@ mod tests {
         tokio::time::sleep(crate::process::stall::STALL_AFTER * 2).await;
         assert!(io.stalls().is_empty());
         reading.abort();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn with_neither_stream_read_only_the_one_holding_bytes_is_reported() {
+        let limits = StreamLimits {
+            max_buffered_output_bytes: 1_024,
+            ..StreamLimits::DEFAULT
+        };
+        let (io, feed) = fed_process(limits);
+        for _ in 0..4 {
+            feed.send(Ok((OutputStream::Stderr, Bytes::from(vec![2; 1_024]))))
+                .expect("fed");
+        }
+        tokio::time::sleep(crate::process::stall::STALL_AFTER).await;
+        assert_eq!(io.stalls(), vec![Stalled::Stderr], "stdout holds nothing");
     }
 
     #[tokio::test(start_paused = true)]

@@ -296,6 +296,8 @@ impl OutputPump {
             self.stalls.waiting_for_room(true);
             let room = room(&self.budget, &self.control, n).await;
             self.stalls.waiting_for_room(false);
+            // A piece staged (or given up) is the guest's output moving.
+            self.stalls.moved();
             match room {
                 Room::Granted => {}
                 Room::Closed => {

@@ -147,6 +147,14 @@ impl StagedReceiver {
         Some(item)
     }
 
+    /// Bytes staged and not taken yet.
+    pub fn unread(&self) -> u64 {
+        self.shared
+            .sent
+            .load(Ordering::SeqCst)
+            .saturating_sub(self.taken)
+    }
+
     /// Takes nothing more: the sender's next `send` gives its item back. What is staged
     /// already can still be taken (`try_recv`).
     pub fn close(&mut self) {

@@ -4,10 +4,12 @@
 //!
 //! Invariants:
 //! - an output stream is reported once the output pump has waited `STALL_AFTER` for staging
-//!   space while compute runs (the guest is then blocked on its writes) and no read of that
-//!   stream is in flight (its reader stopped taking it);
-//! - stdin is reported once it has been open, with no write from the host and no output from
-//!   the guest, for `STALL_AFTER` while the process runs (the guest may be reading to EOF);
+//!   space while compute runs (the guest is then blocked on its writes), the stream holds
+//!   staged bytes nobody took, and no read of it is in flight (its reader stopped taking it);
+//! - stdin is reported once it has been open, with no write from the host, no output from the
+//!   guest and nothing staged for it, for `STALL_AFTER` from the start or the last of those
+//!   while the process runs and no output waits for staging space (the guest may be reading to
+//!   EOF);
 //! - nothing is reported once compute is stopping, and each stream at most once.
 
 use std::sync::{Mutex, PoisonError};
@@ -64,9 +66,11 @@ pub struct Seen {
     pub now: Instant,
     /// Compute is stopping, or the streams are closed: nothing is a stall any more.
     pub stopping: bool,
-    /// Whether each output stream (stdout, stderr) has a read in flight or was discarded.
-    pub output_taken: [bool; 2],
-    /// Whether stdin is still open and the process still runs.
+    /// Whether each output stream (stdout, stderr) holds staged bytes that no read in flight
+    /// is taking (and was not discarded): its reader stopped taking it.
+    pub output_unread: [bool; 2],
+    /// Whether stdin is still open, nothing written to it is still staged, and the process
+    /// still runs.
     pub stdin_open: bool,
 }
 
@@ -113,17 +117,19 @@ impl StallWatch {
             .room_wait_since
             .is_some_and(|since| seen.now.saturating_duration_since(since) >= STALL_AFTER);
         if room_stalled {
-            for (which, taken) in [Stalled::Stdout, Stalled::Stderr]
+            for (which, unread) in [Stalled::Stdout, Stalled::Stderr]
                 .into_iter()
-                .zip(seen.output_taken)
+                .zip(seen.output_unread)
             {
-                if !taken {
+                if unread {
                     stalled.push(which);
                 }
             }
         }
-        let quiet = seen.now.saturating_duration_since(watched.last_activity) >= STALL_AFTER;
-        if seen.stdin_open && quiet && !room_stalled {
+        // Output waiting for room is the guest's writing, not a wait on stdin.
+        let quiet = watched.room_wait_since.is_none()
+            && seen.now.saturating_duration_since(watched.last_activity) >= STALL_AFTER;
+        if seen.stdin_open && quiet {
             stalled.push(Stalled::Stdin);
         }
         stalled.retain(|which| !std::mem::replace(&mut watched.reported[which.index()], true));
@@ -139,7 +145,7 @@ mod tests {
         Seen {
             now,
             stopping: false,
-            output_taken: [true, true],
+            output_unread: [false, false],
             stdin_open: false,
         }
     }
@@ -150,7 +156,7 @@ mod tests {
         watch.waiting_for_room(true);
         tokio::time::advance(STALL_AFTER - Duration::from_millis(1)).await;
         let unread_stderr = Seen {
-            output_taken: [true, false],
+            output_unread: [false, true],
             ..seen(Instant::now())
         };
         assert!(watch.take(&unread_stderr).is_empty(), "not yet");
@@ -162,7 +168,7 @@ mod tests {
         assert_eq!(watch.take(&unread_stderr), vec![Stalled::Stderr]);
         assert!(watch.take(&unread_stderr).is_empty(), "once per stream");
         let both = Seen {
-            output_taken: [false, false],
+            output_unread: [true, true],
             ..seen(Instant::now())
         };
         assert_eq!(watch.take(&both), vec![Stalled::Stdout]);
@@ -177,14 +183,14 @@ mod tests {
         watch.waiting_for_room(true);
         tokio::time::advance(STALL_AFTER / 2).await;
         let unread = Seen {
-            output_taken: [false, false],
+            output_unread: [true, true],
             ..seen(Instant::now())
         };
         assert!(watch.take(&unread).is_empty(), "the wait began afresh");
         tokio::time::advance(STALL_AFTER).await;
         let stopping = Seen {
             stopping: true,
-            output_taken: [false, false],
+            output_unread: [true, true],
             ..seen(Instant::now())
         };
         assert!(watch.take(&stopping).is_empty());
@@ -214,6 +220,12 @@ mod tests {
             now: Instant::now(),
             ..open
         };
+        watch.waiting_for_room(true);
+        assert!(
+            watch.take(&open).is_empty(),
+            "output waiting for room is no wait on stdin"
+        );
+        watch.waiting_for_room(false);
         assert_eq!(watch.take(&open), vec![Stalled::Stdin]);
         assert!(watch.take(&open).is_empty());
     }

@@ -54,7 +54,10 @@ pub async fn check_executable(docker: &Docker, id: &str, path: &str) -> Result<(
             .build();
         let verdict = match docker.get_container_archive_info(id, Some(options)).await {
             Ok(stat) => judge(stat.file_mode, &stat.link_target),
-            Err(e) if is_not_found(&e) => Verdict::Missing,
+            // Not the container (a stop removed it): the engine's error, not the recipe's.
+            Err(e) if is_not_found(&e) && !e.to_string().contains("No such container") => {
+                Verdict::Missing
+            }
             Err(e) => return Err(engine_error("looking at the process's executable", e)),
         };
         let problem = match verdict {

@@ -103,9 +103,11 @@ impl DockerSandbox {
         }
         cancel.check()?;
 
-        // A recipe that cannot run fails here, naming `executable`, not as init's exit 127.
-        super::executable::check_executable(docker, &id, &spec.executable).await?;
+        // A recipe that cannot run fails here, naming `executable`, not as init's exit 127. A
+        // stop that removed the container meanwhile is the stop's failure, not the recipe's.
+        let checked = super::executable::check_executable(docker, &id, &spec.executable).await;
         cancel.check()?;
+        checked?;
 
         let attached = attach_streams(&self.settings.dialer, &id)
             .await
