@@ -9,26 +9,34 @@
  */
 export const REMEMBERED_DRIVER_ERRORS = 64;
 
-/** Creates a port over `handlers` (`{ [op]: (arg) => value | Promise<value> }`). */
+/**
+ * Creates a port over `handlers` (`{ [op]: (arg) => value | Promise<value> }`). `remember(error)`
+ * keeps a driver error that reaches native code another way (a process stream's) and returns
+ * its `ref`.
+ */
 export function createDriverPort(handlers) {
   const errors = new Map();
   let nextRef = 1;
+  function remember(error) {
+    const ref = nextRef++;
+    errors.set(ref, error);
+    if (errors.size > REMEMBERED_DRIVER_ERRORS) errors.delete(errors.keys().next().value);
+    return ref;
+  }
   async function invoke(call) {
     try {
       const handler = handlers[call.op];
       if (typeof handler !== 'function') throw new TypeError(`native-sandbox: no driver handler for ${call.op}`);
       return { ok: true, value: await handler(call.arg) };
     } catch (error) {
-      const ref = nextRef++;
-      errors.set(ref, error);
-      if (errors.size > REMEMBERED_DRIVER_ERRORS) errors.delete(errors.keys().next().value);
-      return { ok: false, ref, message: messageOf(error) };
+      return { ok: false, ref: remember(error), message: messageOf(error) };
     }
   }
-  return { invoke, errors };
+  return { invoke, errors, remember };
 }
 
-function messageOf(error) {
+/** A thrown value's message, whatever was thrown. */
+export function messageOf(error) {
   if (error instanceof Error) return error.message;
   try {
     return String(error);

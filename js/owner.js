@@ -12,7 +12,7 @@ import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
 import { exportTree, importTree } from './transfer.js';
 import { exportViaDriver, importViaDriver } from './driver-transfers.js';
-import { reserveDriverProcess } from './driver-process.js';
+import { closeDriverProcess, driverProcessHandlers, reserveDriverProcess } from './driver-process.js';
 
 /**
  * Owns one fresh driver reservation (`reserved`) with a native owner, and returns the
@@ -21,8 +21,9 @@ import { reserveDriverProcess } from './driver-process.js';
 export function ownDriverReservation({ request, id, record, recovery, reserved }) {
   const startController = new AbortController();
   const context = { owner: undefined, errors: undefined };
-  // The ready port, and the process the owner's stop must close (see driver-process.js).
-  const ports = { ready: undefined, process: undefined };
+  // The ready port, the driver's process reservation, and the process the owner's stop must
+  // close (see driver-process.js).
+  const ports = { ready: undefined, reservedProcess: undefined, process: undefined };
   // The native owner holds this port's function: nothing the port reaches may hold the owner
   // or its faces (`context.owner` does), or the pair is a cycle through native code that the
   // garbage collector cannot see. The port gets its own context and a weak owner reference.
@@ -46,26 +47,20 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
       startController.abort(errorFromDescriptor(reason, portContext));
     },
     async stop() {
-      // As the original's beginStop: the process start's signal aborts first, the process
-      // streams are closed as the driver's stop begins (a stop that never settles holds no
-      // reader), and both are awaited, also when the driver's stop failed.
-      const running = ports.process;
-      // The reason is the owner's: the execution deadline when it fired first.
-      const end = ownerRef.deref()?.executionEnd();
-      running?.controller.abort(end ? errorFromDescriptor(end, portContext) : new SandboxOperationError('cancelled', 'Sandbox compute is stopping.'));
-      // The driver's output is read on from here, so its stop is never held by an unread stream.
-      running?.stopping();
-      const closed = running?.close();
-      closed?.catch(() => {});
+      // As the original's beginStop: the process streams are closed as the driver's stop
+      // begins (a stop that never settles holds no reader), and both are awaited, also when
+      // the driver's stop failed. A process start in progress was aborted and has settled.
+      const closed = closeDriverProcess(ports);
+      closed.catch(() => {});
       try {
         await reserved.stop();
       } finally {
         await closed;
-        running?.stopped();
       }
     },
     destroy: () => reserved.destroy(),
     persist: (next) => recovery.persist(deepFreeze(next)),
+    ...driverProcessHandlers(ports, { remember: (error) => port.remember(error), toError: (reason) => errorFromDescriptor(reason, portContext) }),
   });
   context.errors = port.errors;
   portContext.errors = port.errors;
@@ -182,10 +177,7 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
       ),
     reserveProcess(spec) {
       const reserved = !processPort
-        ? reserveDriverProcess(
-            { ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, startupMs: request.policy.deadlines.startupMs, cleanupMs: request.policy.deadlines.cleanupMs, processSlot: ports },
-            spec,
-          )
+        ? reserveDriverProcess({ ...driverPort, limits: request.policy.streams, stopSandbox: lifecycle.stop, ports }, spec)
         : reserveProcess({ owner, spec, context, limits: request.policy.streams, stopSandbox: lifecycle.stop });
       return Object.freeze({
         ...reserved,

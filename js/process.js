@@ -9,12 +9,13 @@ import { closeInput, guardInput } from './stdin-guard.js';
 import { watchStalls } from './stall-warnings.js';
 
 /**
- * `sandbox.reserveProcess(spec)` over a native owner that has a process port. `reattachable`
- * (internal, the agentproto provider's daemon) keeps the process's stdin open across
- * attachments.
+ * `sandbox.reserveProcess(spec)` over a native owner. `reattachable` (internal, the agentproto
+ * provider's daemon) keeps the process's stdin open across attachments. `driverReservation`
+ * (a JavaScript driver's) reserves the driver's process with the parsed spec and returns its id.
  */
-export function reserveProcess({ owner, spec, context, limits, stopSandbox, reattachable = false }) {
+export function reserveProcess({ owner, spec, context, limits, stopSandbox, reattachable = false, driverReservation }) {
   const reserved = settle(owner.reserveProcess(spec, reattachable), context, errorFromDescriptor);
+  const id = driverReservation ? driverReservation(reserved.spec) : reserved.id;
   let entered = false;
   // Bad options throw at the call, as the original's; every other failure rejects.
   const start = (options) => begin(parseOperationOptions(options));
@@ -31,7 +32,7 @@ export function reserveProcess({ owner, spec, context, limits, stopSandbox, reat
     }
     return processStreams({ owner, context, limits, stopSandbox, sandboxId: owner.id(), openStdin: reattachable });
   }
-  return Object.freeze({ id: reserved.id, stopScope: 'sandbox', start, stop: stopSandbox });
+  return Object.freeze({ id, stopScope: 'sandbox', start, stop: stopSandbox });
 }
 
 /**

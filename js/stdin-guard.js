@@ -11,7 +11,7 @@ const closedWith = new WeakMap();
 /**
  * Wraps `stdin.write` and `stdin.end` with those rules. `stopSandbox` stops the sandbox when the
  * queue limit is crossed (the original's rule: the caller wrote past the bound it set);
- * `owner.stopForLimit`, where the owner has it, first records that limit as why the execution
+ * `owner.stopForInputLimit`, where the owner has it, first records that limit as why the execution
  * ended (`exit`'s `cause`).
  */
 export function guardInput(stdin, { limits, stopSandbox, owner }) {
@@ -31,7 +31,7 @@ export function guardInput(stdin, { limits, stopSandbox, owner }) {
         `stdin would queue ${stdin.writableLength + length} bytes, past policy.streams.maxBufferedInputBytes (${limits.maxBufferedInputBytes}); the sandbox is being stopped`,
       );
       stdin.destroy(error);
-      owner?.stopForLimit?.(false, error.message);
+      owner?.stopForInputLimit?.(error.message);
       stopSandbox().catch(() => {});
       if (typeof done === 'function') process.nextTick(done, error);
       return false;

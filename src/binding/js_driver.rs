@@ -3,7 +3,8 @@
 //! it resolves `{ ok: true, value }` or `{ ok: false, ref, message }`, `ref` naming the original
 //! JS error so the caller gets that very object back as a cause.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 
 use futures::future::{BoxFuture, FutureExt};
 use napi::bindgen_prelude::Promise;
@@ -12,13 +13,17 @@ use napi::Status;
 
 use super::errors::describe;
 use super::js_value::{Captured, JsData};
+use super::process_feed;
 use crate::input::{ToValue, Value};
+use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
-    DriverReservation, Persist, ReadyFacts, RecoveredDriver, StartContext,
+    DriverReservation, Persist, ProcessChannels, ReadyFacts, RecoveredDriver, StartContext,
 };
 use crate::lifecycle::error::{DriverFailure, OwnerError};
 use crate::paths::{self, Anchor};
 use crate::policy::effective::parse_sandbox_effective_policy;
+use crate::process::external::{external_process, ExternalFeed, ExternalSettings, OnWake, Wake};
+use crate::process::spec::SandboxProcessSpec;
 use crate::recovery::record::{parse_sandbox_recovery_record, SandboxRecoveryRecord};
 
 /// `(call: { op, arg }) => Promise<{ ok, value } | { ok: false, ref, message }>`. Weak: a pending
@@ -28,6 +33,22 @@ pub type Invoke = ThreadsafeFunction<JsData, Promise<Captured>, JsData, Status, 
 #[derive(Clone)]
 pub struct JsPort {
     invoke: Arc<Invoke>,
+}
+
+/// A port that does not keep the adapter's function alive: what JavaScript itself holds (a
+/// process feed) reaches the adapter through it without a cycle through native code.
+#[derive(Clone)]
+pub struct WeakPort {
+    invoke: std::sync::Weak<Invoke>,
+}
+
+impl WeakPort {
+    /// As `JsPort::notify`, while the port lives.
+    pub fn notify(&self, op: &str, arg: Value) {
+        if let Some(invoke) = self.invoke.upgrade() {
+            JsPort { invoke }.notify(op, arg);
+        }
+    }
 }
 
 impl JsPort {
@@ -72,6 +93,12 @@ impl JsPort {
         Err(OwnerError::Driver(DriverFailure { message, external }))
     }
 
+    pub fn downgrade(&self) -> WeakPort {
+        WeakPort {
+            invoke: Arc::downgrade(&self.invoke),
+        }
+    }
+
     /// Fire-and-forget notice (an abort), delivered when the JS thread is free.
     pub fn notify(&self, op: &str, arg: Value) {
         // A closing environment refuses the call; nothing is left to notify then.
@@ -84,12 +111,39 @@ impl JsPort {
 
 pub struct JsDriver {
     port: JsPort,
+    /// `policy.deadlines.cleanupMs`: a process receipt the driver lost is `unavailable` this
+    /// long after a stop began, at most.
+    cleanup: Duration,
+    /// The feed of the process the driver started: told when the driver's stop settled.
+    feed: Mutex<Option<Arc<ExternalFeed>>>,
 }
 
 impl JsDriver {
-    pub fn new(port: JsPort) -> Arc<Self> {
-        Arc::new(Self { port })
+    pub fn new(port: JsPort, cleanup: Duration) -> Arc<Self> {
+        Arc::new(Self {
+            port,
+            cleanup,
+            feed: Mutex::new(None),
+        })
     }
+
+    fn feed(&self) -> Option<Arc<ExternalFeed>> {
+        self.feed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// The feeder's wakes as notices to the adapter (`processInput`, `processRoom`).
+fn wake_through(port: WeakPort) -> OnWake {
+    Arc::new(move |wake| {
+        let op = match wake {
+            Wake::Input => "processInput",
+            Wake::Room => "processRoom",
+        };
+        port.notify(op, Value::Null);
+    })
 }
 
 fn ready_facts(value: &Value) -> Result<ReadyFacts, OwnerError> {
@@ -140,11 +194,54 @@ impl DriverReservation for JsDriver {
     }
 
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
-        async move { self.port.call("stop", Value::Null).await.map(drop) }.boxed()
+        async move {
+            let stopped = self.port.call("stop", Value::Null).await.map(drop);
+            // Settled either way: the driver has said what it will about its process.
+            if let Some(feed) = self.feed() {
+                feed.stop_settled();
+            }
+            stopped
+        }
+        .boxed()
     }
 
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         async move { self.port.call("destroy", Value::Null).await.map(drop) }.boxed()
+    }
+
+    /// The adapter's `startProcess` starts the driver's process and wires its streams to a
+    /// feed made here (handed over by token); the owner runs the channels as any process's.
+    fn start_process(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+        // The adapter holds the spec the driver reserved with.
+        let _ = spec;
+        async move {
+            let (channels, feed) = external_process(ExternalSettings {
+                execution: cancel.clone(),
+                cleanup: self.cleanup,
+                on_wake: wake_through(self.port.downgrade()),
+            });
+            *self.feed.lock().unwrap_or_else(PoisonError::into_inner) = Some(Arc::clone(&feed));
+            let token = process_feed::hand_over(feed);
+            let arg = Value::object([("feed", Value::Number(f64::from(token)))]);
+            let call = self.port.call("startProcess", arg);
+            tokio::pin!(call);
+            let reply = tokio::select! {
+                reply = &mut call => reply,
+                reason = cancel.cancelled() => {
+                    // Abort the driver's signal, then wait for its start to settle: what it
+                    // started stays owned until it does.
+                    self.port.notify("abortProcess", describe(&reason));
+                    call.await
+                }
+            };
+            process_feed::withdraw(token);
+            reply.map(|_| channels)
+        }
+        .boxed()
     }
 }
 

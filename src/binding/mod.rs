@@ -10,6 +10,7 @@ mod js_driver;
 mod js_value;
 mod owner;
 mod parsers;
+mod process_feed;
 mod process_streams;
 mod reaper;
 mod runtime;

@@ -8,7 +8,7 @@ use napi::bindgen_prelude::*;
 
 use napi_derive::napi;
 
-use super::errors::{describe, failed, ok, outcome};
+use super::errors::{failed, ok, outcome};
 use super::js_driver::{reported_record, Invoke, JsDriver, JsPersist, JsPort, JsRecoveredDriver};
 use super::js_value::{Captured, JsData};
 use super::process_streams::{self, IoSlot, NativeAttachedProcess};
@@ -23,8 +23,7 @@ use crate::lifecycle::freeze::FreezeTo;
 use crate::lifecycle::observe::{enter, observe, Observed};
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
-use crate::lifecycle::state::{Operation, State};
-use crate::lifecycle::stop_cause::StopCause;
+use crate::lifecycle::state::State;
 use crate::limits::STARTUP_MS_MAX;
 use crate::policy::request::{parse_sandbox_request, SandboxRequest};
 use crate::policy::support::{parse_sandbox_support, SandboxSupport};
@@ -162,7 +161,8 @@ impl NativeOwner {
         let port = JsPort::new(invoke);
         let persist: Option<Arc<dyn Persist>> =
             persisted.then(|| JsPersist::new(port.clone()) as Arc<dyn Persist>);
-        let driver = JsDriver::new(port) as Arc<dyn DriverReservation>;
+        let cleanup = std::time::Duration::from_millis(request.policy.deadlines.cleanup_ms);
+        let driver = JsDriver::new(port, cleanup) as Arc<dyn DriverReservation>;
         Ok(Self::wrap(SandboxOwner::new(
             id, driver, request, record, persist,
         )))
@@ -239,56 +239,17 @@ impl NativeOwner {
         JsData(outcome(result))
     }
 
-    /// Process start entry for a JavaScript driver's process: admission and the execution
-    /// deadline are the owner's; the driver starts the process itself.
-    /// Fences the sandbox after a JavaScript driver's process start failed or was interrupted:
-    /// the start is never replayed (the original's rule).
-    #[napi(js_name = "fenceProcess")]
-    pub fn fence_process(&self) {
-        self.owner().fence(Operation::Process);
-    }
-
-    /// Why the stop interrupted a JavaScript driver's process start: the execution deadline
-    /// when it fired first, else the stop (a descriptor), or `null` before any such stop.
-    #[napi(js_name = "executionEnd")]
-    pub fn execution_end(&self) -> JsData {
-        JsData(
-            self.owner()
-                .execution_end()
-                .map_or(Value::Null, |end| describe(&end)),
-        )
-    }
-
-    /// Why a stop ended the process's execution (`exit`'s `cause`), or `null` before any.
-    #[napi(js_name = "stopCause")]
-    pub fn stop_cause(&self) -> Option<String> {
-        self.owner()
-            .execution_end()
-            .map(|end| StopCause::of(&end).as_str().to_owned())
-    }
-
-    /// A JavaScript driver's process crossed a stream limit (`output` true: maxOutputBytes,
-    /// else maxStdinBytes): the sandbox stops, and that limit is why its execution ended.
-    #[napi(js_name = "stopForLimit")]
-    pub fn stop_for_limit(&self, output: bool, message: String) {
-        let code = if output {
-            OperationCode::OutputLimit
-        } else {
-            OperationCode::InputLimit
-        };
+    /// The caller queued more stdin than `policy.streams.maxBufferedInputBytes` on the Node
+    /// stream (`js/stdin-guard.js`): the sandbox stops, and that limit is why its execution
+    /// ended.
+    #[napi(js_name = "stopForInputLimit")]
+    pub fn stop_for_input_limit(&self, message: String) {
         let owner = self.owner.clone();
         // A runtime that cannot run any more has nothing left to stop.
         let _ = within_owner(|| {
-            owner.stop_for(OwnerError::operation(code, message));
+            owner.stop_for(OwnerError::operation(OperationCode::InputLimit, message));
             Ok(())
         });
-    }
-
-    #[napi(js_name = "enterExternalProcess")]
-    pub fn enter_external_process(&self) -> JsData {
-        let owner = self.owner.clone();
-        let entered = within_owner(|| owner.enter_external_process());
-        JsData(outcome(entered.map(|()| Value::Null)))
     }
 
     #[napi(js_name = "cancelProcessStart")]
@@ -377,10 +338,7 @@ impl NativeOwner {
     #[napi(js_name = "processExit")]
     pub async fn process_exit(&self) -> JsData {
         let owner = self.owner.clone();
-        process_streams::exit(&self.io, move || {
-            owner.execution_end().map(|end| StopCause::of(&end))
-        })
-        .await
+        process_streams::exit(&self.io, move || owner.stop_cause()).await
     }
 
     /// Pauses (`true`) or resumes (`false`) the running process on the engine.

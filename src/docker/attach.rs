@@ -18,7 +18,7 @@ use super::exit_status::leader_fate;
 use super::objects::provable_container;
 use super::oom_events::oom_event_published;
 use super::output_end::ended_with_the_process;
-use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
+use crate::lifecycle::driver::{output_of_chunks, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::{Role, SandboxRecoveryRecord};
 
@@ -145,7 +145,7 @@ pub async fn attach_again(
     .boxed();
     Ok(ProcessChannels {
         input: attached.input,
-        output,
+        output: output_of_chunks(output),
         exit,
     })
 }

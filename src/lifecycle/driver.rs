@@ -50,12 +50,42 @@ pub enum ProcessExit {
     Unavailable,
 }
 
+/// What a process's output brings, in the order it happened.
+#[derive(Debug, Clone, PartialEq)]
+pub enum OutputEvent {
+    /// Bytes the guest wrote to one stream.
+    Bytes(OutputStream, Bytes),
+    /// One stream ended on its own (the other goes on): a driver whose streams end apart.
+    End(OutputStream),
+    /// One stream failed (the other goes on).
+    Failed(OutputStream, OwnerError),
+}
+
+impl From<(OutputStream, Bytes)> for OutputEvent {
+    fn from((stream, bytes): (OutputStream, Bytes)) -> Self {
+        OutputEvent::Bytes(stream, bytes)
+    }
+}
+
+/// A process's output: its events in order; an `Err` fails both streams (a lost connection).
+/// Ends when the process's streams close.
+pub type ProcessOutput = BoxStream<'static, Result<OutputEvent, OwnerError>>;
+
+/// A connection's chunks (both streams over one connection, ending together) as a process's
+/// output.
+pub fn output_of_chunks(
+    chunks: BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>,
+) -> ProcessOutput {
+    use futures::StreamExt;
+    chunks.map(|item| item.map(OutputEvent::from)).boxed()
+}
+
 /// The raw channels of a started process, before the owner applies stream limits.
 pub struct ProcessChannels {
     /// Shutting it down delivers EOF to the guest.
     pub input: Pin<Box<dyn AsyncWrite + Send>>,
-    /// Chunks in the order the guest wrote them; ends when the process's streams close.
-    pub output: BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>,
+    /// The output's events in the order the guest wrote them; ends when its streams close.
+    pub output: ProcessOutput,
     pub exit: BoxFuture<'static, ProcessExit>,
 }
 

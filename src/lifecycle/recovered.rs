@@ -284,7 +284,9 @@ mod tests {
                 let mut output = attached.ok_or_else(|| OwnerError::state("attached once only"))?;
                 Ok(ProcessChannels {
                     input: Box::pin(tokio::io::sink()),
-                    output: futures::stream::poll_fn(move |cx| output.poll_recv(cx)).boxed(),
+                    output: crate::lifecycle::driver::output_of_chunks(
+                        futures::stream::poll_fn(move |cx| output.poll_recv(cx)).boxed(),
+                    ),
                     exit: futures::future::pending().boxed(),
                 })
             }

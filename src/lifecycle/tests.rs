@@ -614,7 +614,10 @@ async fn a_process_start_cancelled_before_entry_never_reaches_the_driver_and_sto
         .begin_process_start(Some(&caller))
         .err()
         .expect("cancelled");
-    assert_eq!(error, OwnerError::cancelled("caller aborted"));
+    assert_eq!(
+        error,
+        OwnerError::cancelled("Process startup was cancelled before entry.")
+    );
     // As every failed start (the original's rule): fenced, then stopped in the background.
     tokio::time::sleep(Duration::from_millis(1)).await;
     assert_eq!(owner.state(), State::Stopped);

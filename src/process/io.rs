@@ -819,8 +819,10 @@ mod tests {
 
     fn tokio_stream_of(
         mut rx: mpsc::UnboundedReceiver<Result<(OutputStream, Bytes), OwnerError>>,
-    ) -> futures::stream::BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>> {
-        futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed()
+    ) -> crate::lifecycle::driver::ProcessOutput {
+        crate::lifecycle::driver::output_of_chunks(
+            futures::stream::poll_fn(move |cx| rx.poll_recv(cx)).boxed(),
+        )
     }
 
     #[tokio::test]
@@ -870,7 +872,7 @@ mod tests {
         ProcessChannels {
             input: Box::pin(tokio::io::sink()),
             output: pieces
-                .map(|bytes| Ok((OutputStream::Stdout, bytes)))
+                .map(|bytes| Ok((OutputStream::Stdout, bytes).into()))
                 .boxed(),
             exit: futures::future::pending().boxed(),
         }

@@ -13,6 +13,8 @@
 //! - past `maxOutputBytes` both streams fail with `output_limit` and the pump reads on, staging
 //!   nothing, for the same reason;
 //! - every stream receives at most one failure, after its last staged bytes;
+//! - a stream the engine ends on its own (`OutputEvent::End`) ends after its staged bytes, and one
+//!   it fails (`OutputEvent::Failed`) fails after them; the other stream goes on;
 //! - the pump ends when the engine's stream ends or fails, on `PumpControl::close` or `cut`
 //!   (even while the engine sends nothing, or always has output ready), or when the staging's
 //!   budget is closed (the streams' `close` does both); a piece it held then is discarded and
@@ -22,17 +24,16 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
 use tokio::sync::{Notify, Semaphore};
 
 use super::output_permits;
-use super::staged::StagedSender;
+use super::staged::{Received, StagedSender};
 use super::stall::StallWatch;
-use crate::lifecycle::driver::OutputStream;
+use crate::lifecycle::driver::{OutputEvent, OutputStream};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
-pub type EngineOutput = BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>;
+pub use crate::lifecycle::driver::ProcessOutput as EngineOutput;
 
 /// Once compute is stopping, a piece waits at most this long for staging space: a reader that
 /// keeps reading loses nothing, and an unread stream cannot hold the stop for long.
@@ -103,9 +104,30 @@ impl PumpControl {
 
 /// One stream's side of the pump.
 struct Lane {
-    staged: StagedSender,
-    /// The stream received its failure (or its reader is gone): nothing more is staged.
+    /// `None` once the engine ended the stream: its reader then reads to the end.
+    staged: Option<StagedSender>,
+    /// The stream received its failure or its end (or its reader is gone): nothing more is
+    /// staged.
     ended: bool,
+}
+
+impl Lane {
+    fn send(&self, item: Received) -> Result<(), Received> {
+        match &self.staged {
+            Some(staged) => staged.send(item),
+            None => Err(item),
+        }
+    }
+
+    fn is_closed(&self) -> bool {
+        self.staged.as_ref().is_none_or(StagedSender::is_closed)
+    }
+
+    /// The engine ended this stream: its reader gets the end after what is staged.
+    fn finish(&mut self) {
+        self.ended = true;
+        self.staged = None;
+    }
 }
 
 /// Why the pump ended.
@@ -167,7 +189,7 @@ fn stream_name(which: OutputStream) -> &'static str {
 impl OutputPump {
     pub fn new(output: EngineOutput, settings: PumpSettings) -> Self {
         let lane = |staged| Lane {
-            staged,
+            staged: Some(staged),
             ended: false,
         };
         Self {
@@ -226,7 +248,15 @@ impl OutputPump {
             };
             self.stalls.moved();
             let (which, bytes) = match item {
-                Ok(chunk) => chunk,
+                Ok(OutputEvent::Bytes(which, bytes)) => (which, bytes),
+                Ok(OutputEvent::End(which)) => {
+                    self.lane(which).finish();
+                    continue;
+                }
+                Ok(OutputEvent::Failed(which, error)) => {
+                    self.fail_with(which, error);
+                    continue;
+                }
                 Err(error) => {
                     self.fail_both(&error);
                     return End::Engine;
@@ -265,12 +295,17 @@ impl OutputPump {
 
     /// Fails `which` with `cancelled` and `message` unless it failed already.
     fn fail(&mut self, which: OutputStream, message: String) {
+        self.fail_with(
+            which,
+            OwnerError::operation(OperationCode::Cancelled, message),
+        );
+    }
+
+    /// Fails `which` with `error` unless it failed or ended already.
+    fn fail_with(&mut self, which: OutputStream, error: OwnerError) {
         let lane = self.lane(which);
         if !std::mem::replace(&mut lane.ended, true) {
-            let _ = lane.staged.send(Err(OwnerError::operation(
-                OperationCode::Cancelled,
-                message,
-            )));
+            let _ = lane.send(Err(error));
         }
     }
 
@@ -278,7 +313,7 @@ impl OutputPump {
     fn fail_both(&mut self, error: &OwnerError) {
         for lane in [&mut self.stdout, &mut self.stderr] {
             if !std::mem::replace(&mut lane.ended, true) {
-                let _ = lane.staged.send(Err(error.clone()));
+                let _ = lane.send(Err(error.clone()));
             }
         }
     }
@@ -286,7 +321,7 @@ impl OutputPump {
     /// Stages `bytes` on `which` piece by piece; `false` once the budget is closed.
     async fn stage(&mut self, which: OutputStream, mut bytes: Bytes) -> bool {
         while !bytes.is_empty() && !self.lane(which).ended {
-            if self.lane(which).staged.is_closed() {
+            if self.lane(which).is_closed() {
                 // Its reader discarded it: dropped at once, without waiting for space.
                 self.lane(which).ended = true;
                 break;
@@ -323,7 +358,7 @@ impl OutputPump {
                 }
             }
             let lane = self.lane(which);
-            if lane.staged.send(Ok(part)).is_err() {
+            if lane.send(Ok(part)).is_err() {
                 // Nobody reads this stream any more: its space goes back at once.
                 lane.ended = true;
                 self.budget.add_permits(n as usize);
@@ -384,7 +419,7 @@ mod tests {
     /// A running pump over an engine stream fed by the test through a channel of one slot, so
     /// a feed that completes proves the pump read the piece before it.
     struct Running {
-        feed: mpsc::Sender<Result<(OutputStream, Bytes), OwnerError>>,
+        feed: mpsc::Sender<Result<OutputEvent, OwnerError>>,
         stdout: StagedReceiver,
         stderr: StagedReceiver,
         control: Arc<PumpControl>,
@@ -433,7 +468,8 @@ mod tests {
         async fn feed(&self, which: OutputStream, bytes: &'static [u8]) {
             settles(
                 "the pump reads the feed",
-                self.feed.send(Ok((which, Bytes::from_static(bytes)))),
+                self.feed
+                    .send(Ok(OutputEvent::Bytes(which, Bytes::from_static(bytes)))),
             )
             .await
             .expect("the pump listens");
@@ -443,7 +479,9 @@ mod tests {
         /// the next finds no room for a while.
         async fn holds_the_engine(&self, which: OutputStream) -> bool {
             self.feed(which, b"z").await;
-            let next = self.feed.send(Ok((which, Bytes::from_static(b"z"))));
+            let next = self
+                .feed
+                .send(Ok(OutputEvent::Bytes(which, Bytes::from_static(b"z"))));
             tokio::time::timeout(Duration::from_millis(100), next)
                 .await
                 .is_err()
@@ -489,7 +527,9 @@ mod tests {
             } else {
                 OutputStream::Stderr
             };
-            let next = pump.feed.send(Ok((which, Bytes::from_static(b"x"))));
+            let next = pump
+                .feed
+                .send(Ok(OutputEvent::Bytes(which, Bytes::from_static(b"x"))));
             if tokio::time::timeout(Duration::from_millis(100), next)
                 .await
                 .is_err()
@@ -561,7 +601,10 @@ mod tests {
         for _ in 0..50 {
             settles(
                 "the pump reads the feed",
-                feed.send(Ok((OutputStream::Stdout, Bytes::from_static(b"abcd")))),
+                feed.send(Ok(OutputEvent::Bytes(
+                    OutputStream::Stdout,
+                    Bytes::from_static(b"abcd"),
+                ))),
             )
             .await
             .expect("the pump listens");
@@ -706,14 +749,52 @@ mod tests {
         assert_eq!(next(&mut pump.stderr).await, None);
     }
 
+    #[tokio::test]
+    async fn a_stream_ended_or_failed_on_its_own_leaves_the_other_running() {
+        let mut pump = running(4096, None);
+        pump.feed(OutputStream::Stdout, b"out").await;
+        pump.feed(OutputStream::Stderr, b"err").await;
+        let event = |e| settles("the pump reads the feed", pump.feed.send(Ok(e)));
+        event(OutputEvent::End(OutputStream::Stderr))
+            .await
+            .expect("sent");
+        // stderr ends after its bytes while stdout still runs.
+        assert_eq!(
+            next(&mut pump.stderr).await,
+            Some(Ok(Bytes::from_static(b"err")))
+        );
+        assert_eq!(next(&mut pump.stderr).await, None);
+        pump.feed(OutputStream::Stdout, b"more").await;
+        let failure = OwnerError::operation(OperationCode::StreamFailure, "stdout broke");
+        let event = |e| settles("the pump reads the feed", pump.feed.send(Ok(e)));
+        event(OutputEvent::Failed(OutputStream::Stdout, failure.clone()))
+            .await
+            .expect("sent");
+        // Bytes after a failure are nobody's: the stream's failure stays its last word.
+        pump.feed(OutputStream::Stdout, b"late").await;
+        assert_eq!(
+            next(&mut pump.stdout).await,
+            Some(Ok(Bytes::from_static(b"out")))
+        );
+        assert_eq!(
+            next(&mut pump.stdout).await,
+            Some(Ok(Bytes::from_static(b"more")))
+        );
+        assert_eq!(next(&mut pump.stdout).await, Some(Err(failure)));
+        drop(pump.feed);
+        settles("the pump's end", pump.pump).await.expect("joined");
+        assert_eq!(next(&mut pump.stdout).await, None);
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn close_ends_a_pump_whose_engine_always_has_output_ready() {
         let (stdout, _stdout_rx) = staged::lane();
         let (stderr, _stderr_rx) = staged::lane();
         let control = Arc::new(PumpControl::default());
         // Past the total at once: the pump reads on, discarding, as fast as the engine gives.
-        let always =
-            futures::stream::repeat_with(|| Ok((OutputStream::Stdout, Bytes::from_static(b"x"))));
+        let always = futures::stream::repeat_with(|| {
+            Ok((OutputStream::Stdout, Bytes::from_static(b"x")).into())
+        });
         let pump = OutputPump::new(
             always.boxed(),
             PumpSettings {

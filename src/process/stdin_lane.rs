@@ -124,10 +124,21 @@ impl Drop for Admission<'_> {
 }
 
 fn write_failed(error: std::io::Error) -> OwnerError {
-    OwnerError::operation(
-        OperationCode::StreamFailure,
-        format!("writing the process stdin failed: {error}"),
-    )
+    carried(&error).unwrap_or_else(|| {
+        OwnerError::operation(
+            OperationCode::StreamFailure,
+            format!("writing the process stdin failed: {error}"),
+        )
+    })
+}
+
+/// The owner's own failure an input carried in its I/O error (an external process's stdin
+/// says why it takes nothing more), as it is.
+fn carried(error: &std::io::Error) -> Option<OwnerError> {
+    error
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<OwnerError>())
+        .cloned()
 }
 
 impl StdinLane {
@@ -372,10 +383,12 @@ fn write_out(
     }
     input.as_mut().poll_shutdown(cx).map(|closed| {
         closed.map(|()| true).map_err(|error| {
-            OwnerError::operation(
-                OperationCode::StreamFailure,
-                format!("closing the process stdin failed: {error}"),
-            )
+            carried(&error).unwrap_or_else(|| {
+                OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    format!("closing the process stdin failed: {error}"),
+                )
+            })
         })
     })
 }

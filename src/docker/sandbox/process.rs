@@ -11,7 +11,7 @@ use crate::docker::hardening::applied;
 use crate::docker::layout::fixed_environment;
 use crate::docker::output_end::ended_with_the_process;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
+use crate::lifecycle::driver::{output_of_chunks, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::process::spec::SandboxProcessSpec;
@@ -131,7 +131,7 @@ impl DockerSandbox {
         let exit = Arc::clone(&self).exit_of(id);
         Ok(ProcessChannels {
             input: attached.input,
-            output,
+            output: output_of_chunks(output),
             exit,
         })
     }

@@ -144,6 +144,12 @@ impl SandboxOwner {
         self.core().execution_end.clone()
     }
 
+    /// Why a stop ended the process's execution (`exit`'s `cause`); `None` before any.
+    pub fn stop_cause(&self) -> Option<crate::lifecycle::stop_cause::StopCause> {
+        self.execution_end()
+            .map(|end| crate::lifecycle::stop_cause::StopCause::of(&end))
+    }
+
     pub fn state(&self) -> State {
         self.core().state
     }

@@ -64,14 +64,6 @@ impl SandboxOwner {
         }
     }
 
-    /// Process start entry for a driver whose process streams live outside Rust (a JavaScript
-    /// driver): admission and the execution policy stay here, the streams stay with the driver.
-    pub fn enter_external_process(&self) -> Result<(), OwnerError> {
-        let mut core = self.core();
-        Self::claim_process_start(&mut core)?;
-        self.enter_execution_locked(&mut core).map(drop)
-    }
-
     /// Enters the reserved process's start (once) now (never waits): the execution policy takes over
     /// at entry, and the driver's start is owned work from there. Admission, the execution
     /// policy and the start task are entered under one lock, so a stop either sees the start
@@ -83,7 +75,10 @@ impl SandboxOwner {
             let mut core = self.core();
             let spec = Self::claim_process_start(&mut core)?;
             match caller.and_then(Cancel::reason) {
-                Some(reason) => Err(reason),
+                // The original's words; the caller's signal reason is attached in JavaScript.
+                Some(_) => Err(OwnerError::cancelled(
+                    "Process startup was cancelled before entry.",
+                )),
                 None => self.enter_execution_locked(&mut core).map(|execution| {
                     let driver = Arc::clone(&self.inner.driver);
                     let cancel = execution.clone();
