@@ -534,3 +534,48 @@ function settled(stream, ms = 5_000) {
   });
 }
 
+
+test("a driver's stream that ends early ends at once while the other runs on", async () => {
+  const { raw, sandbox, streams } = await rawProcess();
+  raw.stderr.write('last words');
+  raw.stderr.end();
+  const stderr = collect(streams.stderr);
+  assert.equal(await stderr, 'last words');
+  // stdout is still open, and still delivers.
+  const out = collect(streams.stdout);
+  raw.stdout.write('still here');
+  raw.stdout.end();
+  assert.equal(await out, 'still here');
+  await sandbox.destroy();
+});
+
+test("a JavaScript driver's process gets the stall warning the Docker backend's gets", async () => {
+  const warnings = [];
+  const onWarning = (warning) => String(warning.code).startsWith('NATIVE_SANDBOX_') && warnings.push(warning);
+  process.on('warning', onWarning);
+  try {
+    const sandbox = await started(localDriver());
+    // Far more to stderr than the staging holds, while only stdout is read: the child blocks.
+    const streams = await sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'head -c 4000000 /dev/zero >&2; echo done'], env: {}, cwd: '/tmp' }).start();
+    streams.stdin.end();
+    const out = collect(streams.stdout);
+    for (let i = 0; i < 300 && warnings.length === 0; i++) await new Promise((r) => setTimeout(r, 100));
+    assert.deepEqual(
+      warnings.map((w) => w.code),
+      ['NATIVE_SANDBOX_OUTPUT_STALLED'],
+    );
+    assert.match(warnings[0].message, /the process's stderr has been full and unread for 10 s/);
+    // Read, it delivers everything; nothing else is said.
+    let read = 0;
+    streams.stderr.on('data', (chunk) => (read += chunk.length));
+    const errEnd = new Promise((resolve) => streams.stderr.on('end', resolve));
+    assert.equal(await out, 'done\n');
+    assert.deepEqual(await streams.exit, { kind: 'exited', code: 0 });
+    await errEnd;
+    assert.equal(read, 4_000_000);
+    assert.equal(warnings.length, 1);
+    await sandbox.destroy();
+  } finally {
+    process.off('warning', onWarning);
+  }
+});
