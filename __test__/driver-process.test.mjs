@@ -579,3 +579,50 @@ test("a JavaScript driver's process gets the stall warning the Docker backend's 
     process.off('warning', onWarning);
   }
 });
+
+test('a stop right after a process start was entered never leaves the driver start unaborted', async () => {
+  for (let round = 0; round < 20; round++) {
+    let asked = 0;
+    let aborted = 0;
+    // A start that settles only when its signal aborts.
+    const startProcess = ({ signal }) => {
+      asked += 1;
+      return new Promise((_, reject) => {
+        const onAbort = () => {
+          aborted += 1;
+          reject(signal.reason);
+        };
+        if (signal.aborted) onAbort();
+        else signal.addEventListener('abort', onAbort, { once: true });
+      });
+    };
+    const sandbox = await started(localDriver({ startProcess }), (p) => (p.deadlines = { startupMs: 2_000, cleanupMs: 1_000 }));
+    const pending = sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start().catch((e) => e);
+    await sandbox.stop();
+    assert.equal(sandbox.state.kind, 'stopped', `round ${round}`);
+    const error = await pending;
+    assert.ok(error instanceof SandboxOperationError, String(error));
+    assert.equal(error.code, 'cancelled');
+    assert.equal(asked, aborted, `round ${round}: a start the driver was asked for was aborted`);
+    await sandbox.destroy();
+  }
+});
+
+test('a driver stream handed over paused still flows, and one that carries no bytes fails its stream', async () => {
+  const stdout = new PassThrough();
+  stdout.pause();
+  const stderr = new PassThrough({ objectMode: true });
+  const raw = { stdin: new PassThrough(), stdout, stderr };
+  const setup = localDriver({ startProcess: async () => ({ ...raw, exit: new Promise(() => {}) }) });
+  const sandbox = await started(setup);
+  const streams = await sandbox.reserveProcess({ executable: '/bin/true', args: [], env: {}, cwd: '/tmp' }).start();
+  const out = collect(streams.stdout);
+  stdout.end('flows');
+  assert.equal(await out, 'flows');
+  const failed = settled(streams.stderr.resume());
+  stderr.write({ not: 'bytes' });
+  const error = await failed;
+  assert.ok(error instanceof SandboxStateError, String(error));
+  assert.match(error.message, /stderr must carry bytes/);
+  await sandbox.destroy();
+});

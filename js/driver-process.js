@@ -11,6 +11,7 @@ import { messageOf } from './driver-port.js';
 import { native } from './native.js';
 import { parseSandboxProcessId } from './parsers.js';
 import { reserveProcess } from './process.js';
+import { untilAborted } from './until-aborted.js';
 
 /**
  * `sandbox.reserveProcess(spec)` for a JavaScript driver with a `reserveProcess` port: the
@@ -47,6 +48,8 @@ export function driverProcessHandlers(ports, { remember, toError }) {
       const reserved = ports.reservedProcess;
       if (!feed || !reserved) throw new SandboxStateError('The process start has no reserved driver process.');
       const controller = new AbortController();
+      // An abort that came before this start (a stop right after it was entered) still holds.
+      if (ports.processAborted !== undefined) controller.abort(ports.processAborted);
       const running = { controller, wakeInput: () => {}, wakeRoom: () => {}, close: async () => {} };
       ports.process = running;
       const actual = Promise.resolve().then(() => reserved.start({ signal: controller.signal }));
@@ -71,7 +74,9 @@ export function driverProcessHandlers(ports, { remember, toError }) {
       return null;
     },
     abortProcess(reason) {
-      ports.process?.controller.abort(toError(reason));
+      const error = toError(reason);
+      ports.processAborted ??= error;
+      ports.process?.controller.abort(error);
     },
     processInput() {
       ports.process?.wakeInput();
@@ -80,17 +85,6 @@ export function driverProcessHandlers(ports, { remember, toError }) {
       ports.process?.wakeRoom();
     },
   };
-}
-
-/** Waits for `actual`, or rejects with `signal`'s reason once it aborts. */
-function untilAborted(actual, signal) {
-  if (signal.aborted) return Promise.reject(signal.reason);
-  let onAbort;
-  const aborted = new Promise((_, reject) => {
-    onAbort = () => reject(signal.reason);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  return Promise.race([actual, aborted]).finally(() => signal.removeEventListener('abort', onAbort));
 }
 
 /**
@@ -108,12 +102,12 @@ export function closeDriverProcess(ports) {
  */
 const CLOSE_WAIT_MS = 5_000;
 /**
- * How long output may take to reach its own end at a stop before it is destroyed: twice the
- * 250 ms an unread stream's output waits for staging space once compute stops (then it is
- * discarded, src/process/output_pump.rs), so a driver whose stop waits for its output to be
- * read is read on in time, while an unread stream cannot hold the stop for long.
+ * How long output may take to reach its own end at a stop before it is destroyed: twice what an
+ * unread stream's output waits for staging space once compute stops (then it is discarded,
+ * `ROOM_WAIT_WHILE_STOPPING` in src/process/output_pump.rs), so a driver whose stop waits for
+ * its output to be read is read on in time, while an unread stream cannot hold the stop long.
  */
-const OUTPUT_END_WAIT_MS = 500;
+const OUTPUT_END_WAIT_MS = 2 * native.outputRoomWaitWhileStoppingMs();
 
 /**
  * Destroys a driver's raw streams and waits until each has closed, `CLOSE_WAIT_MS` at most.
@@ -201,7 +195,15 @@ function feedFrom(raw, feed, remember) {
     };
     source.on('data', (chunk) => {
       if (over) return;
-      const bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+      let bytes;
+      try {
+        bytes = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk);
+      } catch {
+        // Not bytes (an object-mode stream): the stream fails; the host is never thrown at.
+        const error = new SandboxStateError(`A driver process's ${name} must carry bytes (Buffers or strings).`);
+        last(() => feed.offerFailure(name, remember(error), error.message));
+        return;
+      }
       offer(() => feed.offer(name, bytes), source);
     });
     source.on('end', () => last(() => feed.offerEnd(name)));
@@ -209,8 +211,11 @@ function feedFrom(raw, feed, remember) {
     // Closed before its end: the driver may have held more.
     source.on('close', () => last(() => feed.offerCut(name, null)));
     lefts.push(() => last(() => feed.offerCut(name, CLOSE_WAIT_MS)));
-    if (source.readableEnded) last(() => feed.offerEnd(name));
+    if (source.errored) last(() => feed.offerFailure(name, remember(source.errored), messageOf(source.errored)));
+    else if (source.readableEnded) last(() => feed.offerEnd(name));
     else if (source.destroyed) last(() => feed.offerCut(name, null));
+    // A stream the driver left paused flows too: the feed alone pauses it (while its queue is full).
+    else source.resume();
   }
 
   const target = raw.stdin;
@@ -239,7 +244,8 @@ function feedFrom(raw, feed, remember) {
   target.on('drain', wakeInput);
   target.on('error', failed);
   target.on('close', () => feed.inputClosed());
-  if (target.destroyed) feed.inputClosed();
+  if (target.errored) failed(target.errored);
+  else if (target.destroyed) feed.inputClosed();
   // Nothing to take yet: the feed now wakes this side when there is.
   wakeInput();
 

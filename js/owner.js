@@ -23,7 +23,7 @@ export function ownDriverReservation({ request, id, record, recovery, reserved }
   const context = { owner: undefined, errors: undefined };
   // The ready port, the driver's process reservation, and the process the owner's stop must
   // close (see driver-process.js).
-  const ports = { ready: undefined, reservedProcess: undefined, process: undefined };
+  const ports = { ready: undefined, reservedProcess: undefined, processAborted: undefined, process: undefined };
   // The native owner holds this port's function: nothing the port reaches may hold the owner
   // or its faces (`context.owner` does), or the pair is a cycle through native code that the
   // garbage collector cannot see. The port gets its own context and a weak owner reference.

@@ -50,3 +50,11 @@ pub fn sandbox_limits() -> JsData {
         ("captureStringBytesOne", n(CAPTURE_STRING_BYTES_ONE_MAX)),
     ]))
 }
+
+/// How long, once compute stops, a piece of output waits for staging space before it is
+/// discarded (`process::output_pump::ROOM_WAIT_WHILE_STOPPING`), in milliseconds.
+#[napi(js_name = "outputRoomWaitWhileStoppingMs")]
+pub fn output_room_wait_while_stopping_ms() -> u32 {
+    u32::try_from(crate::process::output_pump::ROOM_WAIT_WHILE_STOPPING.as_millis())
+        .unwrap_or(u32::MAX)
+}

@@ -219,6 +219,8 @@ impl DriverReservation for JsDriver {
         // The adapter holds the spec the driver reserved with.
         let _ = spec;
         async move {
+            // A stop that came before this task ran: the driver is never asked.
+            cancel.check()?;
             let (channels, feed) = external_process(ExternalSettings {
                 execution: cancel.clone(),
                 cleanup: self.cleanup,
@@ -229,7 +231,10 @@ impl DriverReservation for JsDriver {
             let arg = Value::object([("feed", Value::Number(f64::from(token)))]);
             let call = self.port.call("startProcess", arg);
             tokio::pin!(call);
+            // The call first: its first poll queues `startProcess`, so an abort is always
+            // queued after it (one threadsafe function delivers in order).
             let reply = tokio::select! {
+                biased;
                 reply = &mut call => reply,
                 reason = cancel.cancelled() => {
                     // Abort the driver's signal, then wait for its start to settle: what it

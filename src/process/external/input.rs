@@ -172,6 +172,25 @@ impl AsyncWrite for Writer {
         })
     }
 
+    /// Several slices (the stdin lane's staged chunks) go to the feeder as one chunk: one take
+    /// and one write to the driver's stdin instead of one per slice.
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        if bufs.len() <= 1 {
+            let first = bufs.first().map_or(&[][..], |buf| &buf[..]);
+            return self.poll_write(cx, first);
+        }
+        let joined: Vec<u8> = bufs.iter().flat_map(|buf| buf.iter().copied()).collect();
+        self.poll_write(cx, &joined)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        true
+    }
+
     /// Flushed once the feeder took what was queued.
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         self.with_queue(|queue| {
