@@ -20,7 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../fuzz"
 seconds="${1:-60}"
 shift || true
 targets=("$@")
-[ "${#targets[@]}" -gt 0 ] || targets=(tar_reader paths recovery_record value_readers)
+[ "${#targets[@]}" -gt 0 ] || targets=(tar_reader paths recovery_record value_readers session_frames)
 
 rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
 command -v cargo-fuzz >/dev/null || cargo install cargo-fuzz --locked

@@ -38,7 +38,9 @@
 //! sandbox's egress gateway until killed (`gateway/`), `--egress-report` prints that gateway's
 //! counts, and `--stop-transfers <grace-ms>` stops the transfer runs in such a holder (both run by the
 //! controller as execs in the holder, where transfers also run by exec:
-//! `stop_transfers.rs`). A failing mode exits 4 with its reason on stderr.
+//! `stop_transfers.rs`). `--supervise` runs commands for the host over one framed connection on
+//! its stdin and stdout (`supervise/`, the frames of `session-frames`). A failing mode exits 4
+//! with its reason on stderr.
 
 mod failure;
 mod fs;
@@ -48,6 +50,7 @@ mod interface_addresses;
 mod restore;
 mod splice;
 mod stop_transfers;
+mod supervise;
 
 use std::ffi::CString;
 use std::fs::File;
@@ -562,6 +565,7 @@ fn main() -> ExitCode {
         Some("--gateway") => Some(("gateway", gateway::run(&args[1..]))),
         Some("--egress-report") => Some(("gateway", gateway::print_report())),
         Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run(&args[1..]))),
+        Some("--supervise") => Some(("supervisor", supervise::run())),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

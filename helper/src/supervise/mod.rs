@@ -1,0 +1,515 @@
+//! `--supervise`: the helper as a sandbox's process supervisor. Its stdin and stdout are the one
+//! framed connection to the host (`session-frames`); every command it starts gets a process
+//! group and stdio pipes of its own, so no command can reach the connection. One thread polls
+//! the connection, every command's pipes and the child-exit pipe:
+//! - a command's output is read only while the host gave it credit, and only while the frames
+//!   queued for the host stay under `QUEUED_MAX`, so the supervisor's memory is bounded by the
+//!   host's reading, never by a command's writing;
+//! - a command's exit comes from its leader's own wait status (`Exit`), never from the end of its
+//!   output; an output still open `OUTPUT_AFTER_EXIT_MS` after the exit (a background child
+//!   holding it) is closed and ended (`OutputEnd`) once its pipe holds nothing (what is in it
+//!   waits for the host's credit: nothing a command wrote is dropped);
+//! - stdin the host sends is written as the command takes it and acknowledged (`StdinTaken`), so
+//!   the host never has more than `STDIN_WINDOW` bytes of it in flight;
+//! - the host's connection ending (the host is gone) kills every command's process group and
+//!   ends the supervisor.
+//!
+//! The supervisor makes itself non-dumpable (no command can open its descriptors through
+//! `/proc`), and reaps every child (as PID 1, or as a child subreaper elsewhere).
+
+mod children;
+mod command;
+
+use std::collections::{HashMap, HashSet};
+use std::time::{Duration, Instant};
+
+use session_frames::{
+    encode, Decoder, Message, Stream, MAX_PAYLOAD, OUTPUT_AFTER_EXIT_MS, STDIN_WINDOW,
+};
+
+use children::{reap, ChildWake};
+use command::{index, Command, STREAMS};
+
+/// Frames queued for the host past which no output is read.
+const QUEUED_MAX: usize = 4 * 1024 * 1024;
+/// One read of a command's output, at most.
+const READ_MAX: usize = 64 * 1024;
+const CONNECTION_IN: i32 = 0;
+const CONNECTION_OUT: i32 = 1;
+
+pub fn run() -> Result<(), String> {
+    // SAFETY: prctl with these options only changes this process's own attributes.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
+        if libc::getpid() != 1 {
+            libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+        }
+        // A command that closed its stdin makes a write fail with EPIPE, never kill the
+        // supervisor (std restores the default in every command it starts).
+        libc::signal(libc::SIGPIPE, libc::SIG_IGN);
+    }
+    let wake = ChildWake::install()?;
+    set_non_blocking(CONNECTION_IN);
+    set_non_blocking(CONNECTION_OUT);
+    let mut supervisor = Supervisor {
+        decoder: Decoder::new(),
+        queued: Vec::new(),
+        written: 0,
+        commands: HashMap::new(),
+        leaders: HashMap::new(),
+        groups: HashSet::new(),
+        host_gone: false,
+    };
+    supervisor.serve(&wake)
+}
+
+struct Supervisor {
+    decoder: Decoder,
+    /// Frames for the host, written from `written` on.
+    queued: Vec<u8>,
+    written: usize,
+    commands: HashMap<u32, Command>,
+    /// Leader pid → channel.
+    leaders: HashMap<i32, u32>,
+    /// Every command's process group that may still have members (a command that finished
+    /// may have left background children).
+    groups: HashSet<i32>,
+    host_gone: bool,
+}
+
+/// What a poll entry stands for.
+#[derive(Clone, Copy)]
+enum Slot {
+    ConnectionIn,
+    ConnectionOut,
+    ChildWake,
+    Output(u32, Stream),
+    Stdin(u32),
+}
+
+impl Supervisor {
+    fn serve(&mut self, wake: &ChildWake) -> Result<(), String> {
+        loop {
+            let (mut fds, slots) = self.interests(wake);
+            let timeout = self.next_deadline();
+            // SAFETY: `fds` is a valid array of its length for poll to fill in.
+            let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
+            if ready < 0 {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                return Err(format!("poll: {error}"));
+            }
+            for (fd, slot) in fds.iter().zip(slots) {
+                if fd.revents == 0 {
+                    continue;
+                }
+                match slot {
+                    Slot::ConnectionIn => self.read_connection()?,
+                    Slot::ConnectionOut => self.write_connection()?,
+                    Slot::ChildWake => {
+                        wake.drain();
+                        self.reaped();
+                    }
+                    Slot::Output(channel, stream) => self.read_output(channel, stream),
+                    Slot::Stdin(channel) => self.write_stdin(channel),
+                }
+            }
+            self.close_lingering_outputs();
+            self.commands.retain(|_, command| !command.finished());
+            if self.host_gone {
+                for &group in &self.groups {
+                    // SAFETY: kill(2) on a process group this supervisor made.
+                    unsafe { libc::kill(-group, libc::SIGKILL) };
+                }
+                return Ok(());
+            }
+        }
+    }
+
+    fn interests(&self, wake: &ChildWake) -> (Vec<libc::pollfd>, Vec<Slot>) {
+        let mut fds = Vec::new();
+        let mut slots = Vec::new();
+        let mut add = |fd: i32, events: i16, slot: Slot| {
+            fds.push(libc::pollfd {
+                fd,
+                events,
+                revents: 0,
+            });
+            slots.push(slot);
+        };
+        add(CONNECTION_IN, libc::POLLIN, Slot::ConnectionIn);
+        add(wake.fd(), libc::POLLIN, Slot::ChildWake);
+        if self.written < self.queued.len() {
+            add(CONNECTION_OUT, libc::POLLOUT, Slot::ConnectionOut);
+        }
+        let room = self.queued.len() - self.written < QUEUED_MAX;
+        for (&channel, command) in &self.commands {
+            for stream in STREAMS {
+                if let Some(output) = &command.outputs[index(stream)] {
+                    if room && output.credit > 0 {
+                        add(
+                            std::os::fd::AsRawFd::as_raw_fd(&output.fd),
+                            libc::POLLIN,
+                            Slot::Output(channel, stream),
+                        );
+                    }
+                }
+            }
+            if let Some(fd) = &command.stdin.fd {
+                if !command.stdin.queue.is_empty() {
+                    add(
+                        std::os::fd::AsRawFd::as_raw_fd(fd),
+                        libc::POLLOUT,
+                        Slot::Stdin(channel),
+                    );
+                }
+            }
+        }
+        (fds, slots)
+    }
+
+    /// Milliseconds until the first lingering output's bound, or -1 (none).
+    fn next_deadline(&self) -> i32 {
+        let bound = Duration::from_millis(OUTPUT_AFTER_EXIT_MS);
+        self.commands
+            .values()
+            .filter(|c| c.outputs.iter().flatten().any(|o| o.credit > 0))
+            .filter_map(|c| c.exited)
+            .map(|at| (at + bound).saturating_duration_since(Instant::now()))
+            .min()
+            .map_or(-1, |left| {
+                i32::try_from(left.as_millis() + 1).unwrap_or(i32::MAX)
+            })
+    }
+
+    fn send(&mut self, channel: u32, message: &Message) {
+        if self.written > 0 && self.written * 2 >= self.queued.len() {
+            self.queued.drain(..self.written);
+            self.written = 0;
+        }
+        encode(channel, message, &mut self.queued);
+    }
+
+    fn write_connection(&mut self) -> Result<(), String> {
+        while self.written < self.queued.len() {
+            let rest = &self.queued[self.written..];
+            // SAFETY: writes from a live buffer of `rest.len()` bytes.
+            let n = unsafe { libc::write(CONNECTION_OUT, rest.as_ptr().cast(), rest.len()) };
+            if n < 0 {
+                let error = std::io::Error::last_os_error();
+                return match error.kind() {
+                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted => Ok(()),
+                    // The host is gone.
+                    _ => {
+                        self.host_gone = true;
+                        Ok(())
+                    }
+                };
+            }
+            self.written += n as usize;
+        }
+        self.queued.clear();
+        self.written = 0;
+        Ok(())
+    }
+
+    fn read_connection(&mut self) -> Result<(), String> {
+        let mut buf = vec![0u8; self.decoder.wanted().clamp(1, READ_MAX)];
+        // SAFETY: reads into a live buffer of its length.
+        let n = unsafe { libc::read(CONNECTION_IN, buf.as_mut_ptr().cast(), buf.len()) };
+        if n == 0 {
+            self.host_gone = true;
+            return Ok(());
+        }
+        if n < 0 {
+            let error = std::io::Error::last_os_error();
+            if matches!(
+                error.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) {
+                return Ok(());
+            }
+            self.host_gone = true;
+            return Ok(());
+        }
+        self.decoder.push(&buf[..n as usize]);
+        loop {
+            match self.decoder.next_frame() {
+                Ok(Some(frame)) => match Message::decode(&frame) {
+                    Ok(message) => self.handle(frame.channel, message),
+                    Err(error) => self.refuse(frame.channel, &error.to_string()),
+                },
+                Ok(None) => return Ok(()),
+                // Nothing after a malformed frame can be trusted: the host is treated as gone.
+                Err(error) => return Err(format!("the host's frames: {error}")),
+            }
+        }
+    }
+
+    fn refuse(&mut self, channel: u32, why: &str) {
+        self.send(
+            channel,
+            &Message::Refused {
+                message: why.as_bytes().to_vec(),
+            },
+        );
+    }
+
+    fn handle(&mut self, channel: u32, message: Message) {
+        match message {
+            Message::Spawn(spawn) => {
+                if self.commands.contains_key(&channel) {
+                    return self.refuse(channel, "the channel is in use");
+                }
+                match command::start(&spawn) {
+                    Ok(command) => {
+                        let pid = command.pid;
+                        self.leaders.insert(pid, channel);
+                        self.groups.insert(pid);
+                        self.commands.insert(channel, command);
+                        self.send(channel, &Message::Spawned { pid: pid as u32 });
+                    }
+                    Err(error) => self.send(
+                        channel,
+                        &Message::SpawnFailed {
+                            errno: error.raw_os_error().unwrap_or(0),
+                            message: error.to_string().into_bytes(),
+                        },
+                    ),
+                }
+            }
+            Message::Stdin(bytes) => {
+                let Some(command) = self.commands.get_mut(&channel) else {
+                    return self.refuse(channel, "no such command");
+                };
+                let input = &mut command.stdin;
+                if input.queue.len() + bytes.len() > STDIN_WINDOW as usize || input.ending {
+                    return self.refuse(channel, "stdin past its window, or after its end");
+                }
+                if input.fd.is_none() {
+                    // The command closed its stdin: dropped, and said taken.
+                    let taken = bytes.len() as u32;
+                    return self.send(channel, &Message::StdinTaken { bytes: taken });
+                }
+                input.queue.extend(bytes);
+            }
+            Message::StdinEnd => {
+                let Some(command) = self.commands.get_mut(&channel) else {
+                    return self.refuse(channel, "no such command");
+                };
+                command.stdin.ending = true;
+                if command.stdin.queue.is_empty() {
+                    command.stdin.fd = None;
+                }
+            }
+            Message::Signal(signal) => {
+                if let Some(command) = self.commands.get(&channel) {
+                    command.signal(signal as i32);
+                }
+            }
+            Message::Credit { stream, bytes } => {
+                if let Some(command) = self.commands.get_mut(&channel) {
+                    if let Some(output) = &mut command.outputs[index(stream)] {
+                        output.credit = output.credit.saturating_add(u64::from(bytes));
+                    }
+                }
+            }
+            _ => self.refuse(channel, "a frame only the supervisor sends"),
+        }
+    }
+
+    fn read_output(&mut self, channel: u32, stream: Stream) {
+        let Some(output) = self
+            .commands
+            .get_mut(&channel)
+            .and_then(|c| c.outputs[index(stream)].as_mut())
+        else {
+            return;
+        };
+        let want = usize::try_from(output.credit)
+            .unwrap_or(usize::MAX)
+            .min(READ_MAX)
+            .min(MAX_PAYLOAD - 1);
+        let mut buf = vec![0u8; want];
+        // SAFETY: reads into a live buffer of its length from a pipe this owns.
+        let n = unsafe {
+            libc::read(
+                std::os::fd::AsRawFd::as_raw_fd(&output.fd),
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+            )
+        };
+        if n > 0 {
+            buf.truncate(n as usize);
+            output.credit -= n as u64;
+            self.send(channel, &Message::Output { stream, bytes: buf });
+            return;
+        }
+        if n < 0 {
+            let kind = std::io::Error::last_os_error().kind();
+            if matches!(
+                kind,
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) {
+                return;
+            }
+        }
+        // The end (every writer closed it), or a read error: the stream ends here.
+        self.end_output(channel, stream);
+    }
+
+    fn end_output(&mut self, channel: u32, stream: Stream) {
+        if let Some(command) = self.commands.get_mut(&channel) {
+            if command.outputs[index(stream)].take().is_some() {
+                self.send(channel, &Message::OutputEnd { stream });
+            }
+        }
+    }
+
+    fn write_stdin(&mut self, channel: u32) {
+        let Some(command) = self.commands.get_mut(&channel) else {
+            return;
+        };
+        let input = &mut command.stdin;
+        let Some(fd) = &input.fd else {
+            return;
+        };
+        let (front, _) = input.queue.as_slices();
+        // SAFETY: writes from a live slice of its length to a pipe this owns.
+        let n = unsafe {
+            libc::write(
+                std::os::fd::AsRawFd::as_raw_fd(fd),
+                front.as_ptr().cast(),
+                front.len(),
+            )
+        };
+        let taken = if n >= 0 {
+            input.queue.drain(..n as usize);
+            n as usize
+        } else {
+            let kind = std::io::Error::last_os_error().kind();
+            if matches!(
+                kind,
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) {
+                return;
+            }
+            // The command closed its stdin (EPIPE): what is queued is dropped, and said taken.
+            input.fd = None;
+            let dropped = input.queue.len();
+            input.queue.clear();
+            dropped
+        };
+        if input.queue.is_empty() && input.ending {
+            input.fd = None;
+        }
+        if taken > 0 {
+            self.send(
+                channel,
+                &Message::StdinTaken {
+                    bytes: taken as u32,
+                },
+            );
+        }
+    }
+
+    fn reaped(&mut self) {
+        // Groups with no member left are forgotten.
+        // SAFETY: kill(2) with signal 0 only asks whether the group has a member.
+        self.groups
+            .retain(|&group| unsafe { libc::kill(-group, 0) } == 0);
+        for (pid, exit) in reap() {
+            let Some(channel) = self.leaders.remove(&pid) else {
+                // An orphan the supervisor inherited: reaped, nothing to report.
+                continue;
+            };
+            if let Some(command) = self.commands.get_mut(&channel) {
+                command.exited = Some(Instant::now());
+            }
+            self.send(channel, &Message::Exit(exit));
+        }
+    }
+
+    /// Once a leader exited, its stdin closes when what is queued was written; its outputs
+    /// and its stdin still open `OUTPUT_AFTER_EXIT_MS` after the exit (a background child holding
+    /// them) are closed, and stdin nobody read is dropped (and said taken).
+    fn close_lingering_outputs(&mut self) {
+        let bound = Duration::from_millis(OUTPUT_AFTER_EXIT_MS);
+        let now = Instant::now();
+        let mut due = Vec::new();
+        let mut dropped = Vec::new();
+        for (&channel, command) in &mut self.commands {
+            let Some(at) = command.exited else {
+                continue;
+            };
+            let past = now >= at + bound;
+            if command.stdin.queue.is_empty() || past {
+                command.stdin.fd = None;
+                let left = command.stdin.queue.len();
+                command.stdin.queue.clear();
+                if left > 0 {
+                    dropped.push((channel, left));
+                }
+            }
+            if past {
+                for stream in STREAMS {
+                    if command.outputs[index(stream)].is_some() {
+                        due.push((channel, stream));
+                    }
+                }
+            }
+        }
+        for (channel, bytes) in dropped {
+            self.send(
+                channel,
+                &Message::StdinTaken {
+                    bytes: bytes as u32,
+                },
+            );
+        }
+        for (channel, stream) in due {
+            self.end_if_drained(channel, stream);
+        }
+    }
+
+    /// Ends an output past its bound once nothing is left in its pipe; one the host gives no
+    /// credit keeps what it holds until the host reads (nothing a command wrote is dropped).
+    fn end_if_drained(&mut self, channel: u32, stream: Stream) {
+        let Some(output) = self
+            .commands
+            .get(&channel)
+            .and_then(|c| c.outputs[index(stream)].as_ref())
+        else {
+            return;
+        };
+        if output.credit == 0 {
+            return;
+        }
+        let mut queued: libc::c_int = 0;
+        // SAFETY: FIONREAD writes the bytes the pipe holds into `queued`.
+        let asked = unsafe {
+            libc::ioctl(
+                std::os::fd::AsRawFd::as_raw_fd(&output.fd),
+                libc::FIONREAD,
+                &mut queued,
+            )
+        };
+        if asked == 0 && queued > 0 {
+            // Read first; the next pass ends it.
+            return self.read_output(channel, stream);
+        }
+        self.end_output(channel, stream);
+    }
+}
+
+fn set_non_blocking(fd: i32) {
+    // SAFETY: F_GETFL/F_SETFL on one of this process's standard descriptors.
+    unsafe {
+        let flags = libc::fcntl(fd, libc::F_GETFL);
+        if flags >= 0 {
+            libc::fcntl(fd, libc::F_SETFL, flags | libc::O_NONBLOCK);
+        }
+    }
+}
