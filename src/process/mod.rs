@@ -3,10 +3,12 @@
 pub mod external;
 pub mod io;
 pub mod output_pump;
+pub mod signal_name;
 pub mod spec;
 pub mod staged;
 pub mod stall;
 pub mod stdin_lane;
+pub mod supervised;
 
 /// Semaphore permits for `n` bytes of staging (a staging larger than the semaphore's maximum is
 /// clamped where the semaphore is made).

@@ -1,0 +1,299 @@
+//! One command over the link: what the supervisor sent for it (queued for its output stream,
+//! bounded by the credit given), its stdin window, its exit, and the handles the owner runs.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+use futures::future::FutureExt;
+use futures::Stream as FuturesStream;
+use session_frames::{Exit, Message, Signal, Stream, MAX_PAYLOAD, STDIN_WINDOW};
+use tokio::io::AsyncWrite;
+use tokio::sync::oneshot;
+
+use super::link::{lock, Shared};
+use crate::lifecycle::driver::{OutputEvent, OutputStream, ProcessChannels, ProcessExit};
+use crate::lifecycle::error::OwnerError;
+use crate::process::signal_name::signal_name;
+
+pub(super) struct Slot {
+    state: Mutex<State>,
+}
+
+struct State {
+    started: Option<oneshot::Sender<Result<u32, OwnerError>>>,
+    events: VecDeque<Result<OutputEvent, OwnerError>>,
+    /// stdout, stderr ended (or failed).
+    ended: [bool; 2],
+    reader: Option<Waker>,
+    exit: Option<oneshot::Sender<ProcessExit>>,
+    /// stdin bytes the supervisor will still take.
+    window: u32,
+    writer: Option<Waker>,
+    failure: Option<OwnerError>,
+}
+
+fn output_stream(stream: Stream) -> OutputStream {
+    match stream {
+        Stream::Stdout => OutputStream::Stdout,
+        Stream::Stderr => OutputStream::Stderr,
+    }
+}
+
+fn index(stream: OutputStream) -> usize {
+    match stream {
+        OutputStream::Stdout => 0,
+        OutputStream::Stderr => 1,
+    }
+}
+
+fn fate(exit: Exit) -> ProcessExit {
+    match exit {
+        Exit::Exited(code) => ProcessExit::Exited(i64::from(code)),
+        Exit::Signaled(signal) => ProcessExit::Signaled(signal_name(i64::from(signal))),
+    }
+}
+
+/// A command's slot and the channels over it.
+pub(super) fn open(
+    shared: Arc<Shared>,
+    channel: u32,
+    started: oneshot::Sender<Result<u32, OwnerError>>,
+) -> (Arc<Slot>, ProcessChannels) {
+    let (exit, exit_rx) = oneshot::channel();
+    let slot = Arc::new(Slot {
+        state: Mutex::new(State {
+            started: Some(started),
+            events: VecDeque::new(),
+            ended: [false, false],
+            reader: None,
+            exit: Some(exit),
+            window: STDIN_WINDOW,
+            writer: None,
+            failure: None,
+        }),
+    });
+    let channels = ProcessChannels {
+        input: Box::pin(Input {
+            shared: Arc::clone(&shared),
+            slot: Arc::clone(&slot),
+            channel,
+            ended: false,
+        }),
+        output: Box::pin(Output {
+            shared,
+            slot: Arc::clone(&slot),
+            channel,
+        }),
+        // A receipt never sent (the connection ended first) is no fate anyone knows.
+        exit: exit_rx
+            .map(|fate| fate.unwrap_or(ProcessExit::Unavailable))
+            .boxed(),
+    };
+    (slot, channels)
+}
+
+impl Slot {
+    /// Takes one of the supervisor's messages for this command; `true` once the command has
+    /// nothing more to receive (the link forgets it).
+    pub(super) fn receive(&self, message: Message) -> bool {
+        let mut state = lock(&self.state);
+        let mut wake_reader = false;
+        let mut wake_writer = false;
+        match message {
+            Message::Spawned { pid } => {
+                if let Some(started) = state.started.take() {
+                    let _ = started.send(Ok(pid));
+                }
+            }
+            Message::SpawnFailed { errno, message } => {
+                let why = OwnerError::driver(format!(
+                    "the command could not start: {} (errno {errno})",
+                    String::from_utf8_lossy(&message)
+                ));
+                drop(state);
+                self.fail(why);
+                return true;
+            }
+            Message::Refused { message } => {
+                let why = OwnerError::driver(format!(
+                    "the process supervisor refused the command: {}",
+                    String::from_utf8_lossy(&message)
+                ));
+                drop(state);
+                self.fail(why);
+                return true;
+            }
+            Message::Output { stream, bytes } => {
+                let stream = output_stream(stream);
+                if !state.ended[index(stream)] {
+                    state
+                        .events
+                        .push_back(Ok(OutputEvent::Bytes(stream, bytes.into())));
+                    wake_reader = true;
+                }
+            }
+            Message::OutputEnd { stream } => {
+                let stream = output_stream(stream);
+                if !std::mem::replace(&mut state.ended[index(stream)], true) {
+                    state.events.push_back(Ok(OutputEvent::End(stream)));
+                    wake_reader = true;
+                }
+            }
+            Message::Exit(exit) => {
+                if let Some(report) = state.exit.take() {
+                    let _ = report.send(fate(exit));
+                }
+            }
+            Message::StdinTaken { bytes } => {
+                state.window = state.window.saturating_add(bytes).min(STDIN_WINDOW);
+                wake_writer = true;
+            }
+            // Frames only the host sends: nothing the supervisor says.
+            _ => {}
+        }
+        let finished = state.exit.is_none() && state.ended == [true, true];
+        let reader = wake_reader.then(|| state.reader.take()).flatten();
+        let writer = wake_writer.then(|| state.writer.take()).flatten();
+        drop(state);
+        reader.into_iter().chain(writer).for_each(Waker::wake);
+        finished
+    }
+
+    /// The command is over for the host: whatever waits fails with `why`; an exit not reported
+    /// is `Unavailable`.
+    pub(super) fn fail(&self, why: OwnerError) {
+        let mut state = lock(&self.state);
+        if let Some(started) = state.started.take() {
+            let _ = started.send(Err(why.clone()));
+        }
+        if state.ended != [true, true] {
+            state.ended = [true, true];
+            state.events.push_back(Err(why.clone()));
+        }
+        if let Some(report) = state.exit.take() {
+            let _ = report.send(ProcessExit::Unavailable);
+        }
+        state.failure.get_or_insert(why);
+        let wakers: Vec<Waker> = [state.reader.take(), state.writer.take()]
+            .into_iter()
+            .flatten()
+            .collect();
+        drop(state);
+        wakers.into_iter().for_each(Waker::wake);
+    }
+}
+
+/// A command's output: the supervisor's bytes and ends in order; every piece read gives its
+/// credit back, so the supervisor sends as fast as the owner reads.
+struct Output {
+    shared: Arc<Shared>,
+    slot: Arc<Slot>,
+    channel: u32,
+}
+
+impl FuturesStream for Output {
+    type Item = Result<OutputEvent, OwnerError>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let mut state = lock(&self.slot.state);
+        let Some(event) = state.events.pop_front() else {
+            if state.ended == [true, true] {
+                return Poll::Ready(None);
+            }
+            state.reader = Some(cx.waker().clone());
+            return Poll::Pending;
+        };
+        let credit = match &event {
+            Ok(OutputEvent::Bytes(stream, bytes)) if !state.ended[index(*stream)] => {
+                Some((*stream, bytes.len()))
+            }
+            _ => None,
+        };
+        drop(state);
+        if let Some((stream, len)) = credit {
+            let stream = match stream {
+                OutputStream::Stdout => Stream::Stdout,
+                OutputStream::Stderr => Stream::Stderr,
+            };
+            let bytes = u32::try_from(len).unwrap_or(u32::MAX);
+            self.shared
+                .send(self.channel, &Message::Credit { stream, bytes });
+        }
+        Poll::Ready(Some(event))
+    }
+}
+
+/// A command's stdin: writes go out as frames within the supervisor's window.
+struct Input {
+    shared: Arc<Shared>,
+    slot: Arc<Slot>,
+    channel: u32,
+    ended: bool,
+}
+
+impl AsyncWrite for Input {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        if self.ended {
+            return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
+        }
+        let mut state = lock(&self.slot.state);
+        if let Some(failure) = &state.failure {
+            return Poll::Ready(Err(std::io::Error::other(failure.clone())));
+        }
+        if state.window == 0 {
+            state.writer = Some(cx.waker().clone());
+            return Poll::Pending;
+        }
+        let n = buf.len().min(state.window as usize).min(MAX_PAYLOAD);
+        state.window -= n as u32;
+        drop(state);
+        let this = &mut *self;
+        this.shared
+            .send(this.channel, &Message::Stdin(buf[..n].to_vec()));
+        Poll::Ready(Ok(n))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    /// EOF: sent after every byte written before it.
+    fn poll_shutdown(mut self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if !std::mem::replace(&mut self.ended, true) {
+            self.shared.send(self.channel, &Message::StdinEnd);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl Drop for Input {
+    /// Dropped without its end, stdin still gets EOF.
+    fn drop(&mut self) {
+        if !self.ended {
+            self.shared.send(self.channel, &Message::StdinEnd);
+        }
+    }
+}
+
+/// Signals a command's process group.
+#[derive(Clone)]
+pub struct CommandControl {
+    shared: Arc<Shared>,
+    channel: u32,
+}
+
+impl CommandControl {
+    pub(super) fn new(shared: Arc<Shared>, channel: u32) -> Self {
+        Self { shared, channel }
+    }
+
+    pub fn signal(&self, signal: Signal) {
+        self.shared.send(self.channel, &Message::Signal(signal));
+    }
+}

@@ -1,0 +1,400 @@
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use session_frames::{encode, Decoder, Exit, Message, Spawn, Stream, STDIN_WINDOW};
+use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
+
+use super::*;
+use crate::lifecycle::driver::{OutputEvent, OutputStream, ProcessExit};
+use crate::lifecycle::error::OperationCode;
+use crate::test_support::settles;
+
+/// The supervisor's end of a link, played by the test.
+struct Peer {
+    read: ReadHalf<DuplexStream>,
+    write: WriteHalf<DuplexStream>,
+    decoder: Decoder,
+}
+
+impl Peer {
+    async fn next(&mut self) -> (u32, Message) {
+        loop {
+            if let Some(frame) = self.decoder.next_frame().expect("well-formed") {
+                return (frame.channel, Message::decode(&frame).expect("known"));
+            }
+            let mut buf = vec![0u8; 65_536];
+            let n = settles("a frame from the host", self.read.read(&mut buf))
+                .await
+                .expect("read");
+            assert!(n > 0, "the host's side ended");
+            self.decoder.push(&buf[..n]);
+        }
+    }
+
+    async fn send(&mut self, channel: u32, message: Message) {
+        let mut bytes = Vec::new();
+        encode(channel, &message, &mut bytes);
+        self.write.write_all(&bytes).await.expect("written");
+    }
+}
+
+fn linked() -> (Link, Peer) {
+    let (host, supervisor) = tokio::io::duplex(1 << 20);
+    let (host_read, host_write) = tokio::io::split(host);
+    let output = futures::stream::unfold(host_read, |mut read| async move {
+        let mut buf = vec![0u8; 65_536];
+        match read.read(&mut buf).await {
+            Ok(0) | Err(_) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Ok(Bytes::from(buf)), read))
+            }
+        }
+    })
+    .boxed();
+    let (read, write) = tokio::io::split(supervisor);
+    let link = Link::new(Box::pin(host_write), output);
+    (
+        link,
+        Peer {
+            read,
+            write,
+            decoder: Decoder::new(),
+        },
+    )
+}
+
+fn spawn_of(script: &str) -> Spawn {
+    Spawn {
+        argv: vec![
+            b"/bin/sh".to_vec(),
+            b"-c".to_vec(),
+            script.as_bytes().to_vec(),
+        ],
+        env: Vec::new(),
+        cwd: b"/".to_vec(),
+        stdin: true,
+    }
+}
+
+#[tokio::test]
+async fn a_command_streams_in_order_gives_credit_back_as_read_and_exits_apart_from_its_output() {
+    let (link, mut peer) = linked();
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("echo hi")).await }
+    });
+    let (channel, message) = peer.next().await;
+    assert!(matches!(message, Message::Spawn(_)));
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        assert_eq!(
+            peer.next().await,
+            (
+                channel,
+                Message::Credit {
+                    stream,
+                    bytes: CREDIT
+                }
+            )
+        );
+    }
+    peer.send(channel, Message::Spawned { pid: 7 }).await;
+    let mut spawned = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .expect("started");
+    assert_eq!(spawned.pid, 7);
+    // The exit comes first: the output goes on after it.
+    peer.send(channel, Message::Exit(Exit::Signaled(15))).await;
+    assert_eq!(
+        settles("the exit", &mut spawned.channels.exit).await,
+        ProcessExit::Signaled("SIGTERM".into())
+    );
+    let out = |bytes: &[u8]| Message::Output {
+        stream: Stream::Stdout,
+        bytes: bytes.to_vec(),
+    };
+    peer.send(channel, out(b"hi\n")).await;
+    let output = &mut spawned.channels.output;
+    assert_eq!(
+        settles("the bytes", output.next()).await,
+        Some(Ok(OutputEvent::Bytes(
+            OutputStream::Stdout,
+            Bytes::from_static(b"hi\n")
+        )))
+    );
+    // The piece read gave its credit back.
+    let credit = Message::Credit {
+        stream: Stream::Stdout,
+        bytes: 3,
+    };
+    assert_eq!(peer.next().await, (channel, credit));
+    peer.send(
+        channel,
+        Message::OutputEnd {
+            stream: Stream::Stderr,
+        },
+    )
+    .await;
+    peer.send(
+        channel,
+        Message::OutputEnd {
+            stream: Stream::Stdout,
+        },
+    )
+    .await;
+    let events: Vec<_> = settles("the output's ends", output.collect()).await;
+    assert_eq!(
+        events,
+        vec![
+            Ok(OutputEvent::End(OutputStream::Stderr)),
+            Ok(OutputEvent::End(OutputStream::Stdout))
+        ]
+    );
+}
+
+#[tokio::test]
+async fn stdin_stays_within_the_window_the_supervisor_acknowledges() {
+    let (link, mut peer) = linked();
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("cat")).await }
+    });
+    let (channel, _) = peer.next().await;
+    peer.next().await;
+    peer.next().await;
+    peer.send(channel, Message::Spawned { pid: 8 }).await;
+    let spawned = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .expect("started");
+    let mut input = spawned.channels.input;
+    let total = STDIN_WINDOW as usize + 10;
+    let writing = tokio::spawn(async move {
+        input.write_all(&vec![1u8; total]).await.expect("written");
+        input.shutdown().await.expect("ended");
+        input
+    });
+    let mut received = 0usize;
+    while received < STDIN_WINDOW as usize {
+        match peer.next().await {
+            (c, Message::Stdin(bytes)) if c == channel => received += bytes.len(),
+            other => panic!("stdin, not {other:?}"),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!writing.is_finished(), "past the window, the write waits");
+    peer.send(channel, Message::StdinTaken { bytes: 10 }).await;
+    match peer.next().await {
+        (c, Message::Stdin(bytes)) if c == channel => assert_eq!(bytes.len(), 10),
+        other => panic!("the rest of stdin, not {other:?}"),
+    }
+    assert_eq!(peer.next().await, (channel, Message::StdinEnd));
+    settles("the write", writing).await.expect("joined");
+}
+
+#[tokio::test]
+async fn a_supervisor_gone_fails_every_command_and_every_later_spawn() {
+    let (link, mut peer) = linked();
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("sleep 60")).await }
+    });
+    let (channel, _) = peer.next().await;
+    peer.next().await;
+    peer.next().await;
+    peer.send(channel, Message::Spawned { pid: 9 }).await;
+    let spawned = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .expect("started");
+    let failed = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("true")).await }
+    });
+    peer.next().await;
+    drop(peer);
+    let error = settles("the pending spawn", failed)
+        .await
+        .expect("joined")
+        .err()
+        .expect("failed");
+    assert_eq!(error.code(), Some(OperationCode::StreamFailure));
+    assert!(error.to_string().contains("supervisor is gone"), "{error}");
+    let events: Vec<_> = settles("the output", spawned.channels.output.collect()).await;
+    assert!(
+        matches!(events.as_slice(), [Err(e)] if e.code() == Some(OperationCode::StreamFailure))
+    );
+    assert_eq!(
+        settles("the exit", spawned.channels.exit).await,
+        ProcessExit::Unavailable
+    );
+    assert!(link.gone().is_some());
+    assert!(link.spawn(spawn_of("true")).await.is_err());
+}
+
+#[tokio::test]
+async fn a_command_that_cannot_start_says_why() {
+    let (link, mut peer) = linked();
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("x")).await }
+    });
+    let (channel, _) = peer.next().await;
+    peer.send(
+        channel,
+        Message::SpawnFailed {
+            errno: 2,
+            message: b"/bin/nope: No such file".to_vec(),
+        },
+    )
+    .await;
+    let error = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .err()
+        .expect("failed");
+    assert!(
+        error
+            .to_string()
+            .contains("/bin/nope: No such file (errno 2)"),
+        "{error}"
+    );
+}
+
+/// The link to the real helper (the static binary built for this machine's architecture),
+/// run here as a plain child: the supervisor and the host's side of it, end to end.
+#[cfg(all(feature = "guest-helper", target_os = "linux", target_arch = "x86_64"))]
+mod with_the_helper {
+    use super::*;
+    use std::process::Stdio;
+
+    fn helper_link() -> (Link, tokio::process::Child) {
+        let mut child = tokio::process::Command::new(env!("NATIVE_SANDBOX_HELPER_AMD64"))
+            .arg("--supervise")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("the helper runs here");
+        let input = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        let output = futures::stream::unfold(stdout, |mut read| async move {
+            let mut buf = vec![0u8; 65_536];
+            match read.read(&mut buf).await {
+                Ok(0) | Err(_) => None,
+                Ok(n) => {
+                    buf.truncate(n);
+                    Some((Ok(Bytes::from(buf)), read))
+                }
+            }
+        })
+        .boxed();
+        (Link::new(Box::pin(input), output), child)
+    }
+
+    fn command(script: &str, stdin: bool) -> Spawn {
+        Spawn {
+            argv: vec![
+                b"/bin/sh".to_vec(),
+                b"-c".to_vec(),
+                script.as_bytes().to_vec(),
+            ],
+            env: vec![(b"PATH".to_vec(), b"/usr/bin:/bin".to_vec())],
+            cwd: b"/".to_vec(),
+            stdin,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn many_commands_at_once_each_with_its_own_streams_and_exit() {
+        let (link, _helper) = helper_link();
+        let mut running = Vec::new();
+        for i in 0..64u32 {
+            let spawned = settles(
+                "a spawn",
+                link.spawn(command("cat; echo \"err $0\" >&2; exit 3", true)),
+            )
+            .await
+            .expect("started");
+            running.push((i, spawned));
+        }
+        let mut checks = Vec::new();
+        for (i, spawned) in running {
+            checks.push(tokio::spawn(async move {
+                let mut input = spawned.channels.input;
+                let line = format!("command {i}\n");
+                input.write_all(line.as_bytes()).await.expect("stdin");
+                input.shutdown().await.expect("eof");
+                let events: Vec<_> = spawned.channels.output.collect().await;
+                let mut out = Vec::new();
+                let mut err = Vec::new();
+                for event in events {
+                    match event.expect("no failure") {
+                        OutputEvent::Bytes(OutputStream::Stdout, b) => out.extend_from_slice(&b),
+                        OutputEvent::Bytes(OutputStream::Stderr, b) => err.extend_from_slice(&b),
+                        OutputEvent::End(_) => {}
+                        other => panic!("{other:?}"),
+                    }
+                }
+                assert_eq!(out, line.as_bytes());
+                assert_eq!(err, b"err /bin/sh\n");
+                assert_eq!(spawned.channels.exit.await, ProcessExit::Exited(3));
+                drop(input);
+            }));
+        }
+        for check in checks {
+            settles("a command", check).await.expect("checked");
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_background_child_holding_stdout_does_not_hold_the_exit_or_the_output_end() {
+        let (link, _helper) = helper_link();
+        let spawned = settles(
+            "a spawn",
+            link.spawn(command("sleep 60 & echo started", false)),
+        )
+        .await
+        .expect("started");
+        assert_eq!(
+            settles("the exit", spawned.channels.exit).await,
+            ProcessExit::Exited(0)
+        );
+        let events: Vec<_> = settles("the output's end", spawned.channels.output.collect()).await;
+        assert_eq!(
+            events.first(),
+            Some(&Ok(OutputEvent::Bytes(
+                OutputStream::Stdout,
+                Bytes::from_static(b"started\n")
+            )))
+        );
+        assert_eq!(events.len(), 3, "the bytes and both ends: {events:?}");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_signal_ends_the_commands_group_and_more_output_than_the_credit_arrives_whole() {
+        let (link, _helper) = helper_link();
+        let spawned = settles(
+            "a spawn",
+            link.spawn(command("head -c 3000000 /dev/zero; exec sleep 60", false)),
+        )
+        .await
+        .expect("started");
+        let mut output = spawned.channels.output;
+        let mut received = 0usize;
+        while received < 3_000_000 {
+            match settles("output", output.next()).await {
+                Some(Ok(OutputEvent::Bytes(_, bytes))) => received += bytes.len(),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(received, 3_000_000);
+        spawned.control.signal(session_frames::Signal::Term);
+        assert_eq!(
+            settles("the exit", spawned.channels.exit).await,
+            ProcessExit::Signaled("SIGTERM".into())
+        );
+    }
+}
