@@ -1,7 +1,7 @@
 // The JavaScript faces of a Rust-owned sandbox: the reservation, the started sandbox, and the
 // cleanup-only owner of a reconciled one. All state lives in the native owner; these objects
 // only translate calls, signals and errors.
-import { errorFromDescriptor, SandboxOperationError, SandboxStateError, withSignalReason } from './errors.js';
+import { errorFromDescriptor, SandboxStateError, withSignalReason } from './errors.js';
 import { createDriverPort, settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { native } from './native.js';
