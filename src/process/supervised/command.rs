@@ -26,6 +26,9 @@ struct State {
     events: VecDeque<Result<OutputEvent, OwnerError>>,
     /// stdout, stderr ended (or failed).
     ended: [bool; 2],
+    /// Output bytes of each stream the supervisor may still send (the credit it was given and
+    /// has not used): more is a broken supervisor, never buffered.
+    credit: [u64; 2],
     reader: Option<Waker>,
     exit: Option<oneshot::Sender<ProcessExit>>,
     /// stdin bytes the supervisor will still take.
@@ -67,6 +70,7 @@ pub(super) fn open(
             started: Some(started),
             events: VecDeque::new(),
             ended: [false, false],
+            credit: [u64::from(super::CREDIT); 2],
             reader: None,
             exit: Some(exit),
             window: STDIN_WINDOW,
@@ -95,9 +99,10 @@ pub(super) fn open(
 }
 
 impl Slot {
-    /// Takes one of the supervisor's messages for this command; `true` once the command has
-    /// nothing more to receive (the link forgets it).
-    pub(super) fn receive(&self, message: Message) -> bool {
+    /// Takes one of the supervisor's messages for this command: `Ok(true)` once the command has
+    /// nothing more to receive (the link forgets it), `Err` when the supervisor sent more output
+    /// than its credit (the link is then broken for every command).
+    pub(super) fn receive(&self, message: Message) -> Result<bool, OwnerError> {
         let mut state = lock(&self.state);
         let mut wake_reader = false;
         let mut wake_writer = false;
@@ -114,7 +119,7 @@ impl Slot {
                 ));
                 drop(state);
                 self.fail(why);
-                return true;
+                return Ok(true);
             }
             Message::Refused { message } => {
                 let why = OwnerError::driver(format!(
@@ -123,10 +128,18 @@ impl Slot {
                 ));
                 drop(state);
                 self.fail(why);
-                return true;
+                return Ok(true);
             }
             Message::Output { stream, bytes } => {
                 let stream = output_stream(stream);
+                let credit = &mut state.credit[index(stream)];
+                let Some(left) = credit.checked_sub(bytes.len() as u64) else {
+                    return Err(OwnerError::operation(
+                        crate::lifecycle::error::OperationCode::StreamFailure,
+                        "the sandbox's process supervisor sent more output than it was given credit for",
+                    ));
+                };
+                *credit = left;
                 if !state.ended[index(stream)] {
                     state
                         .events
@@ -158,7 +171,7 @@ impl Slot {
         let writer = wake_writer.then(|| state.writer.take()).flatten();
         drop(state);
         reader.into_iter().chain(writer).for_each(Waker::wake);
-        finished
+        Ok(finished)
     }
 
     /// The command is over for the host: whatever waits fails with `why`; an exit not reported
@@ -207,17 +220,18 @@ impl FuturesStream for Output {
         };
         let credit = match &event {
             Ok(OutputEvent::Bytes(stream, bytes)) if !state.ended[index(*stream)] => {
-                Some((*stream, bytes.len()))
+                let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
+                state.credit[index(*stream)] += u64::from(len);
+                Some((*stream, len))
             }
             _ => None,
         };
         drop(state);
-        if let Some((stream, len)) = credit {
+        if let Some((stream, bytes)) = credit {
             let stream = match stream {
                 OutputStream::Stdout => Stream::Stdout,
                 OutputStream::Stderr => Stream::Stderr,
             };
-            let bytes = u32::try_from(len).unwrap_or(u32::MAX);
             self.shared
                 .send(self.channel, &Message::Credit { stream, bytes });
         }

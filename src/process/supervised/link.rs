@@ -202,7 +202,9 @@ fn dispatch(shared: &Arc<Shared>, channel: u32, message: Message) {
         // A command the host forgot (its channels dropped): nothing to deliver.
         return;
     };
-    if slot.receive(message) {
-        shared.forget(channel);
+    match slot.receive(message) {
+        Ok(false) => {}
+        Ok(true) => shared.forget(channel),
+        Err(broken) => shared.end(broken),
     }
 }

@@ -6,7 +6,8 @@
 //! Invariants:
 //! - what the link holds for a command is bounded by the protocol's windows: at most `CREDIT`
 //!   bytes of each output stream (credit is given back only as the command's output stream is
-//!   read), and at most `STDIN_WINDOW` bytes of stdin unacknowledged by the supervisor;
+//!   read; a supervisor that sends more breaks the link, it is never buffered), and at most
+//!   `STDIN_WINDOW` bytes of stdin unacknowledged by the supervisor;
 //! - a command's exit is its leader's wait status, independent of its output's end;
 //! - once the connection ends or fails (the supervisor is gone), every command's spawn, output
 //!   and stdin fail with `stream_failure` naming it, and every exit not reported yet is

@@ -235,6 +235,47 @@ async fn a_supervisor_gone_fails_every_command_and_every_later_spawn() {
 }
 
 #[tokio::test]
+async fn output_past_the_credit_given_breaks_the_link_instead_of_growing() {
+    let (link, mut peer) = linked();
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("yes")).await }
+    });
+    let (channel, _) = peer.next().await;
+    peer.next().await;
+    peer.next().await;
+    peer.send(channel, Message::Spawned { pid: 10 }).await;
+    let spawned = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .expect("started");
+    // Nobody reads: the whole credit, then one byte more.
+    let flood = vec![b'y'; CREDIT as usize + 1];
+    peer.send(
+        channel,
+        Message::Output {
+            stream: Stream::Stdout,
+            bytes: flood,
+        },
+    )
+    .await;
+    let events: Vec<_> = settles("the output", spawned.channels.output.collect()).await;
+    match events.as_slice() {
+        [Err(error)] => assert!(
+            error
+                .to_string()
+                .contains("more output than it was given credit for"),
+            "{error}"
+        ),
+        other => panic!("one failure, not {other:?}"),
+    }
+    assert!(
+        link.gone().is_some(),
+        "the link is broken for every command"
+    );
+}
+
+#[tokio::test]
 async fn a_command_that_cannot_start_says_why() {
     let (link, mut peer) = linked();
     let spawning = tokio::spawn({
