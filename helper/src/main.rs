@@ -565,7 +565,7 @@ fn main() -> ExitCode {
         Some("--gateway") => Some(("gateway", gateway::run(&args[1..]))),
         Some("--egress-report") => Some(("gateway", gateway::print_report())),
         Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run(&args[1..]))),
-        Some("--supervise") => Some(("supervisor", supervise::run())),
+        Some("--supervise") => Some(("supervisor", supervise::run(&args[1..]))),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

@@ -16,6 +16,7 @@ pub enum Kind {
     StdinEnd = 0x03,
     Signal = 0x04,
     Credit = 0x05,
+    File = 0x10,
     Spawned = 0x81,
     SpawnFailed = 0x82,
     Output = 0x83,
@@ -23,6 +24,10 @@ pub enum Kind {
     Exit = 0x85,
     Refused = 0x86,
     StdinTaken = 0x87,
+    FileBytes = 0x88,
+    FileEntries = 0x89,
+    FileDone = 0x8a,
+    FileFailed = 0x8b,
 }
 
 impl Kind {
@@ -33,6 +38,7 @@ impl Kind {
             0x03 => Kind::StdinEnd,
             0x04 => Kind::Signal,
             0x05 => Kind::Credit,
+            0x10 => Kind::File,
             0x81 => Kind::Spawned,
             0x82 => Kind::SpawnFailed,
             0x83 => Kind::Output,
@@ -40,6 +46,10 @@ impl Kind {
             0x85 => Kind::Exit,
             0x86 => Kind::Refused,
             0x87 => Kind::StdinTaken,
+            0x88 => Kind::FileBytes,
+            0x89 => Kind::FileEntries,
+            0x8a => Kind::FileDone,
+            0x8b => Kind::FileFailed,
             _ => return None,
         })
     }

@@ -15,11 +15,13 @@
 //! - `encode` of a decoded message gives back the frame's exact bytes (one encoding per message).
 
 mod decoder;
+mod file;
 mod frame;
 mod message;
 mod wire;
 
 pub use decoder::Decoder;
+pub use file::{FileAnswer, FileKind, FileOp, FileRequest, Root, COMPONENT_MAX};
 pub use frame::{Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD, VERSION};
 pub use message::{
     encode, Exit, Message, Signal, Spawn, Stream, OUTPUT_AFTER_EXIT_MS, STDIN_WINDOW,

@@ -1,5 +1,9 @@
 //! What frames mean. Each message has one encoding, so `encode(decode(frame))` is the frame.
 
+use crate::file::{
+    put_answer, put_entries, put_request, read_answer, read_entries, read_request, FileAnswer,
+    FileKind, FileRequest,
+};
 use crate::frame::{Frame, FrameError, Kind};
 use crate::wire::{put_bytes, put_u32, Cursor};
 
@@ -98,6 +102,9 @@ pub enum Message {
     /// Host: the supervisor may send this many more bytes of `stream` (flow control: output is
     /// read from a command's pipe only while its stream has credit).
     Credit { stream: Stream, bytes: u32 },
+    /// Host: a file request on the frame's channel (a channel not in use); answered with
+    /// `FileBytes` or `FileEntries` frames, then `FileDone` or `FileFailed`.
+    File(FileRequest),
     /// Supervisor: the command started, as this process (and process group).
     Spawned { pid: u32 },
     /// Supervisor: the command could not start (`errno`, and what was tried).
@@ -114,6 +121,19 @@ pub enum Message {
     /// command, or dropped once the command closed its stdin): the host may send as many more.
     /// A host never has more than `STDIN_WINDOW` bytes of a command's stdin unacknowledged.
     StdinTaken { bytes: u32 },
+    /// Supervisor: bytes of a file being read (on the host's `Credit` for `Stdout`).
+    FileBytes(Vec<u8>),
+    /// Supervisor: entries of a directory being listed.
+    FileEntries(Vec<(FileKind, Vec<u8>)>),
+    /// Supervisor: a file request is done.
+    FileDone(FileAnswer),
+    /// Supervisor: a file request failed: `refused` when the path leaves its root (a link, or
+    /// a component that is not a directory), else the system's `errno`; what, in `message`.
+    FileFailed {
+        errno: i32,
+        refused: bool,
+        message: Vec<u8>,
+    },
     /// Supervisor: a frame it could not act on (a channel in use, unknown, or a malformed
     /// spawn), and why.
     Refused { message: Vec<u8> },
@@ -134,6 +154,11 @@ impl Message {
             Message::Exit(_) => Kind::Exit,
             Message::Refused { .. } => Kind::Refused,
             Message::StdinTaken { .. } => Kind::StdinTaken,
+            Message::File(_) => Kind::File,
+            Message::FileBytes(_) => Kind::FileBytes,
+            Message::FileEntries(_) => Kind::FileEntries,
+            Message::FileDone(_) => Kind::FileDone,
+            Message::FileFailed { .. } => Kind::FileFailed,
         }
     }
 
@@ -215,6 +240,23 @@ impl Message {
             Kind::StdinTaken => Message::StdinTaken {
                 bytes: c.u32("taken")?,
             },
+            Kind::File => Message::File(read_request(&mut c)?),
+            Kind::FileBytes => Message::FileBytes(c.rest().to_vec()),
+            Kind::FileEntries => Message::FileEntries(read_entries(&mut c)?),
+            Kind::FileDone => Message::FileDone(read_answer(&mut c)?),
+            Kind::FileFailed => {
+                let errno = c.i32("errno")?;
+                let refused = match c.u8("refused")? {
+                    0 => false,
+                    1 => true,
+                    _ => return Err(c.bad("refused")),
+                };
+                Message::FileFailed {
+                    errno,
+                    refused,
+                    message: c.rest().to_vec(),
+                }
+            }
         };
         c.finish("length")?;
         Ok(message)
@@ -266,6 +308,19 @@ pub fn encode(channel: u32, message: &Message, out: &mut Vec<u8>) {
         }
         Message::Refused { message } => payload.extend_from_slice(message),
         Message::StdinTaken { bytes } => put_u32(&mut payload, *bytes),
+        Message::File(request) => put_request(&mut payload, request),
+        Message::FileBytes(bytes) => payload.extend_from_slice(bytes),
+        Message::FileEntries(entries) => put_entries(&mut payload, entries),
+        Message::FileDone(answer) => put_answer(&mut payload, answer),
+        Message::FileFailed {
+            errno,
+            refused,
+            message,
+        } => {
+            payload.extend_from_slice(&errno.to_be_bytes());
+            payload.push(u8::from(*refused));
+            payload.extend_from_slice(message);
+        }
     }
     Frame {
         kind: message.kind(),

@@ -223,6 +223,24 @@ fn malformed_payloads_name_their_field() {
     assert_eq!(field(bad(Kind::Exit, vec![2, 0, 0, 0, 0])), "exit");
     assert_eq!(field(bad(Kind::StdinEnd, vec![0])), "length");
     assert_eq!(field(bad(Kind::Spawned, vec![0, 0])), "pid");
+    let file = |component: &[u8]| {
+        let mut payload = vec![0, 0];
+        payload.extend_from_slice(&1u32.to_be_bytes());
+        payload.extend_from_slice(&(component.len() as u32).to_be_bytes());
+        payload.extend_from_slice(component);
+        payload
+    };
+    for hostile in [&b".."[..], b".", b"", b"a/b", b"a\0b", &[b'x'; 256][..]] {
+        assert_eq!(field(bad(Kind::File, file(hostile))), "path", "{hostile:?}");
+    }
+    assert!(Message::decode(&Frame {
+        kind: Kind::File,
+        channel: 1,
+        payload: file(b"ok")
+    })
+    .is_ok());
+    assert_eq!(field(bad(Kind::File, vec![9, 0, 0, 0, 0, 0])), "op");
+    assert_eq!(field(bad(Kind::File, vec![0, 3, 0, 0, 0, 0])), "root");
 }
 
 #[test]

@@ -50,6 +50,13 @@ impl<'a> Cursor<'a> {
         Ok(u32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
 
+    pub(crate) fn u64(&mut self, what: &'static str) -> Result<u64, FrameError> {
+        let b = self.take(8, what)?;
+        Ok(u64::from_be_bytes([
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7],
+        ]))
+    }
+
     pub(crate) fn i32(&mut self, what: &'static str) -> Result<i32, FrameError> {
         let b = self.take(4, what)?;
         Ok(i32::from_be_bytes([b[0], b[1], b[2], b[3]]))

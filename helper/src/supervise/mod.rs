@@ -19,16 +19,20 @@
 
 mod children;
 mod command;
+mod files;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
+use std::os::fd::{AsRawFd, OwnedFd};
+
 use session_frames::{
-    encode, Decoder, Message, Stream, MAX_PAYLOAD, OUTPUT_AFTER_EXIT_MS, STDIN_WINDOW,
+    encode, Decoder, FileAnswer, Message, Stream, MAX_PAYLOAD, OUTPUT_AFTER_EXIT_MS, STDIN_WINDOW,
 };
 
 use children::{reap, ChildWake};
 use command::{index, Command, STREAMS};
+use files::{Outcome, Roots};
 
 /// Frames queued for the host past which no output is read.
 const QUEUED_MAX: usize = 4 * 1024 * 1024;
@@ -37,7 +41,13 @@ const READ_MAX: usize = 64 * 1024;
 const CONNECTION_IN: i32 = 0;
 const CONNECTION_OUT: i32 = 1;
 
-pub fn run() -> Result<(), String> {
+/// `args`: nothing, or `--roots <workspace> <home> <tmp>` to serve file requests below them.
+pub fn run(args: &[String]) -> Result<(), String> {
+    let roots = match args.split_first() {
+        None => None,
+        Some((flag, paths)) if flag == "--roots" => Some(Roots::open(paths)?),
+        Some((other, _)) => return Err(format!("unknown supervisor argument {other}")),
+    };
     // SAFETY: prctl with these options only changes this process's own attributes.
     unsafe {
         libc::prctl(libc::PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -58,6 +68,8 @@ pub fn run() -> Result<(), String> {
         commands: HashMap::new(),
         leaders: HashMap::new(),
         groups: HashSet::new(),
+        roots,
+        reads: HashMap::new(),
         host_gone: false,
     };
     supervisor.serve(&wake)
@@ -74,7 +86,20 @@ struct Supervisor {
     /// Every command's process group that may still have members (a command that finished
     /// may have left background children).
     groups: HashSet<i32>,
+    /// Where file requests are served, when they are.
+    roots: Option<Roots>,
+    /// Files being read, by channel.
+    reads: HashMap<u32, Reading>,
     host_gone: bool,
+}
+
+/// A file being read on the host's credit.
+struct Reading {
+    file: OwnedFd,
+    credit: u64,
+    /// The most the host asked for, and what was sent: a file that grows past it fails.
+    max: u64,
+    sent: u64,
 }
 
 /// What a poll entry stands for.
@@ -91,7 +116,12 @@ impl Supervisor {
     fn serve(&mut self, wake: &ChildWake) -> Result<(), String> {
         loop {
             let (mut fds, slots) = self.interests(wake);
-            let timeout = self.next_deadline();
+            // A file with credit is read at once (a regular file is always ready).
+            let timeout = if self.reads_runnable() {
+                0
+            } else {
+                self.next_deadline()
+            };
             // SAFETY: `fds` is a valid array of its length for poll to fill in.
             let ready = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout) };
             if ready < 0 {
@@ -116,6 +146,7 @@ impl Supervisor {
                     Slot::Stdin(channel) => self.write_stdin(channel),
                 }
             }
+            self.read_files();
             self.close_lingering_outputs();
             self.commands.retain(|_, command| !command.finished());
             if self.host_gone {
@@ -259,8 +290,45 @@ impl Supervisor {
 
     fn handle(&mut self, channel: u32, message: Message) {
         match message {
+            Message::File(request) => {
+                if self.commands.contains_key(&channel) || self.reads.contains_key(&channel) {
+                    return self.refuse(channel, "the channel is in use");
+                }
+                let Some(roots) = &self.roots else {
+                    return self.send(
+                        channel,
+                        &Message::FileFailed {
+                            errno: 0,
+                            refused: true,
+                            message: b"this supervisor serves no files".to_vec(),
+                        },
+                    );
+                };
+                let max = match request.op {
+                    session_frames::FileOp::Read { max } => max,
+                    _ => 0,
+                };
+                match files::answer(roots, &request) {
+                    Outcome::Answer(messages) => {
+                        for message in messages {
+                            self.send(channel, &message);
+                        }
+                    }
+                    Outcome::Read(file) => {
+                        self.reads.insert(
+                            channel,
+                            Reading {
+                                file,
+                                credit: 0,
+                                max,
+                                sent: 0,
+                            },
+                        );
+                    }
+                }
+            }
             Message::Spawn(spawn) => {
-                if self.commands.contains_key(&channel) {
+                if self.commands.contains_key(&channel) || self.reads.contains_key(&channel) {
                     return self.refuse(channel, "the channel is in use");
                 }
                 match command::start(&spawn) {
@@ -310,6 +378,9 @@ impl Supervisor {
                 }
             }
             Message::Credit { stream, bytes } => {
+                if let Some(reading) = self.reads.get_mut(&channel) {
+                    reading.credit = reading.credit.saturating_add(u64::from(bytes));
+                }
                 if let Some(command) = self.commands.get_mut(&channel) {
                     if let Some(output) = &mut command.outputs[index(stream)] {
                         output.credit = output.credit.saturating_add(u64::from(bytes));
@@ -358,6 +429,67 @@ impl Supervisor {
         }
         // The end (every writer closed it), or a read error: the stream ends here.
         self.end_output(channel, stream);
+    }
+
+    fn reads_runnable(&self) -> bool {
+        self.queued.len() - self.written < QUEUED_MAX && self.reads.values().any(|r| r.credit > 0)
+    }
+
+    /// One read of each file being read that has credit, while the frames for the host stay
+    /// under `QUEUED_MAX`.
+    fn read_files(&mut self) {
+        let channels: Vec<u32> = self
+            .reads
+            .iter()
+            .filter(|(_, r)| r.credit > 0)
+            .map(|(c, _)| *c)
+            .collect();
+        for channel in channels {
+            if self.queued.len() - self.written >= QUEUED_MAX {
+                return;
+            }
+            let Some(reading) = self.reads.get_mut(&channel) else {
+                continue;
+            };
+            let want = usize::try_from(reading.credit)
+                .unwrap_or(usize::MAX)
+                .min(READ_MAX);
+            let mut buf = vec![0u8; want];
+            // SAFETY: reads into a live buffer of its length from a file this owns.
+            let n = unsafe { libc::read(reading.file.as_raw_fd(), buf.as_mut_ptr().cast(), want) };
+            let message = if n > 0 {
+                buf.truncate(n as usize);
+                reading.credit -= n as u64;
+                reading.sent += n as u64;
+                if reading.sent > reading.max {
+                    self.reads.remove(&channel);
+                    Message::FileFailed {
+                        errno: libc::EFBIG,
+                        refused: false,
+                        message:
+                            b"the file grew past the bytes asked for at most while it was read"
+                                .to_vec(),
+                    }
+                } else {
+                    Message::FileBytes(buf)
+                }
+            } else if n == 0 {
+                self.reads.remove(&channel);
+                Message::FileDone(FileAnswer::ReadEnd)
+            } else {
+                let error = std::io::Error::last_os_error();
+                if error.kind() == std::io::ErrorKind::Interrupted {
+                    continue;
+                }
+                self.reads.remove(&channel);
+                Message::FileFailed {
+                    errno: error.raw_os_error().unwrap_or(0),
+                    refused: false,
+                    message: format!("reading failed: {error}").into_bytes(),
+                }
+            };
+            self.send(channel, &message);
+        }
     }
 
     fn end_output(&mut self, channel: u32, stream: Stream) {
