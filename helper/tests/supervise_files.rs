@@ -309,3 +309,275 @@ fn libc_efbig() -> i32 {
 extern "C" {
     fn mkfifo(path: *const std::ffi::c_char, mode: u32) -> i32;
 }
+
+fn request(op: FileOp, root: Root, path: &[&str]) -> Message {
+    Message::File(FileRequest {
+        op,
+        root,
+        path: path.iter().map(|c| c.as_bytes().to_vec()).collect(),
+    })
+}
+
+impl Supervisor {
+    /// The frames on `channel` through its `FileDone` or `FileFailed` (acknowledgements kept).
+    fn answers(&self, channel: u32) -> Vec<Message> {
+        let mut answers = Vec::new();
+        loop {
+            let (from, message) = self
+                .frames
+                .recv_timeout(Duration::from_secs(10))
+                .expect("an answer");
+            assert_eq!(from, channel);
+            let last = matches!(message, Message::FileDone(_) | Message::FileFailed { .. });
+            answers.push(message);
+            if last {
+                return answers;
+            }
+        }
+    }
+}
+
+fn temporaries(dir: &Path) -> Vec<String> {
+    std::fs::read_dir(dir)
+        .expect("listed")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with(".native-sandbox-write-"))
+        .collect()
+}
+
+#[test]
+fn a_write_is_whole_or_nothing_and_creates_its_parents() {
+    let dir = scratch("write");
+    let mut s = supervisor(&dir);
+    s.send(
+        20,
+        &request(
+            FileOp::Write { mode: 0o640 },
+            Root::Workspace,
+            &["new", "deep", "file.txt"],
+        ),
+    );
+    s.send(20, &Message::FileChunk(b"first half, ".to_vec()));
+    assert_eq!(
+        s.frames.recv_timeout(Duration::from_secs(10)).expect("ack"),
+        (20, Message::StdinTaken { bytes: 12 })
+    );
+    // Half written: the final name does not exist yet; a reader never sees half a file.
+    let target = dir.join("workspace/new/deep/file.txt");
+    assert!(!target.exists());
+    assert_eq!(temporaries(&dir.join("workspace/new/deep")).len(), 1);
+    s.send(20, &Message::FileChunk(b"second half".to_vec()));
+    s.send(20, &Message::FileCommit);
+    assert_eq!(
+        s.answers(20),
+        vec![
+            Message::StdinTaken { bytes: 11 },
+            Message::FileDone(FileAnswer::Written)
+        ]
+    );
+    assert_eq!(
+        std::fs::read(&target).expect("read"),
+        b"first half, second half"
+    );
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(
+        std::fs::metadata(&target)
+            .expect("meta")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o640
+    );
+    assert!(temporaries(&dir.join("workspace/new/deep")).is_empty());
+    // Replaced whole.
+    s.send(
+        21,
+        &request(
+            FileOp::Write { mode: 0o644 },
+            Root::Workspace,
+            &["new", "deep", "file.txt"],
+        ),
+    );
+    s.send(21, &Message::FileChunk(b"v2".to_vec()));
+    s.send(21, &Message::FileCommit);
+    assert_eq!(
+        s.answers(21).last(),
+        Some(&Message::FileDone(FileAnswer::Written))
+    );
+    assert_eq!(std::fs::read(&target).expect("read"), b"v2");
+    // Abandoned: nothing is put in place, the temporary file is gone.
+    s.send(
+        22,
+        &request(FileOp::Write { mode: 0o644 }, Root::Tmp, &["abandoned"]),
+    );
+    s.send(22, &Message::FileChunk(b"never".to_vec()));
+    s.send(22, &Message::FileAbort);
+    s.send(23, &request(FileOp::Stat, Root::Tmp, &["abandoned"]));
+    assert_eq!(
+        s.frames.recv_timeout(Duration::from_secs(10)).expect("ack"),
+        (22, Message::StdinTaken { bytes: 5 })
+    );
+    assert_eq!(s.answers(23), vec![Message::FileDone(FileAnswer::Absent)]);
+    assert!(temporaries(&dir.join("tmp")).is_empty());
+    // The host gone mid-write: the temporary file goes with it.
+    s.send(
+        24,
+        &request(FileOp::Write { mode: 0o644 }, Root::Tmp, &["cut"]),
+    );
+    s.send(24, &Message::FileChunk(b"partial".to_vec()));
+    assert_eq!(
+        s.frames.recv_timeout(Duration::from_secs(10)).expect("ack"),
+        (24, Message::StdinTaken { bytes: 7 })
+    );
+    let Supervisor {
+        mut _child, input, ..
+    } = s;
+    drop(input);
+    _child.wait().expect("ended");
+    assert!(temporaries(&dir.join("tmp")).is_empty());
+    assert!(!dir.join("tmp/cut").exists());
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn writes_mkdir_and_remove_never_reach_through_a_link() {
+    let dir = scratch("hostile-write");
+    let workspace = dir.join("workspace");
+    symlink(dir.join("outside"), workspace.join("out")).expect("a directory link");
+    symlink(dir.join("outside/secret"), workspace.join("secret")).expect("a file link");
+    let mut s = supervisor(&dir);
+    let why = refused(&s.ask(
+        FileOp::Mkdir { recursive: true },
+        Root::Workspace,
+        &["out", "made"],
+        0,
+    ));
+    assert!(why.contains("out is a symbolic link"), "{why}");
+    s.send(
+        30,
+        &request(
+            FileOp::Write { mode: 0o644 },
+            Root::Workspace,
+            &["out", "planted"],
+        ),
+    );
+    let why = refused(&s.answers(30));
+    assert!(why.contains("out is a symbolic link"), "{why}");
+    s.send(
+        31,
+        &request(FileOp::Write { mode: 0o644 }, Root::Workspace, &["secret"]),
+    );
+    let why = refused(&s.answers(31));
+    assert!(why.contains("secret is a symbolic link"), "{why}");
+    assert!(!dir.join("outside/made").exists() && !dir.join("outside/planted").exists());
+    assert_eq!(
+        std::fs::read(dir.join("outside/secret")).expect("read"),
+        b"never read"
+    );
+    // Removing a link removes the link, never what it points to; a tree holding a link to the
+    // outside is removed without touching the outside.
+    assert_eq!(
+        s.ask(
+            FileOp::Remove { recursive: false },
+            Root::Workspace,
+            &["secret"],
+            0
+        ),
+        vec![Message::FileDone(FileAnswer::Removed(true))]
+    );
+    std::fs::create_dir_all(workspace.join("tree/inner")).expect("tree");
+    symlink(dir.join("outside"), workspace.join("tree/inner/escape")).expect("link");
+    std::fs::write(workspace.join("tree/inner/file"), b"x").expect("file");
+    match s
+        .ask(
+            FileOp::Remove { recursive: false },
+            Root::Workspace,
+            &["tree"],
+            0,
+        )
+        .as_slice()
+    {
+        [Message::FileFailed { errno, .. }] => assert_eq!(*errno, 39, "ENOTEMPTY"),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(
+        s.ask(
+            FileOp::Remove { recursive: true },
+            Root::Workspace,
+            &["tree"],
+            0
+        ),
+        vec![Message::FileDone(FileAnswer::Removed(true))]
+    );
+    assert!(!workspace.join("tree").exists());
+    assert_eq!(
+        std::fs::read(dir.join("outside/secret")).expect("read"),
+        b"never read"
+    );
+    assert_eq!(
+        s.ask(
+            FileOp::Remove { recursive: true },
+            Root::Workspace,
+            &["tree"],
+            0
+        ),
+        vec![Message::FileDone(FileAnswer::Removed(false))]
+    );
+    assert_eq!(
+        s.ask(
+            FileOp::Remove { recursive: true },
+            Root::Workspace,
+            &["no", "parent"],
+            0
+        ),
+        vec![Message::FileDone(FileAnswer::Removed(false))]
+    );
+    let why = refused(&s.ask(FileOp::Remove { recursive: true }, Root::Workspace, &[], 0));
+    assert!(why.contains("never removed"), "{why}");
+    // mkdir: recursive makes parents and accepts an existing directory; plain does neither.
+    assert_eq!(
+        s.ask(
+            FileOp::Mkdir { recursive: true },
+            Root::Home,
+            &["a", "b", "c"],
+            0
+        ),
+        vec![Message::FileDone(FileAnswer::Done)]
+    );
+    assert_eq!(
+        s.ask(
+            FileOp::Mkdir { recursive: true },
+            Root::Home,
+            &["a", "b", "c"],
+            0
+        ),
+        vec![Message::FileDone(FileAnswer::Done)]
+    );
+    match s
+        .ask(
+            FileOp::Mkdir { recursive: false },
+            Root::Home,
+            &["a", "b", "c"],
+            0,
+        )
+        .as_slice()
+    {
+        [Message::FileFailed { errno: 17, .. }] => {}
+        other => panic!("EEXIST, not {other:?}"),
+    }
+    match s
+        .ask(
+            FileOp::Mkdir { recursive: false },
+            Root::Home,
+            &["x", "y"],
+            0,
+        )
+        .as_slice()
+    {
+        [Message::FileFailed { errno: 2, .. }] => {}
+        other => panic!("ENOENT, not {other:?}"),
+    }
+    assert!(dir.join("home/a/b/c").is_dir());
+    std::fs::remove_dir_all(&dir).ok();
+}

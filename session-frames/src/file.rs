@@ -25,6 +25,16 @@ pub enum FileOp {
     /// The regular file's bytes (`FileBytes` frames on the host's credit, then
     /// `FileDone(ReadEnd)`); a file larger than `max` fails instead.
     Read { max: u64 },
+    /// Replaces the file whole or not at all: the host sends `FileChunk` frames (acknowledged
+    /// with `StdinTaken`, within `STDIN_WINDOW`), then `FileCommit` (or `FileAbort`); missing
+    /// parents are created. `FileDone(Written)`.
+    Write { mode: u32 },
+    /// `FileDone(Done)`; `recursive`: missing parents are created and an existing directory is
+    /// no failure.
+    Mkdir { recursive: bool },
+    /// `FileDone(Removed(was_there))`; a directory only when `recursive` or empty. A link is
+    /// removed itself, never what it points to.
+    Remove { recursive: bool },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,16 +80,39 @@ pub enum FileAnswer {
     Listed,
     /// Every byte was sent.
     ReadEnd,
+    /// The file was replaced (renamed into place).
+    Written,
+    /// The directory exists.
+    Done,
+    /// Whether something was there to remove.
+    Removed(bool),
 }
 
 /// The longest path component.
 pub const COMPONENT_MAX: usize = 255;
+
+fn flag(c: &mut Cursor<'_>, what: &'static str) -> Result<bool, FrameError> {
+    match c.u8(what)? {
+        0 => Ok(false),
+        1 => Ok(true),
+        _ => Err(c.bad(what)),
+    }
+}
 
 pub(crate) fn read_request(c: &mut Cursor<'_>) -> Result<FileRequest, FrameError> {
     let op = match c.u8("op")? {
         0 => FileOp::Stat,
         1 => FileOp::List,
         2 => FileOp::Read { max: c.u64("max")? },
+        3 => FileOp::Write {
+            mode: c.u32("mode")?,
+        },
+        4 => FileOp::Mkdir {
+            recursive: flag(c, "recursive")?,
+        },
+        5 => FileOp::Remove {
+            recursive: flag(c, "recursive")?,
+        },
         _ => return Err(c.bad("op")),
     };
     let root = match c.u8("root")? {
@@ -112,6 +145,18 @@ pub(crate) fn put_request(out: &mut Vec<u8>, request: &FileRequest) {
         FileOp::Read { max } => {
             out.push(2);
             out.extend_from_slice(&max.to_be_bytes());
+        }
+        FileOp::Write { mode } => {
+            out.push(3);
+            put_u32(out, mode);
+        }
+        FileOp::Mkdir { recursive } => {
+            out.push(4);
+            out.push(u8::from(recursive));
+        }
+        FileOp::Remove { recursive } => {
+            out.push(5);
+            out.push(u8::from(recursive));
         }
     }
     out.push(request.root as u8);
@@ -154,6 +199,9 @@ pub(crate) fn read_answer(c: &mut Cursor<'_>) -> Result<FileAnswer, FrameError> 
         },
         2 => FileAnswer::Listed,
         3 => FileAnswer::ReadEnd,
+        4 => FileAnswer::Written,
+        5 => FileAnswer::Done,
+        6 => FileAnswer::Removed(flag(c, "removed")?),
         _ => return Err(c.bad("answer")),
     })
 }
@@ -175,5 +223,11 @@ pub(crate) fn put_answer(out: &mut Vec<u8>, answer: &FileAnswer) {
         }
         FileAnswer::Listed => out.push(2),
         FileAnswer::ReadEnd => out.push(3),
+        FileAnswer::Written => out.push(4),
+        FileAnswer::Done => out.push(5),
+        FileAnswer::Removed(was) => {
+            out.push(6);
+            out.push(u8::from(*was));
+        }
     }
 }

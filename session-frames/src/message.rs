@@ -105,6 +105,12 @@ pub enum Message {
     /// Host: a file request on the frame's channel (a channel not in use); answered with
     /// `FileBytes` or `FileEntries` frames, then `FileDone` or `FileFailed`.
     File(FileRequest),
+    /// Host: bytes of a file being written.
+    FileChunk(Vec<u8>),
+    /// Host: the file being written is whole: put it in place.
+    FileCommit,
+    /// Host: the file being written is abandoned: nothing is put in place.
+    FileAbort,
     /// Supervisor: the command started, as this process (and process group).
     Spawned { pid: u32 },
     /// Supervisor: the command could not start (`errno`, and what was tried).
@@ -155,6 +161,9 @@ impl Message {
             Message::Refused { .. } => Kind::Refused,
             Message::StdinTaken { .. } => Kind::StdinTaken,
             Message::File(_) => Kind::File,
+            Message::FileChunk(_) => Kind::FileChunk,
+            Message::FileCommit => Kind::FileCommit,
+            Message::FileAbort => Kind::FileAbort,
             Message::FileBytes(_) => Kind::FileBytes,
             Message::FileEntries(_) => Kind::FileEntries,
             Message::FileDone(_) => Kind::FileDone,
@@ -241,6 +250,9 @@ impl Message {
                 bytes: c.u32("taken")?,
             },
             Kind::File => Message::File(read_request(&mut c)?),
+            Kind::FileChunk => Message::FileChunk(c.rest().to_vec()),
+            Kind::FileCommit => Message::FileCommit,
+            Kind::FileAbort => Message::FileAbort,
             Kind::FileBytes => Message::FileBytes(c.rest().to_vec()),
             Kind::FileEntries => Message::FileEntries(read_entries(&mut c)?),
             Kind::FileDone => Message::FileDone(read_answer(&mut c)?),
@@ -309,6 +321,8 @@ pub fn encode(channel: u32, message: &Message, out: &mut Vec<u8>) {
         Message::Refused { message } => payload.extend_from_slice(message),
         Message::StdinTaken { bytes } => put_u32(&mut payload, *bytes),
         Message::File(request) => put_request(&mut payload, request),
+        Message::FileChunk(bytes) => payload.extend_from_slice(bytes),
+        Message::FileCommit | Message::FileAbort => {}
         Message::FileBytes(bytes) => payload.extend_from_slice(bytes),
         Message::FileEntries(entries) => put_entries(&mut payload, entries),
         Message::FileDone(answer) => put_answer(&mut payload, answer),

@@ -32,7 +32,7 @@ use session_frames::{
 
 use children::{reap, ChildWake};
 use command::{index, Command, STREAMS};
-use files::{Outcome, Roots};
+use files::{Outcome, Roots, Writing};
 
 /// Frames queued for the host past which no output is read.
 const QUEUED_MAX: usize = 4 * 1024 * 1024;
@@ -70,6 +70,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         groups: HashSet::new(),
         roots,
         reads: HashMap::new(),
+        writes: HashMap::new(),
         host_gone: false,
     };
     supervisor.serve(&wake)
@@ -90,6 +91,8 @@ struct Supervisor {
     roots: Option<Roots>,
     /// Files being read, by channel.
     reads: HashMap<u32, Reading>,
+    /// Files being written, by channel (dropped unfinished: their temporary files go).
+    writes: HashMap<u32, Writing>,
     host_gone: bool,
 }
 
@@ -291,7 +294,7 @@ impl Supervisor {
     fn handle(&mut self, channel: u32, message: Message) {
         match message {
             Message::File(request) => {
-                if self.commands.contains_key(&channel) || self.reads.contains_key(&channel) {
+                if self.in_use(channel) {
                     return self.refuse(channel, "the channel is in use");
                 }
                 let Some(roots) = &self.roots else {
@@ -308,11 +311,14 @@ impl Supervisor {
                     session_frames::FileOp::Read { max } => max,
                     _ => 0,
                 };
-                match files::answer(roots, &request) {
+                match files::answer(roots, &request, channel) {
                     Outcome::Answer(messages) => {
                         for message in messages {
                             self.send(channel, &message);
                         }
+                    }
+                    Outcome::Write(writing) => {
+                        self.writes.insert(channel, writing);
                     }
                     Outcome::Read(file) => {
                         self.reads.insert(
@@ -327,8 +333,32 @@ impl Supervisor {
                     }
                 }
             }
+            Message::FileChunk(bytes) => {
+                let Some(writing) = self.writes.get_mut(&channel) else {
+                    return self.refuse(channel, "no file is being written on this channel");
+                };
+                let taken = bytes.len() as u32;
+                match writing.write(&bytes) {
+                    Ok(()) => self.send(channel, &Message::StdinTaken { bytes: taken }),
+                    Err(failure) => {
+                        self.writes.remove(&channel);
+                        self.send(channel, &failure);
+                    }
+                }
+            }
+            Message::FileCommit => match self.writes.remove(&channel) {
+                Some(writing) => {
+                    let answer = writing.commit();
+                    self.send(channel, &answer);
+                }
+                None => self.refuse(channel, "no file is being written on this channel"),
+            },
+            Message::FileAbort => {
+                // Dropped: its temporary file goes, nothing is put in place.
+                self.writes.remove(&channel);
+            }
             Message::Spawn(spawn) => {
-                if self.commands.contains_key(&channel) || self.reads.contains_key(&channel) {
+                if self.in_use(channel) {
                     return self.refuse(channel, "the channel is in use");
                 }
                 match command::start(&spawn) {
@@ -429,6 +459,12 @@ impl Supervisor {
         }
         // The end (every writer closed it), or a read error: the stream ends here.
         self.end_output(channel, stream);
+    }
+
+    fn in_use(&self, channel: u32) -> bool {
+        self.commands.contains_key(&channel)
+            || self.reads.contains_key(&channel)
+            || self.writes.contains_key(&channel)
     }
 
     fn reads_runnable(&self) -> bool {
