@@ -12,7 +12,7 @@ use session_frames::{Exit, Message, Signal, Stream, MAX_PAYLOAD, STDIN_WINDOW};
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
-use super::link::{lock, Shared};
+use super::link::{lock, Handled, Party, Shared};
 use crate::lifecycle::driver::{OutputEvent, OutputStream, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::process::signal_name::signal_name;
@@ -98,11 +98,15 @@ pub(super) fn open(
     (slot, channels)
 }
 
-impl Slot {
+impl Handled for Slot {
+    type Handles = ProcessChannels;
+}
+
+impl Party for Slot {
     /// Takes one of the supervisor's messages for this command: `Ok(true)` once the command has
     /// nothing more to receive (the link forgets it), `Err` when the supervisor sent more output
     /// than its credit (the link is then broken for every command).
-    pub(super) fn receive(&self, message: Message) -> Result<bool, OwnerError> {
+    fn receive(&self, message: Message) -> Result<bool, OwnerError> {
         let mut state = lock(&self.state);
         let mut wake_reader = false;
         let mut wake_writer = false;
@@ -176,7 +180,7 @@ impl Slot {
 
     /// The command is over for the host: whatever waits fails with `why`; an exit not reported
     /// is `Unavailable`.
-    pub(super) fn fail(&self, why: OwnerError) {
+    fn fail(&self, why: OwnerError) {
         let mut state = lock(&self.state);
         if let Some(started) = state.started.take() {
             let _ = started.send(Err(why.clone()));

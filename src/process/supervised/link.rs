@@ -13,7 +13,7 @@ use session_frames::{encode, Decoder, Message, Spawn, Stream};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 
-use super::command::{self, CommandControl, Slot};
+use super::command::{self, CommandControl};
 use super::CREDIT;
 use crate::lifecycle::driver::ProcessChannels;
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -25,11 +25,25 @@ pub struct Spawned {
     pub control: CommandControl,
 }
 
+/// What waits for the supervisor's frames on one channel: a command, or a file request.
+/// What registering a party hands back to its maker's caller.
+pub(super) trait Handled {
+    type Handles;
+}
+
+pub(super) trait Party: Send + Sync {
+    /// Takes one frame: `Ok(true)` once nothing more is due on the channel (the link forgets
+    /// it), `Err` when the frame breaks the protocol (the link then fails every party).
+    fn receive(&self, message: Message) -> Result<bool, OwnerError>;
+    /// The link is over: whatever waits fails with `why`.
+    fn fail(&self, why: OwnerError);
+}
+
 pub(super) struct Shared {
     /// Encoded frames for the writer task. Unbounded: what goes in is bounded by the protocol's
     /// windows (stdin) or tiny (spawns, credits, signals).
     frames: mpsc::UnboundedSender<Vec<u8>>,
-    commands: Mutex<HashMap<u32, Arc<Slot>>>,
+    parties: Mutex<HashMap<u32, Arc<dyn Party>>>,
     /// Set once the connection ended or failed: every later call fails with it.
     gone: Mutex<Option<OwnerError>>,
     next: AtomicU32,
@@ -48,17 +62,32 @@ impl Shared {
     }
 
     fn forget(&self, channel: u32) {
-        lock(&self.commands).remove(&channel);
+        lock(&self.parties).remove(&channel);
+    }
+
+    /// A fresh channel for `party` (made with it), or the link's failure once it is over.
+    pub(super) fn register<P: Party + Handled + 'static>(
+        &self,
+        make: impl FnOnce(u32) -> (Arc<P>, P::Handles),
+    ) -> Result<(u32, P::Handles), OwnerError> {
+        let channel = self.next.fetch_add(1, Ordering::Relaxed);
+        let (party, handles) = make(channel);
+        let gone = lock(&self.gone);
+        if let Some(why) = gone.as_ref() {
+            return Err(why.clone());
+        }
+        lock(&self.parties).insert(channel, party);
+        Ok((channel, handles))
     }
 
     /// The connection is over: every command fails with `why`.
     fn end(&self, why: OwnerError) {
-        let slots: Vec<Arc<Slot>> = {
+        let slots: Vec<Arc<dyn Party>> = {
             let mut gone = lock(&self.gone);
             if gone.is_none() {
                 *gone = Some(why.clone());
             }
-            lock(&self.commands).drain().map(|(_, slot)| slot).collect()
+            lock(&self.parties).drain().map(|(_, slot)| slot).collect()
         };
         for slot in slots {
             slot.fail(why.clone());
@@ -89,7 +118,7 @@ impl Link {
         let (frames, queued) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             frames,
-            commands: Mutex::default(),
+            parties: Mutex::default(),
             gone: Mutex::default(),
             next: AtomicU32::new(1),
         });
@@ -100,16 +129,11 @@ impl Link {
 
     /// Starts `spawn`; resolves once the supervisor started it (or says why it could not).
     pub async fn spawn(&self, spawn: Spawn) -> Result<Spawned, OwnerError> {
-        let channel = self.shared.next.fetch_add(1, Ordering::Relaxed);
         let (started, started_rx) = oneshot::channel();
-        let (slot, channels) = command::open(Arc::clone(&self.shared), channel, started);
-        {
-            let gone = lock(&self.shared.gone);
-            if let Some(why) = gone.as_ref() {
-                return Err(why.clone());
-            }
-            lock(&self.shared.commands).insert(channel, slot);
-        }
+        let shared = Arc::clone(&self.shared);
+        let (channel, channels) = self
+            .shared
+            .register(move |channel| command::open(shared, channel, started))?;
         self.shared.send(channel, &Message::Spawn(spawn));
         for stream in [Stream::Stdout, Stream::Stderr] {
             self.shared.send(
@@ -134,6 +158,10 @@ impl Link {
     /// The connection's failure, once it ended.
     pub fn gone(&self) -> Option<OwnerError> {
         lock(&self.shared.gone).clone()
+    }
+
+    pub(super) fn shared(&self) -> &Arc<Shared> {
+        &self.shared
     }
 }
 
@@ -197,7 +225,7 @@ async fn read_frames(
 }
 
 fn dispatch(shared: &Arc<Shared>, channel: u32, message: Message) {
-    let slot = lock(&shared.commands).get(&channel).cloned();
+    let slot = lock(&shared.parties).get(&channel).cloned();
     let Some(slot) = slot else {
         // A command the host forgot (its channels dropped): nothing to deliver.
         return;

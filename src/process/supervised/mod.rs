@@ -14,9 +14,11 @@
 //!   `Unavailable`: nothing waits for ever.
 
 mod command;
+mod files;
 mod link;
 
 pub use command::CommandControl;
+pub use files::FileStat;
 pub use link::{Link, Spawned};
 
 /// Output bytes of one stream the supervisor may send before the host reads them.

@@ -7,7 +7,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt, DuplexStream, ReadHalf, WriteHalf};
 
 use super::*;
 use crate::lifecycle::driver::{OutputEvent, OutputStream, ProcessExit};
-use crate::lifecycle::error::OperationCode;
+use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::test_support::settles;
 
 /// The supervisor's end of a link, played by the test.
@@ -312,8 +312,13 @@ mod with_the_helper {
     use std::process::Stdio;
 
     fn helper_link() -> (Link, tokio::process::Child) {
+        helper_link_with(&[])
+    }
+
+    fn helper_link_with(args: &[&str]) -> (Link, tokio::process::Child) {
         let mut child = tokio::process::Command::new(env!("NATIVE_SANDBOX_HELPER_AMD64"))
             .arg("--supervise")
+            .args(args)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -437,5 +442,113 @@ mod with_the_helper {
             settles("the exit", spawned.channels.exit).await,
             ProcessExit::Signaled("SIGTERM".into())
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn files_round_trip_below_the_roots_and_a_link_out_is_the_callers_error() {
+        use session_frames::{FileKind, Root};
+        let dir = crate::test_support::scratch("supervised-files");
+        for sub in ["workspace", "home", "tmp", "outside"] {
+            std::fs::create_dir_all(dir.join(sub)).expect("scratch");
+        }
+        std::os::unix::fs::symlink(dir.join("outside"), dir.join("workspace/out")).expect("link");
+        let root = |name: &str| dir.join(name).to_string_lossy().into_owned();
+        let (workspace, home, tmp) = (root("workspace"), root("home"), root("tmp"));
+        let (link, _helper) = helper_link_with(&["--roots", &workspace, &home, &tmp]);
+        let path = |p: &str| {
+            p.split('/')
+                .map(|c| c.as_bytes().to_vec())
+                .collect::<Vec<_>>()
+        };
+        let body: Vec<u8> = (0..700_000u32).map(|i| (i % 253) as u8).collect();
+        let pieces: Vec<Result<Bytes, OwnerError>> = body
+            .chunks(100_000)
+            .map(|c| Ok(Bytes::copy_from_slice(c)))
+            .collect();
+        settles(
+            "the write",
+            link.write(
+                Root::Workspace,
+                path("a/b/data.bin"),
+                0o600,
+                futures::stream::iter(pieces).boxed(),
+            ),
+        )
+        .await
+        .expect("written");
+        let read = settles(
+            "the read",
+            link.read(Root::Workspace, path("a/b/data.bin"), 1 << 20),
+        )
+        .await;
+        assert!(read.expect("read").expect("present") == body);
+        let stat = link
+            .stat(Root::Workspace, path("a/b/data.bin"))
+            .await
+            .expect("stat")
+            .expect("present");
+        assert_eq!(
+            (stat.kind, stat.size, stat.mode),
+            (FileKind::File, 700_000, 0o600)
+        );
+        assert_eq!(
+            link.read(Root::Workspace, path("a/none"), 10)
+                .await
+                .expect("read"),
+            None
+        );
+        let entries = link
+            .list(Root::Workspace, path("a"))
+            .await
+            .expect("listed")
+            .expect("present");
+        assert_eq!(entries, vec![(FileKind::Directory, b"b".to_vec())]);
+        link.mkdir(Root::Tmp, path("x/y"), true)
+            .await
+            .expect("made");
+        assert!(link
+            .remove(Root::Tmp, path("x"), true)
+            .await
+            .expect("removed"));
+        assert!(!link
+            .remove(Root::Tmp, path("x"), true)
+            .await
+            .expect("nothing"));
+        // Past `max`: a failure, never a truncated file.
+        let error = link
+            .read(Root::Workspace, path("a/b/data.bin"), 10)
+            .await
+            .expect_err("too large");
+        assert!(
+            error.to_string().contains("past the 10 asked for"),
+            "{error}"
+        );
+        // Through a link: the caller's input, naming the component.
+        let error = link
+            .stat(Root::Workspace, path("out/anything"))
+            .await
+            .expect_err("refused");
+        match &error {
+            OwnerError::Validation(issues) => {
+                assert!(
+                    issues[0].message.contains("out is a symbolic link"),
+                    "{issues:?}"
+                )
+            }
+            other => panic!("a validation error, not {other:?}"),
+        }
+        let pieces: Vec<Result<Bytes, OwnerError>> = vec![Ok(Bytes::from_static(b"planted"))];
+        let error = link
+            .write(
+                Root::Workspace,
+                path("out/planted"),
+                0o644,
+                futures::stream::iter(pieces).boxed(),
+            )
+            .await
+            .expect_err("refused");
+        assert!(matches!(error, OwnerError::Validation(_)), "{error:?}");
+        assert!(!dir.join("outside/planted").exists());
+        std::fs::remove_dir_all(&dir).ok();
     }
 }
