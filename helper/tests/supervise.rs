@@ -15,7 +15,28 @@ struct Supervisor {
 }
 
 fn supervisor() -> Supervisor {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_native-sandbox-helper"))
+    supervisor_as(None)
+}
+
+/// The supervisor run as `user` (through `setpriv`, when this test runs as root), as the
+/// sandbox's user runs it: no capability reaches past what a plain user may do.
+fn supervisor_as(user: Option<u32>) -> Supervisor {
+    let helper = env!("CARGO_BIN_EXE_native-sandbox-helper");
+    let mut command = match user {
+        Some(uid) => {
+            let mut command = Command::new("setpriv");
+            command.args([
+                format!("--reuid={uid}"),
+                format!("--regid={uid}"),
+                "--clear-groups".into(),
+                "--".into(),
+                helper.into(),
+            ]);
+            command
+        }
+        None => Command::new(helper),
+    };
+    let mut child = command
         .arg("--supervise")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -272,7 +293,34 @@ fn a_command_that_cannot_start_says_why_and_a_busy_channel_is_refused() {
     assert_eq!(until_done(&s, 3).exit, Some(Exit::Signaled(9)));
 }
 
+#[test]
+fn no_command_reaches_the_supervisors_channel() {
+    // As a plain user (nobody), when this runs as root: root would pass every check below.
+    // SAFETY: geteuid has no preconditions.
+    let user = (unsafe { geteuid() } == 0).then_some(65_534);
+    let mut s = supervisor_as(user);
+    // The supervisor's descriptors (its connection among them) are out of every command's
+    // reach, and frame-shaped bytes a command writes to all of its own go to its own streams.
+    let script = "ls /proc/$PPID/fd >/dev/null 2>&1 && echo reachable; \
+        for fd in /proc/self/fd/*; do printf '\\201\\001\\000\\000\\000\\000\\000\\001\\000\\000\\000\\000' > \"$fd\" 2>/dev/null; done; \
+        echo done";
+    s.spawn(1, script, true);
+    s.send(1, Message::StdinEnd);
+    let seen = until_done(&s, 1);
+    assert_eq!(seen.exit, Some(Exit::Exited(0)));
+    let out = String::from_utf8_lossy(&seen.stdout).into_owned();
+    assert!(
+        !out.contains("reachable"),
+        "a command listed the supervisor's descriptors: {out:?}"
+    );
+    assert!(out.ends_with("done\n"), "{out:?}");
+    // The connection is intact: the next command runs as usual.
+    s.spawn(2, "echo next", false);
+    assert_eq!(until_done(&s, 2).stdout, b"next\n");
+}
+
 extern "C" {
     #[link_name = "kill"]
     fn libc_kill(pid: i32, signal: i32) -> i32;
+    fn geteuid() -> u32;
 }
