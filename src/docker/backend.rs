@@ -13,7 +13,7 @@ use super::freezer::{set_frozen, Freeze};
 use super::image::{ImageSource, Pinned, UNRESOLVED_IMAGE};
 use super::layout::{Names, BACKEND_ID, BACKEND_REVISION};
 use super::objects::{
-    container_fingerprint, labels_match, network_fingerprint, provable_container, remove_all,
+    container_fingerprint, labels_match, network_fingerprint, remove_all, remove_container,
     volume_fingerprint,
 };
 use super::options::DockerOptions;
@@ -361,26 +361,7 @@ impl RecoveredDriver for DockerRecovered {
     fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         async move {
             self.stopped.store(true, Ordering::SeqCst);
-            if let Some(id) = provable_container(&self.docker, &self.record, Role::Compute).await? {
-                match self
-                    .docker
-                    .remove_container(
-                        &id,
-                        Some(
-                            bollard::query_parameters::RemoveContainerOptionsBuilder::default()
-                                .force(true)
-                                .build(),
-                        ),
-                    )
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e) if is_not_found(&e) => {}
-                    Err(e) => {
-                        return Err(engine_error("stopping the recovered process container", e))
-                    }
-                }
-            }
+            remove_container(&self.docker, &self.record, Role::Compute).await?;
             Ok(())
         }
         .boxed()

@@ -205,6 +205,22 @@ pub fn is_not_found(error: &bollard::errors::Error) -> bool {
     )
 }
 
+/// Whether a forced removal failed only because the engine's kill raced the container's own
+/// exit ("Could not kill running container …, cannot remove - Container … is not running"):
+/// the container is stopped now, so asking again removes it.
+pub fn is_kill_raced_exit(error: &bollard::errors::Error) -> bool {
+    match error {
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 500,
+            message,
+        } => {
+            message.contains("Could not kill running container")
+                && message.contains("is not running")
+        }
+        _ => false,
+    }
+}
+
 pub fn engine_error(what: &str, error: bollard::errors::Error) -> OwnerError {
     OwnerError::driver(format!("{what}: {}", with_causes(&error)))
 }
@@ -256,6 +272,26 @@ pub fn with_causes(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kill_that_raced_the_exit_is_told_apart_from_other_removal_failures() {
+        let server =
+            |status_code: u16, message: &str| bollard::errors::Error::DockerResponseServerError {
+                status_code,
+                message: message.to_owned(),
+            };
+        // What the engine answered in CI when a runsc export container exited as it was removed.
+        assert!(is_kill_raced_exit(&server(
+            500,
+            "Could not kill running container d70810a2d3f6, cannot remove - Container d70810a2d3f6 is not running"
+        )));
+        assert!(!is_kill_raced_exit(&server(
+            500,
+            "Could not kill running container d70810a2d3f6, cannot remove - permission denied"
+        )));
+        assert!(!is_kill_raced_exit(&server(409, "is not running")));
+        assert!(!is_kill_raced_exit(&server(500, "driver failed")));
+    }
 
     #[derive(Debug)]
     struct Layer(&'static str, Option<Box<Layer>>);

@@ -7,7 +7,7 @@ use bollard::models::ContainerInspectResponse;
 use bollard::query_parameters::{RemoveContainerOptionsBuilder, RemoveVolumeOptionsBuilder};
 use bollard::Docker;
 
-use super::engine::{engine_error, is_not_found};
+use super::engine::{engine_error, is_kill_raced_exit, is_not_found};
 use super::layout::{LABEL_NAMESPACE, LABEL_OPERATION, LABEL_ROLE, LABEL_SANDBOX};
 use crate::digest::sha256;
 use crate::lifecycle::error::OwnerError;
@@ -93,19 +93,37 @@ pub async fn remove_container(
         .force(true)
         .v(false)
         .build();
-    match docker.remove_container(&target, Some(options)).await {
-        Ok(()) => Ok(()),
-        Err(e) if is_not_found(&e) => Ok(()),
-        // Removal already in progress: the object is going away.
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 409, ..
-        }) => Ok(()),
-        Err(e) => Err(engine_error(
-            &format!("removing the {} container", role.as_str()),
-            e,
-        )),
+    let mut attempt = 1;
+    loop {
+        match docker
+            .remove_container(&target, Some(options.clone()))
+            .await
+        {
+            Ok(()) => return Ok(()),
+            Err(e) if is_not_found(&e) => return Ok(()),
+            // Removal already in progress: the object is going away.
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409, ..
+            }) => return Ok(()),
+            Err(e) if is_kill_raced_exit(&e) && attempt < RACED_EXIT_ATTEMPTS => {
+                attempt += 1;
+                tokio::time::sleep(RACED_EXIT_PAUSE).await;
+            }
+            Err(e) => {
+                return Err(engine_error(
+                    &format!("removing the {} container", role.as_str()),
+                    e,
+                ))
+            }
+        }
     }
 }
+
+/// How many times a forced removal is asked when the engine's kill raced the container's exit,
+/// and the pause between asks: the container is already stopped, so the second ask removes it;
+/// the bound keeps a cleanup's wait finite whatever the engine answers.
+const RACED_EXIT_ATTEMPTS: u32 = 4;
+const RACED_EXIT_PAUSE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The container ID to act on, if the container exists and is provably this sandbox's.
 pub async fn provable_container(
