@@ -200,6 +200,11 @@ export interface SandboxSupport {
   readonly network: readonly ('isolated' | 'outbound' | 'allowlist')[];
   readonly execution: readonly ('until_stopped' | 'deadline')[];
   readonly workspaceDiskQuota: boolean;
+  /**
+   * Whether a started sandbox runs commands and file calls beside its process (`exec`, `run`,
+   * `files`); `false` (or absent in a driver's declaration) for a JavaScript driver.
+   */
+  readonly sessions?: boolean;
 }
 
 /** What the backend observed the engine apply after startup. */
@@ -449,6 +454,79 @@ export interface Sandbox extends SandboxCleanupOwner {
     consume: SandboxExportConsumer,
     options?: SandboxTransferOptions,
   ): Promise<SandboxTransferSummary>;
+  /**
+   * Sessions (0.4): starts one more command beside (or without) the reserved process, on a
+   * started sandbox until its stop begins. Throws `SandboxUnsupportedError` on a backend whose
+   * `support.sessions` is not `true`.
+   */
+  exec(spec: SandboxProcessInput, options?: SandboxExecOptions): Promise<SandboxCommand>;
+  /** Runs a command to its exit, writing `input` then EOF and collecting both streams. */
+  run(spec: SandboxProcessInput, options?: SandboxRunCommandOptions): Promise<SandboxCommandResult>;
+  /** The workspace, HOME and TMPDIR while the sandbox runs. */
+  readonly files: SandboxFiles;
+}
+
+export interface SandboxExecOptions {
+  /** Aborting ends the command's process group: SIGTERM, then SIGKILL after `killGraceMs`. */
+  readonly signal?: AbortSignal;
+  /** From the start (1..2,147,483,647); ends the command the same way. */
+  readonly deadlineMs?: number;
+  /** Between SIGTERM and SIGKILL, 0..600,000; default 2,000. */
+  readonly killGraceMs?: number;
+  /** Default `true`; `false`: the guest reads `/dev/null` and `stdin` is `null`. */
+  readonly stdin?: boolean;
+}
+
+export interface SandboxCommand {
+  readonly id: string;
+  /** `end()` delivers EOF. */
+  readonly stdin: import('node:stream').Writable | null;
+  /** Binary, with backpressure and the policy's stream limits. */
+  readonly stdout: import('node:stream').Readable;
+  readonly stderr: import('node:stream').Readable;
+  /** The command's own exit (its wait status): settles even while children it left behind still hold its stdout. */
+  readonly exit: Promise<SandboxProcessExit>;
+  kill(signal?: 'SIGTERM' | 'SIGKILL' | 'SIGINT' | 'SIGHUP' | 'SIGQUIT' | 'SIGUSR1' | 'SIGUSR2'): void;
+}
+
+export interface SandboxRunCommandOptions extends Omit<SandboxExecOptions, 'stdin'> {
+  /** Written to stdin, then EOF; absent: EOF at once. */
+  readonly input?: string | Uint8Array;
+  /** Per stream, 1..1 GiB, default 16 MiB: past it the command is ended and `run` rejects with `output_limit`. */
+  readonly maxOutputBytes?: number;
+}
+
+export interface SandboxCommandResult {
+  readonly exit: SandboxProcessExit;
+  readonly stdout: Buffer;
+  readonly stderr: Buffer;
+}
+
+export type SandboxFileKind = 'file' | 'directory' | 'symlink' | 'other';
+
+/**
+ * `path`: relative to the workspace, or absolute under the workspace, HOME or TMPDIR of
+ * `DOCKER_SANDBOX_GUEST`. `..` and paths outside those roots are `SandboxValidationError`s naming
+ * `path`; no symbolic link is followed (one on the way is refused by name).
+ */
+export interface SandboxFiles {
+  /** `null`: absent. A file past `maxBytes` fails; it is never truncated. */
+  read(path: string, options?: { readonly signal?: AbortSignal; readonly maxBytes?: number }): Promise<Buffer | null>;
+  readStream(path: string, options?: { readonly signal?: AbortSignal }): Promise<import('node:stream').Readable | null>;
+  /** Whole or not at all (a reader never sees half a file); parents created; owned by the sandbox's user. */
+  write(
+    path: string,
+    data: string | Uint8Array | AsyncIterable<Uint8Array>,
+    options?: { readonly mode?: number; readonly signal?: AbortSignal },
+  ): Promise<void>;
+  stat(
+    path: string,
+    options?: { readonly signal?: AbortSignal },
+  ): Promise<{ readonly kind: SandboxFileKind; readonly size: bigint; readonly mode: number; readonly mtimeMs: number } | null>;
+  list(path: string, options?: { readonly signal?: AbortSignal }): Promise<readonly { readonly name: string; readonly kind: SandboxFileKind }[] | null>;
+  /** `false`: nothing was there. A link is removed itself, never its target. */
+  remove(path: string, options?: { readonly recursive?: boolean; readonly signal?: AbortSignal }): Promise<boolean>;
+  mkdir(path: string, options?: { readonly recursive?: boolean; readonly signal?: AbortSignal }): Promise<void>;
 }
 
 export interface SandboxRunOptions extends OperationOptions {

@@ -66,6 +66,10 @@ export function admitReservation(request, recovery, support) {
 export function createSandboxBackend(driver) {
   requireFunctions(driver);
   const support = parseSandboxSupport(driver.support);
+  if (support.sessions) {
+    // A driver has no hooks for commands and file calls beside its process in this version.
+    throw new SandboxValidationError([{ code: 'invalid_value', path: ['support', 'sessions'], message: 'a JavaScript driver cannot offer sessions in this version: say false (or leave it out)' }]);
+  }
   const seen = new WeakSet();
   const noOwner = { owner: undefined, errors: undefined };
   return Object.freeze({

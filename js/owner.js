@@ -10,6 +10,7 @@ import { shared } from './shared.js';
 import { traceExit, traced, transferCounts } from './debug.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { reserveProcess } from './process.js';
+import { sessionMembers } from './sessions.js';
 import { exportTree, importTree } from './transfer.js';
 import { exportViaDriver, importViaDriver } from './driver-transfers.js';
 import { closeDriverProcess, driverProcessHandlers, reserveDriverProcess } from './driver-process.js';
@@ -154,6 +155,7 @@ export function nativeTransfersOf(sandbox) {
 
 function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort, ports }) {
   const driverPort = { owner, context, readyPort, request };
+  const sessions = sessionMembers({ owner, context, request, stopSandbox: lifecycle.stop, sandboxId: id });
   const sandbox = Object.freeze({
     id,
     effective: deepFreeze(ready.effective),
@@ -198,6 +200,9 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
         },
         transferCounts,
       ),
+    exec: (spec, options) => traced(id, 'exec', () => sessions.exec(spec, options)),
+    run: (spec, options) => traced(id, 'run', () => sessions.run(spec, options)),
+    files: sessions.files,
     stop: lifecycle.stop,
     destroy: lifecycle.destroy,
   });

@@ -44,7 +44,32 @@ pub fn open_at(
             .unwrap_or(0)));
     }
     // SAFETY: `openat` just returned this descriptor, and nothing else owns it.
-    Ok(Ok(unsafe { OwnedFd::from_raw_fd(fd) }))
+    let opened = unsafe { OwnedFd::from_raw_fd(fd) };
+    // gVisor's kernel (the 2022 `runsc` here) follows a link named with `O_NOFOLLOW |
+    // O_DIRECTORY`. What was opened must be what the name is now, not a link: the same device
+    // and inode as `fstatat` of the name without following. A link swapped in either way meanwhile
+    // fails the comparison, and a directory cannot be hard-linked, so nothing outside can match.
+    let named = stat_at(directory, name.as_bytes())?;
+    let same = match (named, fstat(&opened)) {
+        (Ok(named), Some(held)) => {
+            named.st_mode & libc::S_IFMT != libc::S_IFLNK
+                && named.st_dev == held.st_dev
+                && named.st_ino == held.st_ino
+        }
+        _ => false,
+    };
+    if !same {
+        return Ok(Err(libc::ELOOP));
+    }
+    Ok(Ok(opened))
+}
+
+fn fstat(fd: &OwnedFd) -> Option<libc::stat> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: an all-zero `stat` is a valid value of this plain C struct.
+    let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: `fd` is open for the whole call and `stat` is a valid place to write.
+    (unsafe { libc::fstat(fd.as_raw_fd(), &mut stat) } == 0).then_some(stat)
 }
 
 /// What `fstatat` without following says of `name` in `directory`; `Err(errno)` when it fails.

@@ -24,7 +24,8 @@ pub use decoder::Decoder;
 pub use file::{FileAnswer, FileKind, FileOp, FileRequest, Root, COMPONENT_MAX};
 pub use frame::{Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD, VERSION};
 pub use message::{
-    encode, Exit, Message, Signal, Spawn, Stream, OUTPUT_AFTER_EXIT_MS, STDIN_WINDOW,
+    encode, Exit, Message, Signal, Spawn, Stream, OUTPUT_AFTER_EXIT_MS, SPAWN_FAILED_CWD,
+    STDIN_WINDOW,
 };
 
 #[cfg(test)]

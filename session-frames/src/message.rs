@@ -12,6 +12,8 @@ pub const STDIN_WINDOW: u32 = 256 * 1024;
 /// How long after a command's leader exited its output may stay open (a background child
 /// holding it): then the supervisor closes its end and sends `OutputEnd`.
 pub const OUTPUT_AFTER_EXIT_MS: u64 = 500;
+/// How a `SpawnFailed` message begins when the working directory failed, not the program.
+pub const SPAWN_FAILED_CWD: &str = "cwd: ";
 
 /// An output stream of a command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

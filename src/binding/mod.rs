@@ -1,9 +1,11 @@
 //! The only napi code: converts between JS values and the core, nothing else.
 
+mod command;
 mod constants;
 mod docker;
 mod errors;
 mod export_batch;
+mod files;
 mod heap;
 mod host_walk;
 mod js_driver;

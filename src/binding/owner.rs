@@ -280,6 +280,24 @@ impl NativeOwner {
         .build(env)
     }
 
+    /// Whether this sandbox runs commands and file calls beside its process (`support.sessions`).
+    #[napi(js_name = "sessionsSupported")]
+    pub fn sessions_supported(&self) -> bool {
+        self.owner.sessions_supported()
+    }
+
+    /// A command of `exec` / `run`, not started yet (`start` parses and starts it).
+    #[napi]
+    pub fn command(&self) -> crate::binding::command::NativeCommand {
+        crate::binding::command::NativeCommand::new(self.owner.clone())
+    }
+
+    /// One call of `files`.
+    #[napi]
+    pub fn files(&self) -> crate::binding::files::NativeFiles {
+        crate::binding::files::NativeFiles::new(self.owner.clone())
+    }
+
     /// Writes one chunk to stdin; resolves when the bounded staging accepted it.
     #[napi(js_name = "processWrite")]
     pub async fn process_write(&self, chunk: Buffer) -> JsData {

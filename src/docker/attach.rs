@@ -81,18 +81,29 @@ where
 /// container's state says so, or, for a leader killed by SIGKILL, the engine's `oom` event for it
 /// (see `oom_events.rs`). An engine that cannot be asked leaves the exit as its code says.
 pub async fn fate_of(docker: &Docker, id: &str, code: i64) -> ProcessExit {
+    memory_kill_told(docker, id, leader_fate(code, false)).await
+}
+
+/// `fate`, or `OutOfMemory` when it is a `SIGKILL` and the engine says the kernel killed in
+/// container `id` for memory (its state, or its `oom` event within the grace). A supervised
+/// command's wait status is judged the same way: its container runs on, and the engine's word
+/// may come just after the supervisor's.
+pub async fn memory_kill_told(docker: &Docker, id: &str, fate: ProcessExit) -> ProcessExit {
+    let ProcessExit::Signaled(signal) = &fate else {
+        return fate;
+    };
+    if signal != "SIGKILL" {
+        return fate;
+    }
     let state = docker
         .inspect_container(id, None)
         .await
         .ok()
         .and_then(|inspect| inspect.state);
-    let oom_killed = state.as_ref().and_then(|state| state.oom_killed) == Some(true);
-    match leader_fate(code, oom_killed) {
-        ProcessExit::Signaled(signal) if signal == "SIGKILL" => match state {
-            Some(state) if oom_event_published(docker, id, &state).await => leader_fate(code, true),
-            _ => ProcessExit::Signaled(signal),
-        },
-        fate => fate,
+    match state {
+        Some(state) if state.oom_killed == Some(true) => ProcessExit::OutOfMemory,
+        Some(state) if oom_event_published(docker, id, &state).await => ProcessExit::OutOfMemory,
+        _ => fate,
     }
 }
 

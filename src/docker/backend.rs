@@ -59,6 +59,7 @@ pub fn support(runtime: Option<&str>) -> SandboxSupport {
         network,
         execution: vec!["until_stopped", "deadline"],
         workspace_disk_quota: false,
+        sessions: true,
     }
 }
 

@@ -26,5 +26,6 @@ pub mod prepare_image;
 pub mod reaper;
 pub mod sandbox;
 pub mod seed;
+pub mod supervised_image;
 pub mod tls;
 pub mod traced;

@@ -61,15 +61,42 @@ pub fn helper_for(architecture: Option<&str>) -> Result<&'static GuestHelper, Ow
 /// version whose helper did not extract imports) is used through the engine's archive endpoint.
 pub const HELPER_PATH: &str = "/native-sandbox-helper";
 
+impl GuestHelper {
+    /// The first 12 hex digits of the build's SHA-256: what names the images that carry it.
+    pub fn short_digest(&self) -> String {
+        let digest = crate::digest::sha256(self.bytes);
+        digest
+            .trim_start_matches("sha256:")
+            .get(..12)
+            .unwrap_or_default()
+            .to_owned()
+    }
+
+    /// An archive of the helper alone, at `HELPER_PATH`, owned by root, mode 0755.
+    pub fn archive(&self) -> Result<Vec<u8>, OwnerError> {
+        let mut archive = Vec::with_capacity(self.bytes.len() + 4 * BLOCK);
+        self.append_to(&mut archive)?;
+        archive.extend_from_slice(&END);
+        Ok(archive)
+    }
+
+    fn append_to(&self, archive: &mut Vec<u8>) -> Result<(), OwnerError> {
+        let meta = Meta {
+            typeflag: b'0',
+            mode: 0o755,
+            ..Meta::default()
+        };
+        let name = HELPER_PATH.trim_start_matches('/');
+        ustar_entry(archive, name.as_bytes(), &meta, self.bytes).map_err(|e| {
+            OwnerError::driver(format!("building an archive of the guest helper: {e}"))
+        })
+    }
+}
+
 /// The seed image's tag for `uid`:`gid`: a new helper build (or another architecture's) makes a
 /// new image.
 fn seed_tag(uid: u64, gid: u64, helper: &GuestHelper) -> String {
-    let digest = crate::digest::sha256(helper.bytes);
-    let short = digest
-        .trim_start_matches("sha256:")
-        .get(..12)
-        .unwrap_or_default();
-    format!("{uid}-{gid}-{short}")
+    format!("{uid}-{gid}-{}", helper.short_digest())
 }
 
 /// The seed image's ID for `user` (`uid:gid`) with `helper`, importing it when it is missing.
@@ -131,13 +158,7 @@ fn seed_archive(uid: u64, gid: u64, helper: &GuestHelper) -> Result<Vec<u8>, Own
         };
         ustar_entry(&mut archive, path.as_bytes(), &meta, &[]).map_err(failed)?;
     }
-    let meta = Meta {
-        typeflag: b'0',
-        mode: 0o755,
-        ..Meta::default()
-    };
-    let name = HELPER_PATH.trim_start_matches('/');
-    ustar_entry(&mut archive, name.as_bytes(), &meta, helper.bytes).map_err(failed)?;
+    helper.append_to(&mut archive)?;
     archive.extend_from_slice(&END);
     Ok(archive)
 }

@@ -15,6 +15,7 @@ use super::error::OwnerError;
 use super::journal::Journal;
 use crate::policy::effective::SandboxEffectivePolicy;
 use crate::process::spec::SandboxProcessSpec;
+pub use crate::process::supervised::GuestRoots;
 use crate::recovery::record::SandboxRecoveryRecord;
 
 /// What a started driver reports: the observed policy and the guest workspace.
@@ -37,6 +38,15 @@ pub struct StartContext {
 pub enum OutputStream {
     Stdout,
     Stderr,
+}
+
+impl OutputStream {
+    pub fn name(self) -> &'static str {
+        match self {
+            OutputStream::Stdout => "stdout",
+            OutputStream::Stderr => "stderr",
+        }
+    }
 }
 
 /// How the process leader ended, as far as anyone can know.
@@ -87,6 +97,13 @@ pub struct ProcessChannels {
     /// The output's events in the order the guest wrote them; ends when its streams close.
     pub output: ProcessOutput,
     pub exit: BoxFuture<'static, ProcessExit>,
+}
+
+/// A command started beside the sandbox's process: its channels and its signals.
+pub struct StartedCommand {
+    pub pid: u32,
+    pub channels: ProcessChannels,
+    pub control: crate::process::supervised::CommandControl,
 }
 
 /// A streaming archive upload into the workspace: send tar bytes into `sink` (bounded, so a
@@ -199,6 +216,32 @@ pub trait DriverReservation: Send + Sync + 'static {
                 "this driver has no process port in this version of native-sandbox".into(),
             ))
         })
+    }
+
+    /// Where the guest's file roots are when the driver runs commands and file calls beside
+    /// its process (sessions); `None` when it does not.
+    fn guest_roots(&self) -> Option<GuestRoots> {
+        None
+    }
+
+    /// Starts one more command (sessions), attached before it runs. `cancel` fires when compute
+    /// stops.
+    fn start_command(
+        self: Arc<Self>,
+        spawn: session_frames::Spawn,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<StartedCommand, OwnerError>> {
+        let _ = (spawn, cancel);
+        unsupported("running commands beside the sandbox's process")
+    }
+
+    /// The supervisor's connection file calls go through (sessions), made if need be.
+    fn file_link(
+        self: Arc<Self>,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<crate::process::supervised::Link, OwnerError>> {
+        let _ = cancel;
+        unsupported("reading and writing the sandbox's files while it runs")
     }
 
     /// Freezes the running process where it stands (storage and streams stay); idempotent.

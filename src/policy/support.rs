@@ -13,6 +13,9 @@ pub struct SandboxSupport {
     /// The execution kinds the backend enforces: `until_stopped` and, when it can, `deadline`.
     pub execution: Vec<&'static str>,
     pub workspace_disk_quota: bool,
+    /// Whether sandboxes run commands and file calls beside their process (`exec`, `run`,
+    /// `files`); absent in a support record reads as `false`.
+    pub sessions: bool,
 }
 
 pub const EXECUTION_KINDS: &[&str] = &["until_stopped", "deadline"];
@@ -46,6 +49,10 @@ fn support(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<SandboxSu
     let workspace_disk_quota = f
         .required("workspaceDiskQuota", issues)
         .and_then(|v| boolean(v, &f.at("workspaceDiskQuota"), issues));
+    let sessions = match f.optional("sessions") {
+        Some(v) => boolean(v, &f.at("sessions"), issues),
+        None => Some(false),
+    };
     f.finish(issues);
     Some(SandboxSupport {
         backend_id: backend_id?,
@@ -53,6 +60,7 @@ fn support(value: &Value, path: &[Seg], issues: &mut Issues) -> Option<SandboxSu
         network: network?,
         execution: execution?,
         workspace_disk_quota: workspace_disk_quota?,
+        sessions: sessions?,
     })
 }
 
@@ -106,6 +114,7 @@ impl ToValue for SandboxSupport {
                 Value::Array(self.execution.iter().map(|k| Value::string(*k)).collect()),
             ),
             ("workspaceDiskQuota", Value::Bool(self.workspace_disk_quota)),
+            ("sessions", Value::Bool(self.sessions)),
         ])
     }
 }

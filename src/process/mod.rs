@@ -1,5 +1,6 @@
 //! The one native process of a sandbox: its recipe and the owner's side of its streams.
 
+pub mod command_options;
 pub mod external;
 pub mod io;
 pub mod output_pump;

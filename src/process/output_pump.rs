@@ -179,13 +179,6 @@ pub struct PumpSettings {
     pub stalls: Arc<StallWatch>,
 }
 
-fn stream_name(which: OutputStream) -> &'static str {
-    match which {
-        OutputStream::Stdout => "stdout",
-        OutputStream::Stderr => "stderr",
-    }
-}
-
 impl OutputPump {
     pub fn new(output: EngineOutput, settings: PumpSettings) -> Self {
         let lane = |staged| Lane {
@@ -220,7 +213,7 @@ impl OutputPump {
                     which,
                     format!(
                         "the sandbox stopped before the engine ended its {}: what it still held was not delivered",
-                        stream_name(which)
+                        which.name()
                     ),
                 );
             }
@@ -340,7 +333,7 @@ impl OutputPump {
                         which,
                         format!(
                             "the process's streams were closed while its {} was unread: output past the staging was discarded",
-                            stream_name(which)
+                            which.name()
                         ),
                     );
                     return false;
@@ -351,7 +344,7 @@ impl OutputPump {
                         which,
                         format!(
                             "the sandbox stopped while its {} was unread: output past the staging (policy.streams.maxBufferedOutputBytes, {staging}) was discarded",
-                            stream_name(which)
+                            which.name()
                         ),
                     );
                     return true;

@@ -10,7 +10,7 @@ use std::os::unix::process::CommandExt;
 use std::process::Stdio;
 use std::time::Instant;
 
-use session_frames::{Spawn, Stream};
+use session_frames::{Spawn, Stream, SPAWN_FAILED_CWD};
 
 pub struct Output {
     pub fd: OwnedFd,
@@ -46,6 +46,14 @@ pub const STREAMS: [Stream; 2] = [Stream::Stdout, Stream::Stderr];
 /// Starts `spawn` as the head of a process group of its own, its stdio pipes of its own (every
 /// other descriptor of the supervisor is close-on-exec), with exactly the environment given.
 pub fn start(spawn: &Spawn) -> std::io::Result<Command> {
+    let cwd = std::path::Path::new(OsStr::from_bytes(&spawn.cwd));
+    // Like the engine's working directory, a missing one is made (as the supervisor's user).
+    std::fs::create_dir_all(cwd).map_err(|error| {
+        std::io::Error::new(
+            error.kind(),
+            format!("{SPAWN_FAILED_CWD}{}: {error}", cwd.display()),
+        )
+    })?;
     let program = OsStr::from_bytes(&spawn.argv[0]);
     let mut command = std::process::Command::new(program);
     command

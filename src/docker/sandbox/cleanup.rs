@@ -14,6 +14,8 @@ use super::DockerSandbox;
 impl DockerSandbox {
     /// Kills compute (the whole process tree goes with its container); storage stays.
     pub(super) async fn run_stop(&self) -> Result<(), OwnerError> {
+        self.stop_begun
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let record = {
             let mut state = self.state.lock().await;
             state.stopped_by_owner = true;

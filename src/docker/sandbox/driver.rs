@@ -6,10 +6,11 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt};
 
 use crate::docker::freezer::{set_frozen, Freeze};
+use crate::docker::layout::GUEST_ROOTS;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
-    ArchiveDownload, ArchiveUpload, DriverReservation, ProcessChannels, ReadyFacts, StartContext,
-    TransferSettings,
+    ArchiveDownload, ArchiveUpload, DriverReservation, GuestRoots, ProcessChannels, ReadyFacts,
+    StartContext, StartedCommand, TransferSettings,
 };
 use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
@@ -85,6 +86,33 @@ impl DriverReservation for DockerSandbox {
         cancel: Cancel,
     ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
         self.run_process(spec, cancel).boxed()
+    }
+
+    fn guest_roots(&self) -> Option<GuestRoots> {
+        Some(GUEST_ROOTS)
+    }
+
+    fn start_command(
+        self: Arc<Self>,
+        spawn: session_frames::Spawn,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<StartedCommand, OwnerError>> {
+        async move {
+            let (supervisor, spawned) = self.spawn_supervised(spawn, &cancel).await?;
+            Ok(StartedCommand {
+                pid: spawned.pid,
+                channels: self.owned_channels(supervisor, spawned.channels),
+                control: spawned.control,
+            })
+        }
+        .boxed()
+    }
+
+    fn file_link(
+        self: Arc<Self>,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<crate::process::supervised::Link, OwnerError>> {
+        async move { Ok(self.supervisor(&cancel).await?.link) }.boxed()
     }
 
     fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {

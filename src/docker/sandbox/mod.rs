@@ -1,6 +1,7 @@
 //! One Docker sandbox: what it holds and what its parts share. Startup under checkpoints is
 //! `startup.rs`, stop and destroy `cleanup.rs`, and the lifecycle owner's driver interface
-//! `driver.rs`. The process container is in `process.rs`, archive transfers through the
+//! `driver.rs`. The process container is made in `compute.rs`; its supervisor (commands and file
+//! calls) is `supervisor.rs`, the reserved process `process.rs`. Archive transfers go through the
 //! workspace holder in `archive.rs`, which runs the holder's workspace helper (`helper_run.rs`)
 //! for exports (`export_helper.rs`) and imports (`import_helper.rs`); an allowlist sandbox's
 //! holder is its egress gateway (`gateway.rs`).
@@ -8,6 +9,7 @@
 mod abort_on_drop;
 mod archive;
 mod cleanup;
+mod compute;
 mod deferred_bodies;
 mod driver;
 mod executable;
@@ -20,6 +22,7 @@ mod import_helper;
 mod pending;
 mod process;
 mod startup;
+mod supervisor;
 
 pub use pending::PendingDockerSandbox;
 
@@ -77,6 +80,15 @@ pub struct DockerSandbox {
     gateway_words: Arc<gateway_watch::GatewayWords>,
     gateway_listener: std::sync::Mutex<Option<abort_on_drop::AbortOnDrop>>,
     last_report: std::sync::Mutex<Option<crate::lifecycle::egress_report::EgressReport>>,
+    /// The process container's supervisor, made on first use (`supervisor.rs`); a failure to
+    /// make it is kept as every later call's answer.
+    supervisor: tokio::sync::OnceCell<Result<supervisor::Supervisor, OwnerError>>,
+    /// Held while the process container is chosen and created: by the reserved process (its
+    /// entry) or by the supervisor (its entry, or an exec beside the process).
+    compute_gate: tokio::sync::Mutex<()>,
+    /// Set as a stop begins, before it kills compute: the supervisor's connection then ends
+    /// because of the stop, and a command's output simply ends (the owner says why).
+    stop_begun: Arc<std::sync::atomic::AtomicBool>,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
@@ -89,6 +101,8 @@ struct Progress {
     stopped_by_owner: bool,
     /// An allowlist sandbox's gateway address on its internal network: the guest's resolver.
     gateway: Option<String>,
+    /// The guest helper for the engine's architecture, known once startup read the engine.
+    helper: Option<&'static crate::docker::seed::GuestHelper>,
 }
 
 impl DockerSandbox {
@@ -107,6 +121,7 @@ impl DockerSandbox {
                 compute: None,
                 stopped_by_owner: false,
                 gateway: None,
+                helper: None,
             }),
             runtime: std::sync::OnceLock::new(),
             helper_permit: helper_run::helper_permits(),
@@ -114,6 +129,9 @@ impl DockerSandbox {
             gateway_words: Default::default(),
             gateway_listener: std::sync::Mutex::new(None),
             last_report: std::sync::Mutex::new(None),
+            supervisor: tokio::sync::OnceCell::new(),
+            compute_gate: tokio::sync::Mutex::new(()),
+            stop_begun: Arc::default(),
         })
     }
 

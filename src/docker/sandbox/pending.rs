@@ -156,6 +156,25 @@ impl DriverReservation for PendingDockerSandbox {
         async move { self.resolved()?.start_process(spec, cancel).await }.boxed()
     }
 
+    fn guest_roots(&self) -> Option<crate::lifecycle::driver::GuestRoots> {
+        Some(crate::docker::layout::GUEST_ROOTS)
+    }
+
+    fn start_command(
+        self: Arc<Self>,
+        spawn: session_frames::Spawn,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<crate::lifecycle::driver::StartedCommand, OwnerError>> {
+        async move { self.resolved()?.start_command(spawn, cancel).await }.boxed()
+    }
+
+    fn file_link(
+        self: Arc<Self>,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<crate::process::supervised::Link, OwnerError>> {
+        async move { self.resolved()?.file_link(cancel).await }.boxed()
+    }
+
     fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         async move { self.resolved()?.pause().await }.boxed()
     }

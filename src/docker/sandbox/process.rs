@@ -1,21 +1,24 @@
-//! The sandbox's one process: its own container, attached before it starts, and its leader's fate.
+//! The sandbox's one reserved process: the process container's entry itself, attached before
+//! it starts (a reattachable daemon's stdin stays open across attachments, so a controller that
+//! comes later can attach again). When commands or file calls came first, the container's entry
+//! is already the supervisor, and the reserved process is its command.
 
 use std::sync::Arc;
 
 use futures::future::{BoxFuture, FutureExt};
+use tokio::sync::MutexGuard;
 
-use super::{gateway, DockerSandbox};
-use crate::docker::attach::{attach_error, attach_streams, fate_of, wait_exit_code};
-use crate::docker::engine::engine_error;
-use crate::docker::hardening::applied;
-use crate::docker::layout::fixed_environment;
+use super::compute::Launch;
+use super::supervisor::environment;
+use super::DockerSandbox;
+use crate::docker::attach::{fate_of, wait_exit_code};
 use crate::docker::output_end::ended_with_the_process;
+use crate::docker::supervised_image::ensure_supervised_image;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{output_of_chunks, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
-use crate::policy::network::NetworkKind;
 use crate::process::spec::SandboxProcessSpec;
-use crate::recovery::record::{Identity, Role};
+use crate::process::supervised::spawn_of;
 
 impl DockerSandbox {
     pub(super) async fn run_process(
@@ -23,110 +26,65 @@ impl DockerSandbox {
         spec: SandboxProcessSpec,
         cancel: Cancel,
     ) -> Result<ProcessChannels, OwnerError> {
-        let (journal, expected) = {
-            let state = self.state.lock().await;
-            (state.journal.clone(), state.effective.clone())
-        };
-        let (Some(journal), Some(expected)) = (journal, expected) else {
-            return Err(OwnerError::state("the process needs a started sandbox"));
-        };
-        cancel.check()?;
-        let record = self
-            .announce(&journal, &cancel, Role::Compute, Identity::Creating)
-            .await?;
-        let name = crate::docker::objects::name_of(&record, Role::Compute)
-            .unwrap_or_default()
-            .to_owned();
-        let volume = crate::docker::objects::name_of(&record, Role::Storage)
-            .unwrap_or_default()
-            .to_owned();
-        let network = match self.request.policy.network.kind {
-            NetworkKind::Outbound | NetworkKind::Allowlist => {
-                crate::docker::objects::name_of(&record, Role::Network).map(str::to_owned)
-            }
-            NetworkKind::Isolated => None,
-        };
-        let mut body = self.container_body(&record, Role::Compute, &volume, network.as_deref());
-        if self.request.policy.network.kind == NetworkKind::Allowlist {
-            let Some(address) = self.state.lock().await.gateway.clone() else {
-                return Err(OwnerError::state(
-                    "the sandbox's egress gateway is not serving",
-                ));
-            };
-            if let Some(host) = body.host_config.as_mut() {
-                gateway::resolved_by(host, address);
-            }
+        let gate = self.compute_gate.lock().await;
+        if !self.supervisor.initialized() {
+            return Arc::clone(&self).run_direct(spec, cancel, gate).await;
         }
-        let asked = body.host_config.clone().unwrap_or_default();
-        let mut env: Vec<String> = fixed_environment()
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect();
-        env.extend(spec.env.iter().map(|(k, v)| format!("{k}={v}")));
-        body.env = Some(env);
-        body.entrypoint = Some(vec![spec.executable.clone()]);
-        body.cmd = Some(spec.args.clone());
-        body.working_dir = Some(spec.cwd.clone());
-        body.attach_stdin = Some(true);
-        body.attach_stdout = Some(true);
-        body.attach_stderr = Some(true);
-        body.open_stdin = Some(true);
-        // A reattachable process keeps stdin open when an attachment closes, so a controller
-        // that comes after this one can attach again; any other gets EOF with its one stdin.
-        body.stdin_once = Some(!spec.reattachable);
-        // The last moment a stop can keep the container from existing at all; past it, the
-        // container is recorded before anything else happens, so the stop finds and kills it.
-        cancel.check()?;
-        let id = self.create_container(&name, body).await?;
-        self.state.lock().await.compute = Some(id.clone());
-        self.identify_container(&journal, &cancel, Role::Compute, &id)
-            .await?;
-
-        let docker = &self.settings.docker;
-        let inspect = docker
-            .inspect_container(&id, None)
-            .await
-            .map_err(|e| engine_error("inspecting the process container", e))?;
-        let host = inspect.host_config.clone().unwrap_or_default();
-        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
-        let effective = applied(
-            &host,
-            user.as_deref(),
-            &self.settings.user,
-            &asked,
-            &self.request.policy.network,
-        )?;
-        if effective != expected {
-            return Err(OwnerError::Unsupported(
-                "the process container was not given the sandbox's effective policy (read back on it: its limits, placement and hardening)".into(),
+        drop(gate);
+        if spec.reattachable {
+            return Err(OwnerError::state(
+                "a reattachable process is its container's entry, but this sandbox's commands or files came first and made the supervisor its entry",
             ));
         }
-        cancel.check()?;
-
-        // A recipe that cannot run fails here, naming `executable`, not as init's exit 127. A
-        // stop that removed the container meanwhile is the stop's failure, not the recipe's.
-        let checked = super::executable::check_executable(docker, &id, &spec.executable).await;
+        let supervisor = self.supervisor(&cancel).await?;
+        // A recipe that cannot run fails here, naming `executable`. A stop that removed the
+        // container meanwhile is the stop's failure, not the recipe's.
+        let checked = super::executable::check_executable(
+            &self.settings.docker,
+            &supervisor.id,
+            &spec.executable,
+        )
+        .await;
         cancel.check()?;
         checked?;
+        let spawn = spawn_of(&spec.executable, &spec.args, &spec.env, &spec.cwd, true);
+        let (supervisor, spawned) = self.spawn_supervised(spawn, &cancel).await?;
+        Ok(self.owned_channels(supervisor, spawned.channels))
+    }
 
-        let attached = attach_streams(&self.settings.dialer, &id)
-            .await
-            .map_err(|e| attach_error("the process", &e))?;
-        {
-            // Decided under the lock a stop takes first: either this start is visible to the
-            // stop (and killed), or the stop is visible here (and nothing starts).
-            let state = self.state.lock().await;
-            if state.stopped_by_owner || cancel.is_cancelled() {
-                return Err(OwnerError::cancelled(
-                    "the sandbox stopped before its process started",
-                ));
-            }
-            docker
-                .start_container(&id, None)
-                .await
-                .map_err(|e| engine_error("starting the process", e))?;
-        }
-
+    /// The process as the process container's entry. `gate` is held until the container is
+    /// recorded, so a supervisor made meanwhile runs beside it (by exec), never in a second one.
+    async fn run_direct(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+        gate: MutexGuard<'_, ()>,
+    ) -> Result<ProcessChannels, OwnerError> {
+        let helper = self.state.lock().await.helper;
+        let helper =
+            helper.ok_or_else(|| OwnerError::state("the process needs a started sandbox"))?;
+        // The image with the guest helper, so commands can run beside the process later.
+        let image =
+            ensure_supervised_image(&self.settings.docker, &self.settings.image_id, helper).await?;
+        let launch = Launch {
+            image,
+            entrypoint: vec![spec.executable.clone()],
+            cmd: spec.args.clone(),
+            env: environment(&spec.env),
+            cwd: spec.cwd.clone(),
+            stdin_once: !spec.reattachable,
+            entry_is_init: false,
+        };
+        let id = self.create_compute(launch, &cancel).await;
+        drop(gate);
+        let id = id?;
+        // A recipe that cannot run fails here, naming `executable`, not as init's exit 127.
+        let checked =
+            super::executable::check_executable(&self.settings.docker, &id, &spec.executable).await;
+        cancel.check()?;
+        checked?;
+        let attached = self.attach_and_start(&id, &cancel).await?;
+        let docker = &self.settings.docker;
         let output = ended_with_the_process(attached.output, docker.clone(), id.clone());
         let exit = Arc::clone(&self).exit_of(id);
         Ok(ProcessChannels {

@@ -43,6 +43,7 @@ impl DockerSandbox {
             )
         })?;
         let helper = helper_for(info.architecture.as_deref())?;
+        self.state.lock().await.helper = Some(helper);
         let engine_id = info
             .id
             .filter(|id| !id.is_empty())

@@ -24,6 +24,7 @@ mod destroy;
 mod execution;
 mod freeze;
 mod process;
+pub mod sessions;
 mod startup;
 mod stop;
 mod transfers;
@@ -87,6 +88,8 @@ struct Core {
     transfer: Option<Admitted>,
     /// The last ticket handed out.
     tickets: u64,
+    /// Fired as a stop begins: ends every command start and file call in flight (`sessions.rs`).
+    sessions: Option<Cancel>,
 }
 
 impl SandboxOwner {
@@ -121,6 +124,7 @@ impl SandboxOwner {
                     process: None,
                     transfer: None,
                     tickets: 0,
+                    sessions: None,
                 }),
                 transfer_released: tokio::sync::Notify::new(),
             }),

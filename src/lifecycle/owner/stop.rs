@@ -100,6 +100,9 @@ impl SandboxOwner {
             execution.cancel(OwnerError::cancelled(COMPUTE_STOPPING));
             core.execution_end = execution.reason();
         }
+        if let Some(sessions) = core.sessions.take() {
+            sessions.cancel(OwnerError::cancelled(COMPUTE_STOPPING));
+        }
         let import = Self::cancel_transfer_locked(core, Some(Operation::Import), COMPUTE_STOPPING);
         let startup = core.startup.clone();
         let process_start = core.process.as_ref().and_then(|p| p.start.clone());

@@ -47,10 +47,7 @@ pub enum Cut {
 
 impl Cut {
     pub(super) fn failure(self, stream: OutputStream) -> OwnerError {
-        let name = match stream {
-            OutputStream::Stdout => "stdout",
-            OutputStream::Stderr => "stderr",
-        };
+        let name = stream.name();
         let why = match self {
             Cut::Closed => "was closed before the driver ended it".to_owned(),
             Cut::NotClosedWithin(ms) => format!("did not close within {ms} ms of the stop"),

@@ -8,11 +8,14 @@ use std::task::{Context, Poll, Waker};
 
 use futures::future::FutureExt;
 use futures::Stream as FuturesStream;
-use session_frames::{Exit, Message, Signal, Stream, MAX_PAYLOAD, STDIN_WINDOW};
+use session_frames::{
+    Exit, Message, Signal, Spawn, Stream, MAX_PAYLOAD, SPAWN_FAILED_CWD, STDIN_WINDOW,
+};
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
 use super::link::{lock, Handled, Party, Shared};
+use crate::input::{Issue, IssueCode, Seg};
 use crate::lifecycle::driver::{OutputEvent, OutputStream, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
 use crate::process::signal_name::signal_name;
@@ -55,6 +58,36 @@ fn fate(exit: Exit) -> ProcessExit {
     match exit {
         Exit::Exited(code) => ProcessExit::Exited(i64::from(code)),
         Exit::Signaled(signal) => ProcessExit::Signaled(signal_name(i64::from(signal))),
+    }
+}
+
+/// Why a command could not start: its working directory or its program, named as the field of
+/// its spec, when the guest said which; any other failure is the supervisor's.
+fn spawn_failure(errno: i32, message: &str) -> OwnerError {
+    const ENOENT: i32 = 2;
+    const ENOEXEC: i32 = 8;
+    const EACCES: i32 = 13;
+    const ENOTDIR: i32 = 20;
+    const EISDIR: i32 = 21;
+    const ELOOP: i32 = 40;
+    let field = |field: &str, text: String| {
+        OwnerError::Validation(vec![Issue {
+            code: IssueCode::InvalidValue,
+            path: vec![Seg::from(field)],
+            message: text,
+        }])
+    };
+    if let Some(cwd) = message.strip_prefix(SPAWN_FAILED_CWD) {
+        return field("cwd", format!("the working directory {cwd}"));
+    }
+    match errno {
+        ENOENT | ENOEXEC | EACCES | ENOTDIR | EISDIR | ELOOP => field(
+            "executable",
+            format!("the program could not be run in the sandbox: {message}"),
+        ),
+        _ => OwnerError::driver(format!(
+            "the command could not start: {message} (errno {errno})"
+        )),
     }
 }
 
@@ -117,10 +150,7 @@ impl Party for Slot {
                 }
             }
             Message::SpawnFailed { errno, message } => {
-                let why = OwnerError::driver(format!(
-                    "the command could not start: {} (errno {errno})",
-                    String::from_utf8_lossy(&message)
-                ));
+                let why = spawn_failure(errno, &String::from_utf8_lossy(&message));
                 drop(state);
                 self.fail(why);
                 return Ok(true);
@@ -313,5 +343,26 @@ impl CommandControl {
 
     pub fn signal(&self, signal: Signal) {
         self.shared.send(self.channel, &Message::Signal(signal));
+    }
+}
+
+/// The frame that starts `executable` with `args`, with exactly the environment `env`, in `cwd`,
+/// with a stdin pipe or `/dev/null`.
+pub fn spawn_of(
+    executable: &str,
+    args: &[String],
+    env: &[(String, String)],
+    cwd: &str,
+    stdin: bool,
+) -> Spawn {
+    let bytes = |text: &str| text.as_bytes().to_vec();
+    Spawn {
+        argv: std::iter::once(executable)
+            .chain(args.iter().map(String::as_str))
+            .map(bytes)
+            .collect(),
+        env: env.iter().map(|(k, v)| (bytes(k), bytes(v))).collect(),
+        cwd: bytes(cwd),
+        stdin,
     }
 }

@@ -227,20 +227,39 @@ impl Link {
         }
     }
 
-    /// The whole regular file, at most `max` bytes (past it: a failure, never a truncated
-    /// file); `None` when nothing is at `path`.
+    /// The file at `path` whole, or `None` when nothing is there; a file past `max` bytes
+    /// fails (it is never truncated).
     pub async fn read(
         &self,
         root: Root,
         path: Vec<Vec<u8>>,
         max: u64,
     ) -> Result<Option<Vec<u8>>, OwnerError> {
+        let Some(mut stream) = self.read_stream(root, path, max).await? else {
+            return Ok(None);
+        };
+        let mut bytes = Vec::new();
+        while let Some(more) = stream.next().await {
+            bytes.extend_from_slice(&more?);
+        }
+        Ok(Some(bytes))
+    }
+
+    /// The file at `path` as a stream of its bytes, or `None` when nothing is there. The
+    /// supervisor sends at most `CREDIT` bytes ahead of what the stream's reader took; a file
+    /// past `max` bytes fails the stream (after the bytes before it).
+    pub async fn read_stream(
+        &self,
+        root: Root,
+        path: Vec<Vec<u8>>,
+        max: u64,
+    ) -> Result<Option<BoxStream<'static, Result<Bytes, OwnerError>>>, OwnerError> {
         let (channel, mut frames, _) = self.open_file(FileRequest {
             op: FileOp::Read { max },
             root,
             path,
         })?;
-        let shared = self.shared();
+        let shared = Arc::clone(self.shared());
         shared.send(
             channel,
             &Message::Credit {
@@ -248,32 +267,53 @@ impl Link {
                 bytes: CREDIT,
             },
         );
-        let mut bytes = Vec::new();
-        loop {
-            match frames.recv().await {
-                Some(Ok(Message::FileBytes(more))) => {
-                    let len = u32::try_from(more.len()).unwrap_or(u32::MAX);
-                    bytes.extend(more);
-                    shared.send(
-                        channel,
-                        &Message::Credit {
-                            stream: Stream::Stdout,
-                            bytes: len,
-                        },
-                    );
+        let first = match frames.recv().await {
+            Some(Ok(Message::FileDone(FileAnswer::Absent))) => return Ok(None),
+            Some(Ok(Message::FileFailed {
+                errno,
+                refused,
+                message,
+            })) => return Err(failure(errno, refused, &message)),
+            first => first,
+        };
+        let stream = futures::stream::unfold(
+            (Some(first), frames, shared, false),
+            move |(pending, mut frames, shared, over)| async move {
+                if over {
+                    return None;
                 }
-                Some(Ok(Message::FileDone(FileAnswer::ReadEnd))) => return Ok(Some(bytes)),
-                Some(Ok(Message::FileDone(FileAnswer::Absent))) => return Ok(None),
-                Some(Ok(Message::FileFailed {
-                    errno,
-                    refused,
-                    message,
-                })) => return Err(failure(errno, refused, &message)),
-                Some(Ok(other)) => return Err(unexpected(&other)),
-                Some(Err(why)) => return Err(why),
-                None => return Err(lost()),
-            }
-        }
+                let frame = match pending {
+                    Some(frame) => frame,
+                    None => frames.recv().await,
+                };
+                let item = match frame {
+                    Some(Ok(Message::FileBytes(more))) => {
+                        let len = u32::try_from(more.len()).unwrap_or(u32::MAX);
+                        // Taken by the reader: the supervisor may send as much again.
+                        shared.send(
+                            channel,
+                            &Message::Credit {
+                                stream: Stream::Stdout,
+                                bytes: len,
+                            },
+                        );
+                        Ok(Bytes::from(more))
+                    }
+                    Some(Ok(Message::FileDone(FileAnswer::ReadEnd))) => return None,
+                    Some(Ok(Message::FileFailed {
+                        errno,
+                        refused,
+                        message,
+                    })) => Err(failure(errno, refused, &message)),
+                    Some(Ok(other)) => Err(unexpected(&other)),
+                    Some(Err(why)) => Err(why),
+                    None => Err(lost()),
+                };
+                let over = item.is_err();
+                Some((item, (None, frames, shared, over)))
+            },
+        );
+        Ok(Some(stream.boxed()))
     }
 
     /// Replaces the file with `data`, whole or not at all (missing parents are made). A data

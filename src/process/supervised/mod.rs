@@ -16,10 +16,12 @@
 mod command;
 mod files;
 mod link;
+mod paths;
 
-pub use command::CommandControl;
+pub use command::{spawn_of, CommandControl};
 pub use files::FileStat;
 pub use link::{Link, Spawned};
+pub use paths::{guest_path, GuestPath, GuestRoots};
 
 /// Output bytes of one stream the supervisor may send before the host reads them.
 pub const CREDIT: u32 = 256 * 1024;

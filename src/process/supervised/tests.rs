@@ -296,12 +296,62 @@ async fn a_command_that_cannot_start_says_why() {
         .expect("joined")
         .err()
         .expect("failed");
+    let OwnerError::Validation(issues) = &error else {
+        panic!("a validation error, not {error}");
+    };
+    assert_eq!(issues[0].path, vec![crate::input::Seg::from("executable")]);
     assert!(
-        error
-            .to_string()
-            .contains("/bin/nope: No such file (errno 2)"),
+        issues[0].message.contains("/bin/nope: No such file"),
         "{error}"
     );
+}
+
+#[tokio::test]
+async fn a_working_directory_that_cannot_be_made_is_named_as_cwd_and_other_failures_as_the_supervisors(
+) {
+    let (link, mut peer) = linked();
+    for (errno, message, expected) in [
+        (
+            2,
+            "cwd: /etc/passwd/x: Not a directory (os error 20)",
+            Some("cwd"),
+        ),
+        (11, "Resource temporarily unavailable", None),
+    ] {
+        let spawning = tokio::spawn({
+            let link = link.clone();
+            async move { link.spawn(spawn_of("x")).await }
+        });
+        let channel = loop {
+            // Past the credit frames of the spawn before.
+            if let (channel, Message::Spawn(_)) = peer.next().await {
+                break channel;
+            }
+        };
+        peer.send(
+            channel,
+            Message::SpawnFailed {
+                errno,
+                message: message.as_bytes().to_vec(),
+            },
+        )
+        .await;
+        let error = settles("the spawn", spawning)
+            .await
+            .expect("joined")
+            .err()
+            .expect("failed");
+        match (expected, &error) {
+            (Some(field), OwnerError::Validation(issues)) => {
+                assert_eq!(issues[0].path, vec![crate::input::Seg::from(field)]);
+                assert!(issues[0].message.contains("/etc/passwd/x"), "{error}");
+            }
+            (None, OwnerError::Driver(_)) => {
+                assert!(error.to_string().contains("(errno 11)"), "{error}")
+            }
+            _ => panic!("unexpected {error:?}"),
+        }
+    }
 }
 
 /// The link to the real helper (the static binary built for this machine's architecture),

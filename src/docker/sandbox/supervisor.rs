@@ -1,0 +1,225 @@
+//! The process container's supervisor: the guest helper's `--supervise` mode, made on the first
+//! command or file call, spoken to over one attached connection (`process::supervised::Link`).
+//! It is the process container's entry (its PID 1) when no reserved process made that container
+//! first, else an exec beside the process. Every command runs in that one container (its limits,
+//! user, hardening and network are the sandbox's), each in a process group of its own; the
+//! supervisor's stdin closes with its connection, so a controller that goes ends every command.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bollard::exec::CreateExecOptions;
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+use session_frames::Spawn;
+
+use super::compute::Launch;
+use super::DockerSandbox;
+use crate::docker::attach::{attach_error, memory_kill_told, Attached};
+use crate::docker::demux::demultiplexed;
+use crate::docker::engine::{engine_error, REQUEST_TIMEOUT};
+use crate::docker::layout::{fixed_environment, HOME, TMPDIR, WORKSPACE};
+use crate::docker::seed::HELPER_PATH;
+use crate::docker::supervised_image::ensure_supervised_image;
+use crate::lifecycle::cancel::Cancel;
+use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
+use crate::lifecycle::error::OwnerError;
+use crate::process::supervised::{Link, Spawned};
+
+/// The running supervisor: its container and the connection to it.
+#[derive(Clone)]
+pub(crate) struct Supervisor {
+    pub id: String,
+    pub link: Link,
+}
+
+impl DockerSandbox {
+    /// The supervisor, made on the first call; a failure to make it answers every later call.
+    pub(super) async fn supervisor(
+        self: &Arc<Self>,
+        cancel: &Cancel,
+    ) -> Result<Supervisor, OwnerError> {
+        let this = Arc::clone(self);
+        let cancel = cancel.clone();
+        self.supervisor
+            .get_or_init(|| async move { this.start_supervisor(&cancel).await })
+            .await
+            .clone()
+    }
+
+    /// The supervisor as the process container's entry, or, when the reserved process is that
+    /// entry already, by exec beside it (it then ends with the process's container).
+    async fn start_supervisor(self: &Arc<Self>, cancel: &Cancel) -> Result<Supervisor, OwnerError> {
+        let _gate = self.compute_gate.lock().await;
+        let (helper, compute) = {
+            let state = self.state.lock().await;
+            (state.helper, state.compute.clone())
+        };
+        let helper =
+            helper.ok_or_else(|| OwnerError::state("the process needs a started sandbox"))?;
+        let (id, attached) = match compute {
+            Some(id) => {
+                let attached = self.exec_supervisor(&id).await?;
+                (id, attached)
+            }
+            None => {
+                let image =
+                    ensure_supervised_image(&self.settings.docker, &self.settings.image_id, helper)
+                        .await?;
+                let launch = Launch {
+                    image,
+                    entrypoint: vec![HELPER_PATH.to_owned()],
+                    cmd: supervise_arguments(),
+                    env: environment(&[]),
+                    cwd: WORKSPACE.to_owned(),
+                    stdin_once: true,
+                    entry_is_init: true,
+                };
+                let id = self.create_compute(launch, cancel).await?;
+                let attached = self.attach_and_start(&id, cancel).await?;
+                (id, attached)
+            }
+        };
+        // The supervisor's frames are its stdout; its stderr carries nothing the host needs.
+        let frames = attached
+            .output
+            .filter_map(|chunk| {
+                futures::future::ready(match chunk {
+                    Ok((OutputStream::Stdout, bytes)) => Some(Ok(bytes)),
+                    Ok((OutputStream::Stderr, _)) => None,
+                    Err(error) => Some(Err(error)),
+                })
+            })
+            .boxed();
+        Ok(Supervisor {
+            id,
+            link: Link::new(attached.input, frames),
+        })
+    }
+
+    /// Runs the supervisor by exec in the running process container `id`, as the sandbox's user.
+    async fn exec_supervisor(&self, id: &str) -> Result<Attached, OwnerError> {
+        let docker = &self.settings.docker;
+        let arguments = supervise_arguments();
+        let cmd: Vec<&str> = std::iter::once(HELPER_PATH)
+            .chain(arguments.iter().map(String::as_str))
+            .collect();
+        let env = environment(&[]);
+        let created = tokio::time::timeout(
+            REQUEST_TIMEOUT,
+            docker.create_exec(
+                id,
+                CreateExecOptions {
+                    cmd: Some(cmd),
+                    env: Some(env.iter().map(String::as_str).collect()),
+                    working_dir: Some(WORKSPACE),
+                    attach_stdin: Some(true),
+                    attach_stdout: Some(true),
+                    attach_stderr: Some(true),
+                    user: Some(self.settings.user.as_str()),
+                    ..Default::default()
+                },
+            ),
+        )
+        .await
+        .map_err(|_| {
+            OwnerError::driver(
+                "starting the session supervisor beside the process: the engine did not answer",
+            )
+        })?
+        .map_err(|e| engine_error("starting the session supervisor beside the process", e))?;
+        let hijacked = self
+            .settings
+            .dialer
+            .start_exec(&created.id, REQUEST_TIMEOUT)
+            .await
+            .map_err(|e| attach_error("the session supervisor", &e))?;
+        Ok(Attached {
+            output: demultiplexed(hijacked.output),
+            input: Box::pin(hijacked.input),
+        })
+    }
+
+    /// Starts `spawn` (its environment after the fixed one) through the supervisor, made first
+    /// if need be. A stop that came first is the stop's answer, not the supervisor's.
+    pub(super) async fn spawn_supervised(
+        self: &Arc<Self>,
+        spawn: Spawn,
+        cancel: &Cancel,
+    ) -> Result<(Supervisor, Spawned), OwnerError> {
+        let supervisor = self.supervisor(cancel).await?;
+        cancel.check()?;
+        match supervisor.link.spawn(with_fixed_environment(spawn)).await {
+            Ok(spawned) => Ok((supervisor, spawned)),
+            Err(_) if cancel.is_cancelled() || self.state.lock().await.stopped_by_owner => Err(
+                OwnerError::cancelled("the sandbox stopped before the command started"),
+            ),
+            Err(error) => Err(error),
+        }
+    }
+
+    /// A supervised command's channels as the owner runs them: its output ends, rather than
+    /// fails, when the supervisor's connection ends because a stop killed compute (the owner
+    /// says why), and its exit is `supervised_exit`'s.
+    pub(super) fn owned_channels(
+        self: &Arc<Self>,
+        supervisor: Supervisor,
+        channels: ProcessChannels,
+    ) -> ProcessChannels {
+        let stop_begun = Arc::clone(&self.stop_begun);
+        let output = channels
+            .output
+            .take_while(move |event| {
+                futures::future::ready(event.is_ok() || !stop_begun.load(Ordering::SeqCst))
+            })
+            .boxed();
+        ProcessChannels {
+            input: channels.input,
+            output,
+            exit: Arc::clone(self).supervised_exit(supervisor.id, channels.exit),
+        }
+    }
+
+    /// A supervised command's fate as the owner reports it: `Unavailable` once a stop removed
+    /// compute, a `SIGKILL` the kernel sent for memory `OutOfMemory`, else its wait status.
+    fn supervised_exit(
+        self: Arc<Self>,
+        id: String,
+        exit: BoxFuture<'static, ProcessExit>,
+    ) -> BoxFuture<'static, ProcessExit> {
+        async move {
+            let fate = exit.await;
+            if self.state.lock().await.stopped_by_owner {
+                return ProcessExit::Unavailable;
+            }
+            memory_kill_told(&self.settings.docker, &id, fate).await
+        }
+        .boxed()
+    }
+}
+
+/// The helper's arguments for supervising, with the guest's file roots.
+fn supervise_arguments() -> Vec<String> {
+    ["--supervise", "--roots", WORKSPACE, HOME, TMPDIR]
+        .map(str::to_owned)
+        .to_vec()
+}
+
+/// `KEY=value` pairs: the fixed environment, then `extra`.
+pub(super) fn environment(extra: &[(String, String)]) -> Vec<String> {
+    fixed_environment()
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .chain(extra.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect()
+}
+
+/// `spawn` with the fixed environment (`HOME`, `TMPDIR`, `PATH`) before its own.
+pub(super) fn with_fixed_environment(mut spawn: Spawn) -> Spawn {
+    let fixed: Vec<(Vec<u8>, Vec<u8>)> = fixed_environment()
+        .iter()
+        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
+        .collect();
+    spawn.env.splice(0..0, fixed);
+    spawn
+}
