@@ -138,6 +138,17 @@ const RECIPES = {
   'ctrl-c': { interrupt: 'running; press Ctrl-C', status: 130, expect: [/^stopped: cancelled \(got SIGINT\); the sandbox is destroyed$/m] },
   'long-lived-agent': { expect: [/agent: done with parse/, /agent: done with write/, /^exit: \{ kind: 'exited', code: 0 \}$/m] },
   'several-steps': { expect: [/output: \[ '1', '2', '3' \], status: 0/, /output: \[ '3' \], status: 0/, /status: [12] \}/, /^exit: \{ kind: 'exited', code: 0 \}$/m] },
+  'several-commands': {
+    expect: [
+      /^lines: 2 \{ kind: 'exited', code: 0 \}$/m,
+      /^sorted: "a\\nb\\nc\\n"$/m,
+      /^background: started \{ kind: 'exited', code: 0 \}$/m,
+      /^deadline: deadline_exceeded$/m,
+      /^exec: "got one\\ngot two\\n" \{ kind: 'exited', code: 0 \}$/m,
+      /^listing: \[ \{ name: 'todo\.txt', kind: 'file' \} \]$/m,
+      /^absent: null$/m,
+    ],
+  },
   'recover-after-crash': { expect: [/controller: started sbx-\S+, now crashing/, /recovery: sbx-\S+ is matched/, /recovery: destroyed/] },
   'swap-in': {
     links: { '@agen-ai/sandbox': root, '@agen-ai/sandbox-docker': join(root, 'packages', 'docker') },

@@ -2,8 +2,9 @@
 // node:test tests that hold any SandboxBackend to the contract, through its public face only:
 // states and once-only start, joined and retried stop/destroy, withSandbox, transfers (round
 // trips, quotas at and past their bounds, hostile entries the guest makes), the process (binary
-// streams, EOF, exit, stream limits, execution deadline), the effective policy, reconcile, and,
-// through `census()`, that nothing is left behind.
+// streams, EOF, exit, stream limits, execution deadline), sessions when the backend offers them
+// (commands, a background child, deadlines, stop with commands running, file roots), the
+// effective policy, reconcile, and, through `census()`, that nothing is left behind.
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
@@ -331,6 +332,72 @@ export function runSandboxConformance(options) {
         assert.ok(effective.temporaryStorage.homeBytes <= asked.temporaryStorage.homeBytes);
         assert.ok(effective.temporaryStorage.tempBytes <= asked.temporaryStorage.tempBytes);
         assert.ok(Object.isFrozen(effective));
+      });
+    });
+
+    // Sessions (0.4): a backend whose support says `sessions: true` must pass these; any other
+    // must refuse the members with SandboxUnsupportedError.
+    const sessionsOffered = () => support().sessions === true;
+    const command = (script, cwd = '/') => ({ executable: guest.shell, args: ['-c', script], env: {}, cwd });
+    /** A backend without sessions refuses every member with SandboxUnsupportedError. */
+    const refusesSessions = (sandbox) => {
+      assert.throws(() => sandbox.exec(command('true')), SandboxUnsupportedError);
+      assert.throws(() => sandbox.run(command('true')), SandboxUnsupportedError);
+      assert.throws(() => sandbox.files.read('x'), SandboxUnsupportedError);
+    };
+
+    test('sessions: commands beside each other, each with its own streams and exit; unsupported said plainly', { timeout: TEST_MS }, async () => {
+      await withReady(async (sandbox) => {
+        if (!sessionsOffered()) return refusesSessions(sandbox);
+        const results = await Promise.all(Array.from({ length: 16 }, (_, i) => sandbox.run(command(`echo ${i}; echo e${i} >&2; exit ${i % 5}`))));
+        results.forEach((result, i) => {
+          assert.equal(result.stdout.toString(), `${i}\n`);
+          assert.equal(result.stderr.toString(), `e${i}\n`);
+          assert.deepEqual({ ...result.exit }, { kind: 'exited', code: i % 5 });
+        });
+        const input = randomBytes(200_000);
+        const cat = await sandbox.exec(command('cat'));
+        const out = drain(cat.stdout);
+        cat.stdin.end(input);
+        assert.ok((await out).equals(input), 'stdin to stdout byte for byte, then EOF');
+        assert.deepEqual({ ...(await cat.exit) }, { kind: 'exited', code: 0 });
+      });
+    });
+
+    test('sessions: a background child does not hold the exit; a deadline ends a command that ignores SIGTERM', { timeout: TEST_MS }, async () => {
+      await withReady(async (sandbox) => {
+        if (!sessionsOffered()) return refusesSessions(sandbox);
+        const started = await sandbox.run(command('sleep 120 & echo started'));
+        assert.equal(started.stdout.toString(), 'started\n');
+        assert.deepEqual({ ...started.exit }, { kind: 'exited', code: 0 });
+        const stubborn = await sandbox.exec(command('trap "" TERM; sleep 120'), { deadlineMs: 200, killGraceMs: 200 });
+        assert.deepEqual({ ...(await stubborn.exit) }, { kind: 'signaled', signal: 'SIGKILL' });
+        await assert.rejects(sandbox.run(command('sleep 120'), { deadlineMs: 200 }), (error) => error instanceof SandboxOperationError && error.code === 'deadline_exceeded');
+      });
+    });
+
+    test('sessions: stop ends every command, and no command or file call is admitted after it', { timeout: TEST_MS }, async () => {
+      await withReady(async (sandbox) => {
+        if (!sessionsOffered()) return refusesSessions(sandbox);
+        const running = await Promise.all([1, 2, 3].map(() => sandbox.exec(command('sleep 120 & sleep 120'))));
+        await sandbox.stop();
+        for (const each of running) assert.equal((await each.exit).kind, 'unavailable');
+        await assert.rejects(sandbox.run(command('true')), SandboxStateError);
+        await assert.rejects(sandbox.files.stat('x'), SandboxStateError);
+      });
+    });
+
+    test('sessions: files reach the workspace, HOME and TMPDIR and nothing outside them', { timeout: TEST_MS }, async () => {
+      await withReady(async (sandbox) => {
+        if (!sessionsOffered()) return refusesSessions(sandbox);
+        await sandbox.files.write('a/b.txt', 'x');
+        assert.equal((await sandbox.files.read('a/b.txt')).toString(), 'x');
+        assert.equal((await sandbox.run(command('cat a/b.txt', sandbox.workspace))).stdout.toString(), 'x');
+        assert.equal(await sandbox.files.read('absent'), null);
+        await sandbox.run(command('ln -s / root', sandbox.workspace));
+        for (const path of ['../x', '/etc/passwd', 'root/etc/passwd', '/sandbox/workspace/../../etc/passwd']) {
+          await assert.rejects(sandbox.files.read(path), SandboxValidationError, path);
+        }
       });
     });
 

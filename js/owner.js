@@ -155,7 +155,7 @@ export function nativeTransfersOf(sandbox) {
 
 function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort, ports }) {
   const driverPort = { owner, context, readyPort, request };
-  const sessions = sessionMembers({ owner, context, request, stopSandbox: lifecycle.stop, sandboxId: id });
+  const sessions = sessionMembers({ owner, context, request, sandboxId: id });
   const sandbox = Object.freeze({
     id,
     effective: deepFreeze(ready.effective),

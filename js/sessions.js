@@ -17,7 +17,7 @@ const UNSUPPORTED =
  * The session members of a started sandbox. `owner` is its native owner; a backend without
  * sessions gets members that throw `SandboxUnsupportedError`.
  */
-export function sessionMembers({ owner, context, request, stopSandbox, sandboxId }) {
+export function sessionMembers({ owner, context, request, sandboxId }) {
   if (owner?.sessionsSupported?.() !== true) {
     const refuse = () => {
       throw new SandboxUnsupportedError(UNSUPPORTED);
@@ -38,7 +38,9 @@ export function sessionMembers({ owner, context, request, stopSandbox, sandboxId
       detach();
       throw withSignalReason(error, signal);
     }
-    const streams = processStreams({ owner: command, context, limits, stopSandbox, sandboxId });
+    // A queue past maxBufferedInputBytes ends this command only (its stopForInputLimit), never
+    // the sandbox; a command's stdin may stay open by design (a server), so no stdin warning.
+    const streams = processStreams({ owner: command, context, limits, stopSandbox: async () => {}, sandboxId, openStdin: true });
     streams.exit.then(detach, detach);
     const stdin = options?.stdin === false ? null : streams.stdin;
     if (stdin === null) command.processEnd().catch(() => {});

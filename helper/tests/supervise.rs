@@ -270,6 +270,59 @@ fn a_signal_reaches_the_commands_process_group_and_output_waits_for_credit() {
 }
 
 #[test]
+fn a_missing_working_directory_is_made_and_one_that_cannot_be_is_named_as_cwd() {
+    let dir = std::env::temp_dir().join(format!("supervise-cwd-{}", std::process::id()));
+    let made = dir.join("made/below");
+    let mut s = supervisor();
+    s.send(
+        1,
+        Message::Spawn(Spawn {
+            argv: vec![b"/bin/pwd".to_vec()],
+            env: Vec::new(),
+            cwd: made.to_string_lossy().as_bytes().to_vec(),
+            stdin: false,
+        }),
+    );
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        s.send(
+            1,
+            Message::Credit {
+                stream,
+                bytes: 1 << 20,
+            },
+        );
+    }
+    let seen = until_done(&s, 1);
+    assert_eq!(seen.exit, Some(Exit::Exited(0)));
+    assert_eq!(
+        String::from_utf8_lossy(&seen.stdout).trim(),
+        made.to_string_lossy()
+    );
+    std::fs::write(dir.join("file"), b"").expect("a file");
+    s.send(
+        2,
+        Message::Spawn(Spawn {
+            argv: vec![b"/bin/true".to_vec()],
+            env: Vec::new(),
+            cwd: dir.join("file/below").to_string_lossy().as_bytes().to_vec(),
+            stdin: false,
+        }),
+    );
+    match s.next() {
+        (2, Message::SpawnFailed { message, .. }) => {
+            let message = String::from_utf8_lossy(&message).into_owned();
+            assert!(
+                message.starts_with(session_frames::SPAWN_FAILED_CWD),
+                "{message}"
+            );
+            assert!(message.contains("file/below"), "{message}");
+        }
+        other => panic!("a failed spawn, not {other:?}"),
+    }
+    std::fs::remove_dir_all(&dir).expect("removed");
+}
+
+#[test]
 fn a_command_that_cannot_start_says_why_and_a_busy_channel_is_refused() {
     let mut s = supervisor();
     s.send(
