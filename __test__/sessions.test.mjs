@@ -246,7 +246,26 @@ describe('sessions: bad input is a typed error naming the field', () => {
       assert.deepEqual(await paths(sandbox.files.read('a', { maxBytes: -1 })), ['options.maxBytes']);
       assert.deepEqual(await paths(sandbox.files.write('a', 42)), ['data']);
       assert.deepEqual(await paths(sandbox.files.mkdir('a', { recursive: 'yes' })), ['options.recursive']);
-      assert.deepEqual(await paths(sandbox.exec({ executable: '/nope', args: [], env: {}, cwd: '/' })), ['executable']);
+      assert.deepEqual(await paths(sandbox.exec({ executable: '/nope', args: [], env: {}, cwd: '/' })), ['spec.executable']);
+      assert.deepEqual(await paths(sandbox.run({ executable: '/bin/true', args: [], env: {}, cwd: '/etc/passwd/x' })), ['spec.cwd']);
+      assert.deepEqual(await paths(sandbox.files.read('a', { maxBytes: 2 ** 31 })), ['options.maxBytes']);
+      assert.deepEqual(await paths(sandbox.files.stat('a/'.repeat(3000))), ['path']);
+      const endless = async function* () {
+        for (;;) yield new Uint8Array(1024);
+      };
+      assert.deepEqual(await paths(sandbox.files.write('../out', endless())), ['path']);
+      // An endless source is not drained for ever once its write is aborted: it settles, and
+      // nothing of it is put in place.
+      const controller = new AbortController();
+      const reason = new Error('enough of that');
+      setTimeout(() => controller.abort(reason), 200);
+      await assert.rejects(sandbox.files.write('endless.bin', endless(), { signal: controller.signal }), (error) => {
+        assert.ok(error instanceof SandboxOperationError, String(error));
+        assert.equal(error.code, 'cancelled');
+        assert.equal(error.cause, reason);
+        return true;
+      });
+      assert.equal(await sandbox.files.stat('endless.bin'), null);
     });
   });
 

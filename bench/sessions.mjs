@@ -10,7 +10,7 @@
 // `npm run bench:sessions` (NATIVE_SANDBOX_BENCH_CALLS, default 1,000). Writes
 // bench/sessions-results.json and prints the table docs/performance.md shows.
 import { execFileSync, spawn } from 'node:child_process';
-import { writeFileSync, mkdtempSync } from 'node:fs';
+import { mkdtempSync, readdirSync, writeFileSync } from 'node:fs';
 import { request as httpRequest } from 'node:http';
 import os from 'node:os';
 import { join } from 'node:path';
@@ -161,13 +161,18 @@ try {
   // 5. RSS over many commands, after a warm-up; then what the guest holds.
   for (let i = 0; i < 1000; i += 1) await sandbox.run(TRUE);
   globalThis.gc?.();
+  const hostPidEarly = execFileSync('docker', ['inspect', '-f', '{{.State.Pid}}', container], { encoding: 'utf8' }).trim();
+  const supervisorFdsBefore = readdirSync(`/proc/${hostPidEarly}/fd`).length;
   const before = process.memoryUsage().rss;
   for (let i = 0; i < SOAK; i += 1) await sandbox.run(TRUE);
   globalThis.gc?.();
   const after = process.memoryUsage().rss;
-  const guest = await sandbox.run(sh("echo $(grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l) $(ls /proc/1/fd 2>/dev/null | wc -l)"));
-  const [zombies, supervisorFds] = guest.stdout.toString().trim().split(' ').map(Number);
-  out.soak = { commands: SOAK, rssBeforeBytes: before, rssAfterBytes: after, rssGrowthBytes: after - before, guestZombies: zombies, supervisorDescriptors: supervisorFds };
+  const guest = await sandbox.run(sh("grep -l '^State:.*Z' /proc/[0-9]*/status 2>/dev/null | wc -l"));
+  const zombies = Number(guest.stdout.toString().trim());
+  // The supervisor is the container's PID 1 here, out of the guest's reach: counted from the host.
+  const hostPid = execFileSync('docker', ['inspect', '-f', '{{.State.Pid}}', container], { encoding: 'utf8' }).trim();
+  const supervisorFds = readdirSync(`/proc/${hostPid}/fd`).length;
+  out.soak = { commands: SOAK, rssBeforeBytes: before, rssAfterBytes: after, rssGrowthBytes: after - before, guestZombies: zombies, supervisorDescriptorsBefore: supervisorFdsBefore, supervisorDescriptorsAfter: supervisorFds };
 
   out.ratios = {
     runP50OverCli: round(out.commands.run.p50Ms / out.commands.dockerExecCli.p50Ms),

@@ -76,6 +76,9 @@ export function sessionMembers({ owner, context, request, sandboxId }) {
   return { exec, run, files: filesOf({ owner, context }) };
 }
 
+/** The most `files.read` holds in one Buffer (`READ_MAX_BYTES` in src/binding/files.rs). */
+const READ_BYTES_MAX = 1024 ** 3;
+
 const FILE_MEMBERS = ['read', 'readStream', 'write', 'stat', 'list', 'remove', 'mkdir'];
 
 /** `sandbox.files`: each call is one native file call, cancelled by its own signal. */
@@ -135,10 +138,8 @@ function filesOf({ owner, context }) {
         },
         destroy(error, callback) {
           detach();
-          call.readClose().then(
-            () => callback(error),
-            () => callback(error),
-          );
+          call.readClose();
+          callback(error);
         },
       });
     },
@@ -155,7 +156,8 @@ function filesOf({ owner, context }) {
               throw new SandboxValidationError([{ code: 'invalid_type', path: ['data'], message: 'an async iterable of data must yield Uint8Array chunks' }]);
             }
             if (chunk.byteLength === 0) continue;
-            outcomeOf(await call.writeChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)));
+            // false: the write ended already (aborted, refused, failed); writeEnd says why.
+            if (!outcomeOf(await call.writeChunk(Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength)))) break;
           }
         } catch (error) {
           failure = error;
@@ -230,7 +232,7 @@ function dataSource(data) {
 }
 
 /**
- * A file call's options: `signal` and the fields `shape` names (`size`: a safe integer ≥ 0,
+ * A file call's options: `signal` and the fields `shape` names (`size`: a safe integer 0..1 GiB,
  * `mode`: an integer in 0..0o7777, `boolean`), every other key refused, each issue naming its field.
  */
 function fileOptions(options, shape) {
@@ -258,6 +260,8 @@ function fileOptions(options, shape) {
       issues.push({ code: 'invalid_type', path: at, message: 'expected a safe integer' });
     } else if (kind === 'size' && value < 0) {
       issues.push({ code: 'too_small', path: at, message: `must be at least 0, received ${value}` });
+    } else if (kind === 'size' && value > READ_BYTES_MAX) {
+      issues.push({ code: 'too_large', path: at, message: `must be at most ${READ_BYTES_MAX} (1 GiB; use readStream beyond it), received ${value}` });
     } else if (kind === 'mode' && (value < 0 || value > 0o7777)) {
       issues.push({ code: 'invalid_value', path: at, message: `must be a file mode between 0 and 0o7777, received ${value}` });
     } else parsed[key] = value;

@@ -118,7 +118,8 @@ impl NativeCommand {
             let command = self
                 .owner
                 .start_command(spawn, limits, Some(self.abort.clone()))
-                .await?;
+                .await
+                .map_err(under_spec)?;
             let ended = command.watch(
                 options.deadline_ms.map(Duration::from_millis),
                 Duration::from_millis(options.kill_grace_ms),
@@ -242,6 +243,22 @@ impl NativeCommand {
         if let Ok(command) = self.command() {
             command.control.signal(session_frames::Signal::Kill);
         }
+    }
+}
+
+/// A spawn's refusal of the recipe, named as its parse errors are: under `spec`.
+fn under_spec(error: OwnerError) -> OwnerError {
+    match error {
+        OwnerError::Validation(issues) => OwnerError::Validation(
+            issues
+                .into_iter()
+                .map(|mut issue| {
+                    issue.path.insert(0, "spec".into());
+                    issue
+                })
+                .collect(),
+        ),
+        other => other,
     }
 }
 

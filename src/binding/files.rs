@@ -3,6 +3,7 @@
 //! `mkdir`, or `writeOpen` + `writeChunk`… + `writeEnd`. Paths are judged here (`guest_path`);
 //! the supervisor opens them below their root.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
@@ -32,7 +33,8 @@ pub struct NativeFiles {
     owner: SandboxOwner,
     /// The caller's signal.
     cancel: Cancel,
-    reading: tokio::sync::Mutex<Option<BoxStream<'static, std::result::Result<Bytes, OwnerError>>>>,
+    reading: Mutex<Option<BoxStream<'static, std::result::Result<Bytes, OwnerError>>>>,
+    read_closed: AtomicBool,
     writing: Mutex<Option<Writing>>,
 }
 
@@ -41,7 +43,8 @@ impl NativeFiles {
         Self {
             owner,
             cancel: Cancel::new(),
-            reading: tokio::sync::Mutex::new(None),
+            reading: Mutex::new(None),
+            read_closed: AtomicBool::new(false),
             writing: Mutex::new(None),
         }
     }
@@ -165,7 +168,7 @@ impl NativeFiles {
             .await;
         let result = match result {
             Ok(Some(stream)) => {
-                *self.reading.lock().await = Some(stream);
+                *self.reading.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream);
                 Ok(Value::Bool(true))
             }
             Ok(None) => Ok(Value::Bool(false)),
@@ -174,11 +177,16 @@ impl NativeFiles {
         JsData(outcome(result))
     }
 
-    /// The next bytes of the opened file, `null` at its end, or an error.
+    /// The next bytes of the opened file, `null` at its end, or an error. The stream is taken
+    /// out while it waits, so `readClose` never waits on the supervisor.
     #[napi(js_name = "readChunk")]
     pub async fn read_chunk(&self) -> Either3<Buffer, Null, JsData> {
-        let mut reading = self.reading.lock().await;
-        let Some(stream) = reading.as_mut() else {
+        let Some(mut stream) = self
+            .reading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take()
+        else {
             return Either3::B(Null);
         };
         let next = tokio::select! {
@@ -187,22 +195,25 @@ impl NativeFiles {
             next = stream.next() => next,
         };
         match next {
-            Some(Ok(bytes)) => Either3::A(bytes.to_vec().into()),
-            None => {
-                *reading = None;
-                Either3::B(Null)
+            Some(Ok(bytes)) => {
+                if !self.read_closed.load(Ordering::SeqCst) {
+                    *self.reading.lock().unwrap_or_else(PoisonError::into_inner) = Some(stream);
+                }
+                Either3::A(bytes.to_vec().into())
             }
-            Some(Err(error)) => {
-                *reading = None;
-                Either3::C(JsData(outcome(Err(error))))
-            }
+            None => Either3::B(Null),
+            Some(Err(error)) => Either3::C(JsData(outcome(Err(error)))),
         }
     }
 
     /// Ends a streamed read early (the reader destroyed its stream).
     #[napi(js_name = "readClose")]
-    pub async fn read_close(&self) {
-        self.reading.lock().await.take();
+    pub fn read_close(&self) {
+        self.read_closed.store(true, Ordering::SeqCst);
+        self.reading
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
     }
 
     /// `true` when something was removed, `false` when nothing was there.
@@ -244,6 +255,15 @@ impl NativeFiles {
     /// `writeEnd` settles it. The path is judged at once (an error now names it).
     #[napi(js_name = "writeOpen")]
     pub fn write_open(&self, path: String, mode: u32) -> JsData {
+        let judged = match self.owner.driver().guest_roots() {
+            Some(roots) => guest_path(&path, &roots).map(|_| ()),
+            None => Err(OwnerError::Unsupported(
+                "this backend runs no file calls beside the sandbox's process".into(),
+            )),
+        };
+        if let Err(error) = judged {
+            return JsData(outcome(Err(error)));
+        }
         let (data, feed) = mpsc::channel::<std::result::Result<Bytes, OwnerError>>(2);
         let (done, done_rx) = oneshot::channel();
         let owner = self.owner.clone();
@@ -271,7 +291,8 @@ impl NativeFiles {
         JsData(outcome(started.map(|()| Value::Null)))
     }
 
-    /// Hands one chunk to the write; resolves once it was taken (backpressure).
+    /// Hands one chunk to the write; resolves with `true` once it was taken (backpressure), or
+    /// `false` when the write already ended.
     #[napi(js_name = "writeChunk")]
     pub async fn write_chunk(&self, chunk: Buffer) -> JsData {
         let data = self
@@ -281,12 +302,10 @@ impl NativeFiles {
             .as_ref()
             .and_then(|writing| writing.data.clone());
         let result = match data {
-            Some(data) => data
-                .send(Ok(Bytes::from(chunk.to_vec())))
-                .await
-                .map(|()| Value::Null)
-                // The write ended already: `writeEnd` says why.
-                .or(Ok(Value::Null)),
+            // `false`: the write ended already (`writeEnd` says why); the caller stops feeding.
+            Some(data) => Ok(Value::Bool(
+                data.send(Ok(Bytes::from(chunk.to_vec()))).await.is_ok(),
+            )),
             None => Err(OwnerError::state("no write is open on this call")),
         };
         JsData(outcome(result))

@@ -65,6 +65,7 @@ pub async fn ensure_supervised_image(
 async fn remove_maker(docker: &Docker, id: &str) -> Result<(), OwnerError> {
     let options = bollard::query_parameters::RemoveContainerOptionsBuilder::default()
         .force(true)
+        .v(true)
         .build();
     match docker.remove_container(id, Some(options)).await {
         Ok(()) => Ok(()),

@@ -84,6 +84,9 @@ pub fn start(spawn: &Spawn) -> std::io::Result<Command> {
     for fd in [&stdin, &stdout, &stderr].into_iter().flatten() {
         non_blocking(fd);
     }
+    for fd in [&stdout, &stderr].into_iter().flatten() {
+        larger_pipe(fd);
+    }
     let output = |fd: Option<OwnedFd>| fd.map(|fd| Output { fd, credit: 0 });
     Ok(Command {
         pid,
@@ -95,6 +98,15 @@ pub fn start(spawn: &Spawn) -> std::io::Result<Command> {
         outputs: [output(stdout), output(stderr)],
         exited: None,
     })
+}
+
+/// Output pipes of 1 MiB (the unprivileged most), so a fast command writes long runs between
+/// the supervisor's reads; a refusal leaves the default size, which only costs speed.
+fn larger_pipe(fd: &OwnedFd) {
+    // SAFETY: F_SETPIPE_SZ on a pipe this owns changes only its capacity.
+    unsafe {
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETPIPE_SZ, 1 << 20);
+    }
 }
 
 fn non_blocking(fd: &OwnedFd) {

@@ -37,7 +37,7 @@ use files::{Outcome, Roots, Writing};
 /// Frames queued for the host past which no output is read.
 const QUEUED_MAX: usize = 4 * 1024 * 1024;
 /// One read of a command's output, at most.
-const READ_MAX: usize = 64 * 1024;
+const READ_MAX: usize = 512 * 1024;
 const CONNECTION_IN: i32 = 0;
 const CONNECTION_OUT: i32 = 1;
 
@@ -61,6 +61,11 @@ pub fn run(args: &[String]) -> Result<(), String> {
     let wake = ChildWake::install()?;
     set_non_blocking(CONNECTION_IN);
     set_non_blocking(CONNECTION_OUT);
+    // SAFETY: F_SETPIPE_SZ on the connection's pipe changes only its capacity; on anything
+    // else (or when refused) it fails and the default stays, which only costs speed.
+    unsafe {
+        libc::fcntl(CONNECTION_OUT, libc::F_SETPIPE_SZ, 1 << 20);
+    }
     let mut supervisor = Supervisor {
         decoder: Decoder::new(),
         queued: Vec::new(),

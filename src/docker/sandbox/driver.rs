@@ -101,7 +101,11 @@ impl DriverReservation for DockerSandbox {
             let (supervisor, spawned) = self.spawn_supervised(spawn, &cancel).await?;
             Ok(StartedCommand {
                 pid: spawned.pid,
-                channels: self.owned_channels(supervisor, spawned.channels),
+                channels: self.owned_channels(
+                    supervisor,
+                    spawned.channels,
+                    spawned.control.clone(),
+                ),
                 control: spawned.control,
             })
         }

@@ -80,12 +80,12 @@ pub struct DockerSandbox {
     gateway_words: Arc<gateway_watch::GatewayWords>,
     gateway_listener: std::sync::Mutex<Option<abort_on_drop::AbortOnDrop>>,
     last_report: std::sync::Mutex<Option<crate::lifecycle::egress_report::EgressReport>>,
-    /// The process container's supervisor, made on first use (`supervisor.rs`); a failure to
-    /// make it is kept as every later call's answer.
-    supervisor: tokio::sync::OnceCell<Result<supervisor::Supervisor, OwnerError>>,
-    /// Held while the process container is chosen and created: by the reserved process (its
-    /// entry) or by the supervisor (its entry, or an exec beside the process).
-    compute_gate: tokio::sync::Mutex<()>,
+    /// The process container's gate and its live supervisor (`supervisor.rs`). Held while the
+    /// process container is chosen and created, by the reserved process (its entry) or by the
+    /// supervisor (its entry, or an exec beside the process), so there is never a second one;
+    /// every wait under it is an engine request bounded by the engine's request timeout or the
+    /// caller's cancellation. Only a live supervisor is kept: a failure answers its own call.
+    compute_gate: tokio::sync::Mutex<Option<supervisor::Supervisor>>,
     /// Set as a stop begins, before it kills compute: the supervisor's connection then ends
     /// because of the stop, and a command's output simply ends (the owner says why).
     stop_begun: Arc<std::sync::atomic::AtomicBool>,
@@ -129,8 +129,7 @@ impl DockerSandbox {
             gateway_words: Default::default(),
             gateway_listener: std::sync::Mutex::new(None),
             last_report: std::sync::Mutex::new(None),
-            supervisor: tokio::sync::OnceCell::new(),
-            compute_gate: tokio::sync::Mutex::new(()),
+            compute_gate: tokio::sync::Mutex::new(None),
             stop_begun: Arc::default(),
         })
     }

@@ -27,7 +27,8 @@ impl DockerSandbox {
         cancel: Cancel,
     ) -> Result<ProcessChannels, OwnerError> {
         let gate = self.compute_gate.lock().await;
-        if !self.supervisor.initialized() {
+        let compute = self.state.lock().await.compute.clone();
+        if compute.is_none() {
             return Arc::clone(&self).run_direct(spec, cancel, gate).await;
         }
         drop(gate);
@@ -49,16 +50,16 @@ impl DockerSandbox {
         checked?;
         let spawn = spawn_of(&spec.executable, &spec.args, &spec.env, &spec.cwd, true);
         let (supervisor, spawned) = self.spawn_supervised(spawn, &cancel).await?;
-        Ok(self.owned_channels(supervisor, spawned.channels))
+        Ok(self.owned_channels(supervisor, spawned.channels, spawned.control))
     }
 
-    /// The process as the process container's entry. `gate` is held until the container is
-    /// recorded, so a supervisor made meanwhile runs beside it (by exec), never in a second one.
+    /// The process as the process container's entry. `gate` is held until the container runs,
+    /// so a supervisor made meanwhile runs beside it (by exec), never in a second one.
     async fn run_direct(
         self: Arc<Self>,
         spec: SandboxProcessSpec,
         cancel: Cancel,
-        gate: MutexGuard<'_, ()>,
+        gate: MutexGuard<'_, Option<super::supervisor::Supervisor>>,
     ) -> Result<ProcessChannels, OwnerError> {
         let helper = self.state.lock().await.helper;
         let helper =
@@ -75,15 +76,14 @@ impl DockerSandbox {
             stdin_once: !spec.reattachable,
             entry_is_init: false,
         };
-        let id = self.create_compute(launch, &cancel).await;
-        drop(gate);
-        let id = id?;
+        let id = self.create_compute(launch, &cancel).await?;
         // A recipe that cannot run fails here, naming `executable`, not as init's exit 127.
         let checked =
             super::executable::check_executable(&self.settings.docker, &id, &spec.executable).await;
         cancel.check()?;
         checked?;
         let attached = self.attach_and_start(&id, &cancel).await?;
+        drop(gate);
         let docker = &self.settings.docker;
         let output = ended_with_the_process(attached.output, docker.clone(), id.clone());
         let exit = Arc::clone(&self).exit_of(id);

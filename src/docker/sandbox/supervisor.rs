@@ -24,7 +24,7 @@ use crate::docker::supervised_image::ensure_supervised_image;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
 use crate::lifecycle::error::OwnerError;
-use crate::process::supervised::{Link, Spawned};
+use crate::process::supervised::{CommandControl, Link, Spawned};
 
 /// The running supervisor: its container and the connection to it.
 #[derive(Clone)]
@@ -34,23 +34,24 @@ pub(crate) struct Supervisor {
 }
 
 impl DockerSandbox {
-    /// The supervisor, made on the first call; a failure to make it answers every later call.
+    /// The live supervisor, made (or made again, once its connection is gone) on demand.
     pub(super) async fn supervisor(
         self: &Arc<Self>,
         cancel: &Cancel,
     ) -> Result<Supervisor, OwnerError> {
-        let this = Arc::clone(self);
-        let cancel = cancel.clone();
-        self.supervisor
-            .get_or_init(|| async move { this.start_supervisor(&cancel).await })
-            .await
-            .clone()
+        let mut gate = self.compute_gate.lock().await;
+        if let Some(live) = gate.as_ref().filter(|live| live.link.gone().is_none()) {
+            return Ok(live.clone());
+        }
+        let made = self.start_supervisor(cancel).await?;
+        *gate = Some(made.clone());
+        Ok(made)
     }
 
     /// The supervisor as the process container's entry, or, when the reserved process is that
-    /// entry already, by exec beside it (it then ends with the process's container).
+    /// entry already, by exec beside it (it then ends with the process's container). Called
+    /// with the gate held.
     async fn start_supervisor(self: &Arc<Self>, cancel: &Cancel) -> Result<Supervisor, OwnerError> {
-        let _gate = self.compute_gate.lock().await;
         let (helper, compute) = {
             let state = self.state.lock().await;
             (state.helper, state.compute.clone())
@@ -165,6 +166,7 @@ impl DockerSandbox {
         self: &Arc<Self>,
         supervisor: Supervisor,
         channels: ProcessChannels,
+        control: CommandControl,
     ) -> ProcessChannels {
         let stop_begun = Arc::clone(&self.stop_begun);
         let output = channels
@@ -176,21 +178,28 @@ impl DockerSandbox {
         ProcessChannels {
             input: channels.input,
             output,
-            exit: Arc::clone(self).supervised_exit(supervisor.id, channels.exit),
+            exit: Arc::clone(self).supervised_exit(supervisor.id, channels.exit, control),
         }
     }
 
     /// A supervised command's fate as the owner reports it: `Unavailable` once a stop removed
-    /// compute, a `SIGKILL` the kernel sent for memory `OutOfMemory`, else its wait status.
+    /// compute, a `SIGKILL` the kernel sent for memory `OutOfMemory` (the engine's word is for the
+    /// whole container, so one memory kill earlier colours a later SIGKILL the host did not
+    /// send), else its wait status.
     fn supervised_exit(
         self: Arc<Self>,
         id: String,
         exit: BoxFuture<'static, ProcessExit>,
+        control: CommandControl,
     ) -> BoxFuture<'static, ProcessExit> {
         async move {
             let fate = exit.await;
             if self.state.lock().await.stopped_by_owner {
                 return ProcessExit::Unavailable;
+            }
+            // A SIGKILL the host sent (kill, a deadline, an abort, a stream limit) is its own.
+            if control.killed_by_host() {
+                return fate;
             }
             memory_kill_told(&self.settings.docker, &id, fate).await
         }

@@ -334,14 +334,29 @@ impl Drop for Input {
 pub struct CommandControl {
     shared: Arc<Shared>,
     channel: u32,
+    /// Set once the host sent SIGKILL: the command's SIGKILL is then the host's, not the
+    /// kernel's for memory.
+    killed: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl CommandControl {
     pub(super) fn new(shared: Arc<Shared>, channel: u32) -> Self {
-        Self { shared, channel }
+        Self {
+            shared,
+            channel,
+            killed: Arc::default(),
+        }
+    }
+
+    /// Whether the host sent this command SIGKILL.
+    pub fn killed_by_host(&self) -> bool {
+        self.killed.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn signal(&self, signal: Signal) {
+        if signal == Signal::Kill {
+            self.killed.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         self.shared.send(self.channel, &Message::Signal(signal));
     }
 }

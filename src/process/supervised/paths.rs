@@ -55,10 +55,24 @@ fn components<'a>(path: &str, text: &'a str) -> Result<Vec<&'a str>, OwnerError>
     Ok(kept)
 }
 
+/// The longest path a file call takes, in bytes (the kernel's `PATH_MAX`): every request fits
+/// one frame.
+pub const PATH_BYTES_MAX: usize = 4096;
+
 /// Judges `path` against `roots`.
 pub fn guest_path(path: &str, roots: &GuestRoots) -> Result<GuestPath, OwnerError> {
     if path.is_empty() {
         return Err(refused(path, "is empty"));
+    }
+    if path.len() > PATH_BYTES_MAX {
+        return Err(OwnerError::Validation(vec![Issue {
+            code: IssueCode::TooLong,
+            path: vec![Seg::from("path")],
+            message: format!(
+                "a path must be at most {PATH_BYTES_MAX} bytes, received {}",
+                path.len()
+            ),
+        }]));
     }
     if path.contains('\0') {
         return Err(refused(path, "holds a NUL byte"));
@@ -162,5 +176,6 @@ mod tests {
         assert!(issue("").contains("is empty"));
         assert!(issue("a\0b").contains("NUL"));
         assert!(issue(&"x".repeat(256)).contains("longer than 255"));
+        assert!(issue(&"a/".repeat(600_000)).contains("at most 4096 bytes"));
     }
 }
