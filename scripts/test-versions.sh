@@ -53,9 +53,14 @@ bash scripts/build-node-guest-image.sh || fail "Node.js guest image build failed
 [ -f native-sandbox.linux-x64-gnu.node ] || node scripts/build-addon.mjs || fail "addon build"
 
 status=0
+FAILURE_SUMMARY="$(mktemp)"
+export FAILURE_SUMMARY
+trap 'rm -f "${FAILURE_SUMMARY}"' EXIT
 export NATIVE_SANDBOX_TEST_RUN="${NATIVE_SANDBOX_TEST_RUN:-versions$(date +%s)}"
 bash scripts/run-suites.sh "${node22}" __test__/*.test.mjs || status=1
 for runtime in "${node24}" "${node20}"; do
   bash scripts/run-suites.sh "${runtime}" "${SMOKE[@]}" || status=1
 done
+# Every run's failures again, last, so the end of the log says what failed on which release.
+cat "${FAILURE_SUMMARY}"
 exit "${status}"
