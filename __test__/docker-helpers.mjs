@@ -125,8 +125,11 @@ export function runLeftovers() {
  * A controller in a child process: a Docker backend of `namespace` (with `backendOptions`) whose
  * sandbox persists its record to `recordFile` and runs `sleep 600`; it prints `running` once the
  * process started, then waits to be killed. `network` is the request's (default isolated).
+ * `work`: 'process' (the reserved process only), 'commands' (three commands and a file write in
+ * flight, no reserved process: the supervisor is the process container's entry) or 'both' (the
+ * process, then the same commands beside it).
  */
-export function spawnController(namespace, recordFile, backendOptions = {}, pids = 64, network = { kind: 'isolated' }) {
+export function spawnController(namespace, recordFile, backendOptions = {}, pids = 64, network = { kind: 'isolated' }, work = 'process') {
   const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
   const source = `
     import { writeFileSync } from 'node:fs';
@@ -134,8 +137,16 @@ export function spawnController(namespace, recordFile, backendOptions = {}, pids
     const backend = dockerBackend(${JSON.stringify(namespace)}, ${JSON.stringify(backendOptions)});
     const recovery = { kind: 'persisted', persist: async (record) => writeFileSync(${JSON.stringify(recordFile)}, JSON.stringify(record)) };
     const sandbox = await backend.reserve(request((p) => Object.assign(p, { resources: { ...p.resources, pids: ${pids} }, network: ${JSON.stringify(network)} })), recovery).start();
-    const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
-    await process.start();
+    const work = ${JSON.stringify(work)};
+    if (work !== 'commands') {
+      const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'sleep 600'], env: {}, cwd: sandbox.workspace });
+      await process.start();
+    }
+    if (work !== 'process') {
+      for (let i = 0; i < 3; i += 1) await sandbox.exec({ executable: '/bin/sh', args: ['-c', 'sleep 600 & sleep 600'], env: {}, cwd: sandbox.workspace });
+      sandbox.files.write('in-flight.bin', (async function* () { yield new Uint8Array(1024); await new Promise(() => {}); })()).catch(() => {});
+      await sandbox.files.stat('.');
+    }
     console.log('running');
     setInterval(() => {}, 1000);
   `;

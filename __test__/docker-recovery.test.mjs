@@ -45,6 +45,28 @@ test('a controller killed with SIGKILL mid-process: a fresh one reconciles the p
   assert.equal(again.record.phase, 'destroyed');
 });
 
+for (const work of ['commands', 'both']) {
+  test(`a controller killed with SIGKILL with commands running (${work === 'both' ? 'beside the process' : 'no process'}): reconcile destroys everything`, async () => {
+    const namespace = uniqueNamespace('crash-commands');
+    const recordFile = join(scratch, `record-${work}.json`);
+    const child = spawnController(namespace, recordFile, {}, 64, { kind: 'isolated' }, work);
+    await new Promise((resolve, reject) => {
+      child.stdout.on('data', (chunk) => chunk.toString().includes('running') && resolve());
+      child.on('exit', (code) => reject(new Error(`controller exited early with ${code}`)));
+    });
+    child.kill('SIGKILL');
+    await new Promise((resolve) => child.on('exit', resolve));
+
+    assert.equal(leftovers(namespace).containers.length, 2, 'holder and process container survive the controller');
+    const record = JSON.parse(readFileSync(recordFile, 'utf8'));
+    const result = await dockerBackend(namespace).reconcile(record);
+    assert.equal(result.kind, 'matched');
+    await result.owner.stop();
+    await result.owner.destroy();
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+}
+
 test('reconcile of a record from another namespace touches nothing', async () => {
   const mine = uniqueNamespace('mine');
   const theirs = uniqueNamespace('theirs');

@@ -8,6 +8,7 @@ import { Readable } from 'node:stream';
 import { errorFromDescriptor, SandboxUnsupportedError, SandboxValidationError, withSignalReason } from './errors.js';
 import { settle } from './driver-port.js';
 import { onAbort } from './options.js';
+import { untilAborted } from './until-aborted.js';
 import { processStreams } from './process.js';
 
 const UNSUPPORTED =
@@ -149,9 +150,24 @@ function filesOf({ owner, context }) {
       const source = dataSource(data);
       return withCall(signal, async (call) => {
         outcomeOf(call.writeOpen(path, mode ?? 0o644));
+        // The write may end while the source is still producing (an abort, a stop, a refusal):
+        // then the source is left, never awaited again, and writeEnd says how the write ended.
+        const settled = new AbortController();
+        call.writeSettled().then(() => settled.abort(), () => settled.abort());
+        const iterator = (source[Symbol.asyncIterator] ?? source[Symbol.iterator]).call(source);
         let failure;
         try {
-          for await (const chunk of source) {
+          for (;;) {
+            let next;
+            try {
+              next = await untilAborted(iterator.next(), settled.signal, () => ENDED);
+            } catch (error) {
+              if (error !== ENDED) throw error;
+              Promise.resolve(iterator.return?.()).catch(() => {});
+              break;
+            }
+            if (next.done) break;
+            const chunk = next.value;
             if (!(chunk instanceof Uint8Array)) {
               throw new SandboxValidationError([{ code: 'invalid_type', path: ['data'], message: 'an async iterable of data must yield Uint8Array chunks' }]);
             }
@@ -161,6 +177,7 @@ function filesOf({ owner, context }) {
           }
         } catch (error) {
           failure = error;
+          Promise.resolve(iterator.return?.()).catch(() => {});
         }
         const ended = await call.writeEnd(failure === undefined ? undefined : `the data source failed: ${failure?.message ?? failure}`);
         if (failure !== undefined) throw failure;
@@ -224,6 +241,9 @@ function inputOf(options) {
 }
 
 /** write's data: a string (UTF-8), bytes, or an async iterable of Uint8Array chunks. */
+/** What a write's wait on its source rejects with once the write ended. */
+const ENDED = Symbol('the write ended');
+
 function dataSource(data) {
   if (typeof data === 'string') return [Buffer.from(data, 'utf8')];
   if (data instanceof Uint8Array) return [data];

@@ -111,7 +111,8 @@ pub enum Message {
     FileChunk(Vec<u8>),
     /// Host: the file being written is whole: put it in place.
     FileCommit,
-    /// Host: the file being written is abandoned: nothing is put in place.
+    /// Host: the file call is given up: a write's file is never put in place, a read's file is
+    /// closed. Nothing answers it; frames already on their way for the channel are dropped.
     FileAbort,
     /// Supervisor: the command started, as this process (and process group).
     Spawned { pid: u32 },

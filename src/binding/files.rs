@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Mutex, PoisonError};
 
 use bytes::Bytes;
-use futures::future::FutureExt;
+use futures::future::{FutureExt, Shared};
 use futures::stream::{BoxStream, StreamExt};
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
@@ -22,10 +22,13 @@ use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::owner::SandboxOwner;
 use crate::process::supervised::guest_path;
 
+/// A write's outcome, awaited by `writeSettled` and `writeEnd` alike.
+type WriteDone = Shared<oneshot::Receiver<std::result::Result<(), OwnerError>>>;
+
 /// What a streamed write holds: its data's sender and its outcome.
 struct Writing {
     data: Option<mpsc::Sender<std::result::Result<Bytes, OwnerError>>>,
-    done: Option<oneshot::Receiver<std::result::Result<(), OwnerError>>>,
+    done: WriteDone,
 }
 
 #[napi]
@@ -286,7 +289,7 @@ impl NativeFiles {
         });
         *self.writing.lock().unwrap_or_else(PoisonError::into_inner) = Some(Writing {
             data: Some(data),
-            done: Some(done_rx),
+            done: done_rx.shared(),
         });
         JsData(outcome(started.map(|()| Value::Null)))
     }
@@ -311,6 +314,21 @@ impl NativeFiles {
         JsData(outcome(result))
     }
 
+    /// Resolves once the write ended, however it ended (aborted, refused, failed, stopped, or
+    /// whole): the caller stops waiting on its data source then. `writeEnd` says how.
+    #[napi(js_name = "writeSettled")]
+    pub async fn write_settled(&self) {
+        let done = self
+            .writing
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+            .map(|writing| writing.done.clone());
+        if let Some(done) = done {
+            let _ = done.await;
+        }
+    }
+
     /// Ends the data (`failure`: the caller's source failed, so nothing is put in place) and
     /// settles with the write's outcome.
     #[napi(js_name = "writeEnd")]
@@ -318,7 +336,7 @@ impl NativeFiles {
         let (data, done) = {
             let mut writing = self.writing.lock().unwrap_or_else(PoisonError::into_inner);
             match writing.as_mut() {
-                Some(writing) => (writing.data.take(), writing.done.take()),
+                Some(writing) => (writing.data.take(), Some(writing.done.clone())),
                 None => (None, None),
             }
         };

@@ -221,6 +221,17 @@ pub fn is_kill_raced_exit(error: &bollard::errors::Error) -> bool {
     }
 }
 
+/// The engine's "Container … is not running" conflict (an exec in a container that ended).
+pub fn is_not_running(error: &bollard::errors::Error) -> bool {
+    matches!(
+        error,
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 409,
+            message,
+        } if message.contains("is not running")
+    )
+}
+
 pub fn engine_error(what: &str, error: bollard::errors::Error) -> OwnerError {
     OwnerError::driver(format!("{what}: {}", with_causes(&error)))
 }
@@ -290,6 +301,12 @@ mod tests {
             "Could not kill running container d70810a2d3f6, cannot remove - permission denied"
         )));
         assert!(!is_kill_raced_exit(&server(409, "is not running")));
+        assert!(is_not_running(&server(
+            409,
+            "Container 901719f2d1b7 is not running"
+        )));
+        assert!(!is_not_running(&server(500, "is not running")));
+        assert!(!is_not_running(&server(409, "is paused")));
         assert!(!is_kill_raced_exit(&server(500, "driver failed")));
     }
 

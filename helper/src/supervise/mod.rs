@@ -15,11 +15,13 @@
 //!   ends the supervisor.
 //!
 //! The supervisor makes itself non-dumpable (no command can open its descriptors through
-//! `/proc`), and reaps every child (as PID 1, or as a child subreaper elsewhere).
+//! `/proc`), ignores the signals a command can send it (`signals.rs`), and reaps every child (as
+//! PID 1, or as a child subreaper elsewhere).
 
 mod children;
 mod command;
 mod files;
+mod signals;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -58,6 +60,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         // supervisor (std restores the default in every command it starts).
         libc::signal(libc::SIGPIPE, libc::SIG_IGN);
     }
+    signals::ignore_sent_signals();
     let wake = ChildWake::install()?;
     set_non_blocking(CONNECTION_IN);
     set_non_blocking(CONNECTION_OUT);
@@ -359,8 +362,10 @@ impl Supervisor {
                 None => self.refuse(channel, "no file is being written on this channel"),
             },
             Message::FileAbort => {
-                // Dropped: its temporary file goes, nothing is put in place.
+                // The host gave the call up: a write's temporary file goes (nothing is put in
+                // place), a read's file is closed. Nothing answers an abort.
                 self.writes.remove(&channel);
+                self.reads.remove(&channel);
             }
             Message::Spawn(spawn) => {
                 if self.in_use(channel) {

@@ -17,13 +17,13 @@ use super::compute::Launch;
 use super::DockerSandbox;
 use crate::docker::attach::{attach_error, memory_kill_told, Attached};
 use crate::docker::demux::demultiplexed;
-use crate::docker::engine::{engine_error, REQUEST_TIMEOUT};
+use crate::docker::engine::{engine_error, is_not_running, REQUEST_TIMEOUT};
 use crate::docker::layout::{fixed_environment, HOME, TMPDIR, WORKSPACE};
 use crate::docker::seed::HELPER_PATH;
 use crate::docker::supervised_image::ensure_supervised_image;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
-use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::process::supervised::{CommandControl, Link, Spawned};
 
 /// The running supervisor: its container and the connection to it.
@@ -128,7 +128,20 @@ impl DockerSandbox {
                 "starting the session supervisor beside the process: the engine did not answer",
             )
         })?
-        .map_err(|e| engine_error("starting the session supervisor beside the process", e))?;
+        .map_err(|e| {
+            if is_not_running(&e) {
+                // Its entry ended (the reserved process exited, or the supervisor was killed
+                // from inside): nothing runs in it again.
+                OwnerError::operation(
+                    OperationCode::DriverFailure,
+                    "the sandbox's process container is no longer running (its process or its \
+                     session supervisor ended): no command or file call can run in it; stop and \
+                     destroy the sandbox, and start another",
+                )
+            } else {
+                engine_error("starting the session supervisor beside the process", e)
+            }
+        })?;
         let hijacked = self
             .settings
             .dialer

@@ -44,6 +44,10 @@ impl Party for FileParty {
             Message::FileDone(_) | Message::FileFailed { .. } | Message::Refused { .. }
         );
         let _ = self.frames.send(Ok(message));
+        if last {
+            // A write waiting for room sees its answer (a failed chunk is never acknowledged).
+            self.taken.notify_one();
+        }
         Ok(last)
     }
 
@@ -96,8 +100,66 @@ fn lost() -> OwnerError {
     )
 }
 
+/// Why a frame that is not the awaited answer ends the call.
+fn not_the_answer(frame: Option<Result<Message, OwnerError>>) -> OwnerError {
+    match frame {
+        Some(Ok(Message::FileFailed {
+            errno,
+            refused,
+            message,
+        })) => failure(errno, refused, &message),
+        Some(Ok(other)) => unexpected(&other),
+        Some(Err(why)) => why,
+        None => lost(),
+    }
+}
+
+/// One file call's channel. Invariant: dropped before its last frame arrived (the caller gave
+/// the call up: a stream dropped, a future cancelled), it sends `FileAbort` and forgets the
+/// channel, so the supervisor closes the read's file or drops the write's temporary file and
+/// nothing is kept on either side for a call nobody waits on.
+struct FileCall {
+    channel: u32,
+    shared: Arc<Shared>,
+    frames: Frames,
+    party: Arc<FileParty>,
+    over: bool,
+}
+
+impl FileCall {
+    /// The call's next frame; anything but data is its last.
+    async fn recv(&mut self) -> Option<Result<Message, OwnerError>> {
+        let frame = self.frames.recv().await;
+        self.over |= !matches!(
+            frame,
+            Some(Ok(Message::FileBytes(_) | Message::FileEntries(_)))
+        );
+        frame
+    }
+
+    /// A frame that came before the call asked for one (a write the supervisor refused).
+    fn early(&mut self) -> Option<OwnerError> {
+        let frame = self.frames.try_recv().ok()?;
+        self.over = true;
+        Some(not_the_answer(Some(frame)))
+    }
+
+    fn send(&self, message: &Message) {
+        self.shared.send(self.channel, message);
+    }
+}
+
+impl Drop for FileCall {
+    fn drop(&mut self) {
+        if !self.over {
+            self.shared.send(self.channel, &Message::FileAbort);
+            self.shared.forget(self.channel);
+        }
+    }
+}
+
 impl Link {
-    fn open_file(&self, request: FileRequest) -> Result<(u32, Frames, Arc<FileParty>), OwnerError> {
+    fn open_file(&self, request: FileRequest) -> Result<FileCall, OwnerError> {
         let shared: &Arc<Shared> = self.shared();
         let (channel, (frames, party)) = shared.register(|_| {
             let (tx, rx) = mpsc::unbounded_channel();
@@ -109,22 +171,21 @@ impl Link {
             (Arc::clone(&party), (rx, party))
         })?;
         shared.send(channel, &Message::File(request));
-        Ok((channel, frames, party))
+        Ok(FileCall {
+            channel,
+            shared: Arc::clone(shared),
+            frames,
+            party,
+            over: false,
+        })
     }
 
     /// The one answer of a request that has no data.
     async fn answered(&self, request: FileRequest) -> Result<FileAnswer, OwnerError> {
-        let (_, mut frames, _) = self.open_file(request)?;
-        match frames.recv().await {
+        let mut call = self.open_file(request)?;
+        match call.recv().await {
             Some(Ok(Message::FileDone(answer))) => Ok(answer),
-            Some(Ok(Message::FileFailed {
-                errno,
-                refused,
-                message,
-            })) => Err(failure(errno, refused, &message)),
-            Some(Ok(other)) => Err(unexpected(&other)),
-            Some(Err(why)) => Err(why),
-            None => Err(lost()),
+            other => Err(not_the_answer(other)),
         }
     }
 
@@ -204,25 +265,18 @@ impl Link {
         root: Root,
         path: Vec<Vec<u8>>,
     ) -> Result<Option<Vec<(FileKind, Vec<u8>)>>, OwnerError> {
-        let (_, mut frames, _) = self.open_file(FileRequest {
+        let mut call = self.open_file(FileRequest {
             op: FileOp::List,
             root,
             path,
         })?;
         let mut entries = Vec::new();
         loop {
-            match frames.recv().await {
+            match call.recv().await {
                 Some(Ok(Message::FileEntries(more))) => entries.extend(more),
                 Some(Ok(Message::FileDone(FileAnswer::Listed))) => return Ok(Some(entries)),
                 Some(Ok(Message::FileDone(FileAnswer::Absent))) => return Ok(None),
-                Some(Ok(Message::FileFailed {
-                    errno,
-                    refused,
-                    message,
-                })) => return Err(failure(errno, refused, &message)),
-                Some(Ok(other)) => return Err(unexpected(&other)),
-                Some(Err(why)) => return Err(why),
-                None => return Err(lost()),
+                other => return Err(not_the_answer(other)),
             }
         }
     }
@@ -254,63 +308,48 @@ impl Link {
         path: Vec<Vec<u8>>,
         max: u64,
     ) -> Result<Option<BoxStream<'static, Result<Bytes, OwnerError>>>, OwnerError> {
-        let (channel, mut frames, _) = self.open_file(FileRequest {
+        let mut call = self.open_file(FileRequest {
             op: FileOp::Read { max },
             root,
             path,
         })?;
-        let shared = Arc::clone(self.shared());
-        shared.send(
-            channel,
-            &Message::Credit {
-                stream: Stream::Stdout,
-                bytes: CREDIT,
-            },
-        );
-        let first = match frames.recv().await {
+        call.send(&Message::Credit {
+            stream: Stream::Stdout,
+            bytes: CREDIT,
+        });
+        let first = match call.recv().await {
             Some(Ok(Message::FileDone(FileAnswer::Absent))) => return Ok(None),
-            Some(Ok(Message::FileFailed {
-                errno,
-                refused,
-                message,
-            })) => return Err(failure(errno, refused, &message)),
-            first => first,
+            frame @ Some(Ok(Message::FileBytes(_) | Message::FileDone(FileAnswer::ReadEnd))) => {
+                frame
+            }
+            other => return Err(not_the_answer(other)),
         };
+        // The stream owns the call: dropped before its end, the supervisor closes the file.
         let stream = futures::stream::unfold(
-            (Some(first), frames, shared, false),
-            move |(pending, mut frames, shared, over)| async move {
+            (Some(first), call, false),
+            move |(pending, mut call, over)| async move {
                 if over {
                     return None;
                 }
                 let frame = match pending {
                     Some(frame) => frame,
-                    None => frames.recv().await,
+                    None => call.recv().await,
                 };
                 let item = match frame {
                     Some(Ok(Message::FileBytes(more))) => {
                         let len = u32::try_from(more.len()).unwrap_or(u32::MAX);
                         // Taken by the reader: the supervisor may send as much again.
-                        shared.send(
-                            channel,
-                            &Message::Credit {
-                                stream: Stream::Stdout,
-                                bytes: len,
-                            },
-                        );
+                        call.send(&Message::Credit {
+                            stream: Stream::Stdout,
+                            bytes: len,
+                        });
                         Ok(Bytes::from(more))
                     }
                     Some(Ok(Message::FileDone(FileAnswer::ReadEnd))) => return None,
-                    Some(Ok(Message::FileFailed {
-                        errno,
-                        refused,
-                        message,
-                    })) => Err(failure(errno, refused, &message)),
-                    Some(Ok(other)) => Err(unexpected(&other)),
-                    Some(Err(why)) => Err(why),
-                    None => Err(lost()),
+                    other => Err(not_the_answer(other)),
                 };
                 let over = item.is_err();
-                Some((item, (None, frames, shared, over)))
+                Some((item, (None, call, over)))
             },
         );
         Ok(Some(stream.boxed()))
@@ -325,41 +364,25 @@ impl Link {
         mode: u32,
         mut data: BoxStream<'static, Result<Bytes, OwnerError>>,
     ) -> Result<(), OwnerError> {
-        let (channel, mut frames, party) = self.open_file(FileRequest {
+        let mut call = self.open_file(FileRequest {
             op: FileOp::Write { mode },
             root,
             path,
         })?;
-        let shared = Arc::clone(self.shared());
-        // An early answer (the file could not be created) ends the write.
-        let early = |frames: &mut Frames| match frames.try_recv() {
-            Ok(Ok(Message::FileFailed {
-                errno,
-                refused,
-                message,
-            })) => Some(failure(errno, refused, &message)),
-            Ok(Ok(other)) => Some(unexpected(&other)),
-            Ok(Err(why)) => Some(why),
-            Err(_) => None,
-        };
+        // A data stream that fails drops `call`: the supervisor drops the temporary file.
         while let Some(chunk) = data.next().await {
-            let chunk = match chunk {
-                Ok(chunk) => chunk,
-                Err(why) => {
-                    shared.send(channel, &Message::FileAbort);
-                    return Err(why);
-                }
-            };
+            let chunk = chunk?;
             let mut rest = &chunk[..];
             while !rest.is_empty() {
-                if let Some(why) = early(&mut frames) {
+                // An early answer (the file could not be created) ends the write.
+                if let Some(why) = call.early() {
                     return Err(why);
                 }
                 let room = {
-                    let waited = party.taken.notified();
+                    let waited = call.party.taken.notified();
                     tokio::pin!(waited);
                     waited.as_mut().enable();
-                    let window = *lock(&party.window);
+                    let window = *lock(&call.party.window);
                     if window == 0 {
                         waited.await;
                         continue;
@@ -367,22 +390,15 @@ impl Link {
                     window
                 };
                 let n = rest.len().min(room as usize).min(MAX_PAYLOAD);
-                *lock(&party.window) -= n as u32;
-                shared.send(channel, &Message::FileChunk(rest[..n].to_vec()));
+                *lock(&call.party.window) -= n as u32;
+                call.send(&Message::FileChunk(rest[..n].to_vec()));
                 rest = &rest[n..];
             }
         }
-        shared.send(channel, &Message::FileCommit);
-        match frames.recv().await {
+        call.send(&Message::FileCommit);
+        match call.recv().await {
             Some(Ok(Message::FileDone(FileAnswer::Written))) => Ok(()),
-            Some(Ok(Message::FileFailed {
-                errno,
-                refused,
-                message,
-            })) => Err(failure(errno, refused, &message)),
-            Some(Ok(other)) => Err(unexpected(&other)),
-            Some(Err(why)) => Err(why),
-            None => Err(lost()),
+            other => Err(not_the_answer(other)),
         }
     }
 }

@@ -61,7 +61,8 @@ impl Shared {
         let _ = self.frames.send(bytes);
     }
 
-    fn forget(&self, channel: u32) {
+    /// The channel's party is dropped: later frames for it are not delivered.
+    pub(super) fn forget(&self, channel: u32) {
         lock(&self.parties).remove(&channel);
     }
 

@@ -235,6 +235,111 @@ async fn a_supervisor_gone_fails_every_command_and_every_later_spawn() {
 }
 
 #[tokio::test]
+async fn a_streamed_read_given_up_tells_the_supervisor_and_its_late_frames_are_dropped() {
+    let (link, mut peer) = linked();
+    let opening = tokio::spawn({
+        let link = link.clone();
+        async move {
+            link.read_stream(
+                session_frames::Root::Workspace,
+                vec![b"f".to_vec()],
+                1 << 20,
+            )
+            .await
+        }
+    });
+    let (channel, request) = peer.next().await;
+    assert!(matches!(request, Message::File(_)));
+    assert!(matches!(peer.next().await.1, Message::Credit { .. }));
+    peer.send(channel, Message::FileBytes(b"first".to_vec()))
+        .await;
+    let mut stream = settles("the open", opening)
+        .await
+        .expect("joined")
+        .expect("opened")
+        .expect("present");
+    let first = settles("the first bytes", stream.next()).await;
+    assert_eq!(
+        first.expect("bytes").expect("ok"),
+        Bytes::from_static(b"first")
+    );
+    assert!(matches!(peer.next().await.1, Message::Credit { .. }));
+    drop(stream);
+    assert_eq!(peer.next().await, (channel, Message::FileAbort));
+    // Frames already on their way for the call are dropped; the link goes on.
+    peer.send(channel, Message::FileBytes(b"late".to_vec()))
+        .await;
+    peer.send(
+        channel,
+        Message::FileDone(session_frames::FileAnswer::ReadEnd),
+    )
+    .await;
+    let statting = tokio::spawn({
+        let link = link.clone();
+        async move {
+            link.stat(session_frames::Root::Workspace, vec![b"g".to_vec()])
+                .await
+        }
+    });
+    let (next, _) = peer.next().await;
+    peer.send(next, Message::FileDone(session_frames::FileAnswer::Absent))
+        .await;
+    assert_eq!(
+        settles("the stat", statting)
+            .await
+            .expect("joined")
+            .expect("answered"),
+        None
+    );
+    assert!(link.gone().is_none());
+}
+
+#[tokio::test]
+async fn a_write_waiting_for_room_ends_with_the_supervisors_failure() {
+    let (link, mut peer) = linked();
+    let data =
+        futures::stream::iter((0..4).map(|_| Ok(Bytes::from(vec![7u8; STDIN_WINDOW as usize]))))
+            .boxed();
+    let writing = tokio::spawn({
+        let link = link.clone();
+        async move {
+            link.write(
+                session_frames::Root::Workspace,
+                vec![b"w".to_vec()],
+                0o644,
+                data,
+            )
+            .await
+        }
+    });
+    let (channel, request) = peer.next().await;
+    assert!(matches!(request, Message::File(_)));
+    // The first window's chunks arrive; the supervisor then fails the write, acknowledging none.
+    let mut received = 0usize;
+    while received < STDIN_WINDOW as usize {
+        match peer.next().await.1 {
+            Message::FileChunk(bytes) => received += bytes.len(),
+            other => panic!("a chunk, not {other:?}"),
+        }
+    }
+    peer.send(
+        channel,
+        Message::FileFailed {
+            errno: 28,
+            refused: false,
+            message: b"No space left on device".to_vec(),
+        },
+    )
+    .await;
+    let error = settles("the write", writing)
+        .await
+        .expect("joined")
+        .err()
+        .expect("failed");
+    assert!(error.to_string().contains("No space left"), "{error}");
+}
+
+#[tokio::test]
 async fn output_past_the_credit_given_breaks_the_link_instead_of_growing() {
     let (link, mut peer) = linked();
     let spawning = tokio::spawn({
