@@ -120,7 +120,14 @@ pub fn applied(
     if host.cap_drop.as_deref() != Some(&["ALL".to_owned()][..]) {
         wrong.push("capabilities not all dropped".to_owned());
     }
-    if host.cap_add.as_ref().is_some_and(|c| !c.is_empty()) {
+    // Exactly the capabilities asked (none, or the supervisor's two: `compute.rs`).
+    let added = |config: &HostConfig| {
+        let mut added = config.cap_add.clone().unwrap_or_default();
+        added.sort();
+        added
+    };
+    let asked_added = added(expected);
+    if added(host) != asked_added || asked_added.iter().any(|c| c != "SETUID" && c != "SETGID") {
         wrong.push("capabilities added".to_owned());
     }
     if !host.security_opt.as_ref().is_some_and(|o| {

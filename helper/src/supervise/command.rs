@@ -44,8 +44,9 @@ pub fn index(stream: Stream) -> usize {
 pub const STREAMS: [Stream; 2] = [Stream::Stdout, Stream::Stderr];
 
 /// Starts `spawn` as the head of a process group of its own, its stdio pipes of its own (every
-/// other descriptor of the supervisor is close-on-exec), with exactly the environment given.
-pub fn start(spawn: &Spawn) -> std::io::Result<Command> {
+/// other descriptor of the supervisor is close-on-exec), with exactly the environment given, as
+/// `as_user` in every id when the supervisor has an identity of its own.
+pub fn start(spawn: &Spawn, as_user: Option<(u32, u32)>) -> std::io::Result<Command> {
     let cwd = std::path::Path::new(OsStr::from_bytes(&spawn.cwd));
     // Like the engine's working directory, a missing one is made (as the supervisor's user).
     std::fs::create_dir_all(cwd).map_err(|error| {
@@ -74,6 +75,13 @@ pub fn start(spawn: &Spawn) -> std::io::Result<Command> {
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
+    if let Some((uid, gid)) = as_user {
+        // SAFETY: runs in the forked child before exec, calling only raw setresgid/setresuid
+        // (async-signal-safe system calls) and allocating nothing.
+        unsafe {
+            command.pre_exec(move || super::identity::become_user(uid, gid));
+        }
+    }
     let mut child = command.spawn()?;
     let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);
     let stdin = child.stdin.take().map(OwnedFd::from);

@@ -21,6 +21,7 @@
 mod children;
 mod command;
 mod files;
+mod identity;
 mod signals;
 
 use std::collections::{HashMap, HashSet};
@@ -43,8 +44,17 @@ const READ_MAX: usize = 512 * 1024;
 const CONNECTION_IN: i32 = 0;
 const CONNECTION_OUT: i32 = 1;
 
-/// `args`: nothing, or `--roots <workspace> <home> <tmp>` to serve file requests below them.
+/// `args`: `[--as-user <uid:gid>] [--roots <workspace> <home> <tmp>]`. `--as-user`: started as
+/// root with CAP_SETUID and CAP_SETGID, the supervisor takes an identity of its own and runs
+/// every command as that user (`identity.rs`); `--roots`: file requests are served below them.
 pub fn run(args: &[String]) -> Result<(), String> {
+    let (as_user, args) = match args {
+        [flag, user, rest @ ..] if flag == "--as-user" => (Some(identity::parse(user)?), rest),
+        _ => (None, args),
+    };
+    if let Some((uid, gid)) = as_user {
+        identity::become_supervisor(uid, gid)?;
+    }
     let roots = match args.split_first() {
         None => None,
         Some((flag, paths)) if flag == "--roots" => Some(Roots::open(paths)?),
@@ -77,6 +87,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
         leaders: HashMap::new(),
         groups: HashSet::new(),
         roots,
+        as_user,
         reads: HashMap::new(),
         writes: HashMap::new(),
         host_gone: false,
@@ -97,6 +108,8 @@ struct Supervisor {
     groups: HashSet<i32>,
     /// Where file requests are served, when they are.
     roots: Option<Roots>,
+    /// The user every command runs as, when the supervisor has an identity of its own.
+    as_user: Option<(u32, u32)>,
     /// Files being read, by channel.
     reads: HashMap<u32, Reading>,
     /// Files being written, by channel (dropped unfinished: their temporary files go).
@@ -371,7 +384,7 @@ impl Supervisor {
                 if self.in_use(channel) {
                     return self.refuse(channel, "the channel is in use");
                 }
-                match command::start(&spawn) {
+                match command::start(&spawn, self.as_user) {
                     Ok(command) => {
                         let pid = command.pid;
                         self.leaders.insert(pid, channel);

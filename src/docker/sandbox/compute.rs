@@ -13,10 +13,34 @@ use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::recovery::record::{Identity, Role};
 
+/// What the bounding set of a process container whose entry is the supervisor keeps, for a
+/// sandbox user other than root: the two capabilities the supervisor, started as root, needs to
+/// take an identity apart from its commands', which it drops at once (the helper's
+/// `identity.rs`). No process of the sandbox's user ever holds them: each starts without any,
+/// and `no-new-privileges` stops every exec from granting one. (An exec beside a reserved
+/// process gets no capability from the engine, so a supervisor started that way stays the
+/// sandbox's user: README's limits.)
+pub(super) fn supervisor_capabilities(sandbox_user: &str) -> Vec<String> {
+    if separate_supervisor(sandbox_user) {
+        vec!["SETUID".to_owned(), "SETGID".to_owned()]
+    } else {
+        Vec::new()
+    }
+}
+
+/// Whether the supervisor takes an identity of its own: for any sandbox user but root.
+fn separate_supervisor(sandbox_user: &str) -> bool {
+    crate::docker::seed::numeric_user(sandbox_user).is_ok_and(|(uid, _)| uid != 0)
+}
+
 /// What the process container runs.
 pub(super) struct Launch {
     /// The image: the sandbox's own, or it with the guest helper added.
     pub image: String,
+    /// The entry's user: the sandbox's, or root for a supervisor that takes its own identity.
+    pub user: String,
+    /// Capabilities the bounding set keeps: none, or `supervisor_capabilities`.
+    pub cap_add: Vec<String>,
     pub entrypoint: Vec<String>,
     pub cmd: Vec<String>,
     /// `KEY=value`, the fixed environment first.
@@ -71,11 +95,13 @@ impl DockerSandbox {
                 gateway::resolved_by(host, address);
             }
         }
-        if launch.entry_is_init {
-            if let Some(host) = body.host_config.as_mut() {
+        if let Some(host) = body.host_config.as_mut() {
+            if launch.entry_is_init {
                 host.init = Some(false);
             }
+            host.cap_add = (!launch.cap_add.is_empty()).then(|| launch.cap_add.clone());
         }
+        body.user = Some(launch.user.clone());
         let asked = body.host_config.clone().unwrap_or_default();
         body.image = Some(launch.image);
         body.env = Some(launch.env);
@@ -105,7 +131,7 @@ impl DockerSandbox {
         let effective = applied(
             &host,
             user.as_deref(),
-            &self.settings.user,
+            &launch.user,
             &asked,
             &self.request.policy.network,
         )?;

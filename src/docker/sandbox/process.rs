@@ -69,6 +69,8 @@ impl DockerSandbox {
             ensure_supervised_image(&self.settings.docker, &self.settings.image_id, helper).await?;
         let launch = Launch {
             image,
+            user: self.settings.user.clone(),
+            cap_add: Vec::new(),
             entrypoint: vec![spec.executable.clone()],
             cmd: spec.args.clone(),
             env: environment(&spec.env),

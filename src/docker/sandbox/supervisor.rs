@@ -13,7 +13,7 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use session_frames::Spawn;
 
-use super::compute::Launch;
+use super::compute::{supervisor_capabilities, Launch};
 use super::DockerSandbox;
 use crate::docker::attach::{attach_error, memory_kill_told, Attached};
 use crate::docker::demux::demultiplexed;
@@ -67,10 +67,13 @@ impl DockerSandbox {
                 let image =
                     ensure_supervised_image(&self.settings.docker, &self.settings.image_id, helper)
                         .await?;
+                let (user, cap_add, arguments) = entry_supervisor(&self.settings.user);
                 let launch = Launch {
                     image,
+                    user,
+                    cap_add,
                     entrypoint: vec![HELPER_PATH.to_owned()],
-                    cmd: supervise_arguments(),
+                    cmd: arguments,
                     env: environment(&[]),
                     cwd: WORKSPACE.to_owned(),
                     stdin_once: true,
@@ -98,10 +101,11 @@ impl DockerSandbox {
         })
     }
 
-    /// Runs the supervisor by exec in the running process container `id`, as the sandbox's user.
+    /// Runs the supervisor by exec in the running process container `id`, as the sandbox's user
+    /// (an exec gets no capability to take another identity with).
     async fn exec_supervisor(&self, id: &str) -> Result<Attached, OwnerError> {
         let docker = &self.settings.docker;
-        let arguments = supervise_arguments();
+        let arguments = supervise_arguments(&[]);
         let cmd: Vec<&str> = std::iter::once(HELPER_PATH)
             .chain(arguments.iter().map(String::as_str))
             .collect();
@@ -220,11 +224,37 @@ impl DockerSandbox {
     }
 }
 
-/// The helper's arguments for supervising, with the guest's file roots.
-fn supervise_arguments() -> Vec<String> {
-    ["--supervise", "--roots", WORKSPACE, HOME, TMPDIR]
-        .map(str::to_owned)
-        .to_vec()
+/// The user a supervisor that is the process container's entry starts as: root with CAP_SETUID
+/// and CAP_SETGID (`compute::supervisor_capabilities`), to take an identity of its own and run
+/// every command as the sandbox's user (the helper's `identity.rs`), so no command can signal
+/// it or open its descriptors, under gVisor too. A sandbox whose user is root has nothing to
+/// keep apart: the supervisor is then that user, as its commands are.
+const SUPERVISOR_START_USER: &str = "0:0";
+
+/// The supervisor as the process container's entry: its user, capabilities and arguments.
+fn entry_supervisor(sandbox_user: &str) -> (String, Vec<String>, Vec<String>) {
+    let capabilities = supervisor_capabilities(sandbox_user);
+    if capabilities.is_empty() {
+        return (
+            sandbox_user.to_owned(),
+            capabilities,
+            supervise_arguments(&[]),
+        );
+    }
+    let separate = ["--as-user".to_owned(), sandbox_user.to_owned()];
+    (
+        SUPERVISOR_START_USER.to_owned(),
+        capabilities,
+        supervise_arguments(&separate),
+    )
+}
+
+/// The helper's arguments for supervising: `first`, then the guest's file roots.
+fn supervise_arguments(first: &[String]) -> Vec<String> {
+    std::iter::once("--supervise".to_owned())
+        .chain(first.iter().cloned())
+        .chain(["--roots", WORKSPACE, HOME, TMPDIR].map(str::to_owned))
+        .collect()
 }
 
 /// `KEY=value` pairs: the fixed environment, then `extra`.

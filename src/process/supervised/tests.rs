@@ -334,8 +334,7 @@ async fn a_write_waiting_for_room_ends_with_the_supervisors_failure() {
     let error = settles("the write", writing)
         .await
         .expect("joined")
-        .err()
-        .expect("failed");
+        .expect_err("failed");
     assert!(error.to_string().contains("No space left"), "{error}");
 }
 

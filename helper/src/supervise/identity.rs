@@ -1,0 +1,144 @@
+//! The supervisor's identity apart from its commands'. Started as root with only CAP_SETUID and
+//! CAP_SETGID (`--as-user uid:gid`), it becomes real and saved uid/gid `SUPERVISOR_ID` with the
+//! sandbox user as its effective (and so file-system) identity, and drops every capability. Its
+//! files are then made and checked as the sandbox user's, while no command (the sandbox user
+//! through and through) passes the kernel's checks for signalling it or opening its `/proc`
+//! entries: both ask for the target's real (and saved) uid, which is not the command's. This
+//! holds under gVisor too, whose kernel neither spares PID 1 from SIGKILL nor honours
+//! non-dumpable for `/proc/<pid>/fd`. Each command drops the rest (`become_user`, after fork).
+
+/// The supervisor's real and saved uid and gid: no sandbox runs as it (`pick`).
+const SUPERVISOR_ID: u32 = 2_147_483_646;
+
+/// `uid:gid`, numeric, as the host passes it.
+pub fn parse(text: &str) -> Result<(u32, u32), String> {
+    let parsed = text
+        .split_once(':')
+        .and_then(|(uid, gid)| Some((uid.parse().ok()?, gid.parse().ok()?)));
+    match parsed {
+        Some((0, _)) => Err(format!("--as-user {text}: root needs no other identity")),
+        Some(pair) => Ok(pair),
+        None => Err(format!("--as-user {text}: expected a numeric uid:gid")),
+    }
+}
+
+/// An id the sandbox's user does not have.
+fn pick(theirs: u32) -> u32 {
+    if theirs == SUPERVISOR_ID {
+        SUPERVISOR_ID - 1
+    } else {
+        SUPERVISOR_ID
+    }
+}
+
+#[repr(C)]
+struct CapHeader {
+    version: u32,
+    pid: i32,
+}
+
+#[repr(C)]
+#[derive(Default, Clone, Copy)]
+struct CapData {
+    effective: u32,
+    permitted: u32,
+    inheritable: u32,
+}
+
+const CAPABILITY_VERSION_3: u32 = 0x2008_0522;
+
+fn capabilities() -> Result<[CapData; 2], String> {
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let mut data = [CapData::default(); 2];
+    // SAFETY: capget fills the two data structs version 3 asks for, for this process.
+    if unsafe { libc::syscall(libc::SYS_capget, &mut header, data.as_mut_ptr()) } != 0 {
+        return Err(format!("capget: {}", std::io::Error::last_os_error()));
+    }
+    Ok(data)
+}
+
+/// Becomes the supervisor's identity (see the module); fails closed when any step is refused
+/// or any capability is left.
+pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
+    let (own_uid, own_gid) = (pick(uid), pick(gid));
+    let step = |done: libc::c_int, what: &str| {
+        if done == 0 {
+            Ok(())
+        } else {
+            Err(format!("{what}: {}", std::io::Error::last_os_error()))
+        }
+    };
+    // SAFETY: setgroups, setresgid and setresuid change only this process's credentials; the
+    // supervisor is single-threaded here (libc applies them to every thread regardless).
+    unsafe {
+        step(libc::setgroups(1, &gid), "setgroups")?;
+        step(libc::setresgid(own_gid, gid, own_gid), "setresgid")?;
+        step(libc::setresuid(own_uid, uid, own_uid), "setresuid")?;
+    }
+    // Leaving uid 0 cleared every capability; said again, and checked.
+    let mut header = CapHeader {
+        version: CAPABILITY_VERSION_3,
+        pid: 0,
+    };
+    let none = [CapData::default(); 2];
+    // SAFETY: capset reads the two data structs version 3 asks for and applies them to this
+    // process; empty sets only ever drop.
+    step(
+        unsafe { libc::syscall(libc::SYS_capset, &mut header, none.as_ptr()) } as libc::c_int,
+        "capset",
+    )?;
+    let left = capabilities()?;
+    if left
+        .iter()
+        .any(|d| d.effective != 0 || d.permitted != 0 || d.inheritable != 0)
+    {
+        return Err("a capability is left after the identity change".into());
+    }
+    let (mut r, mut e, mut s) = (0, 0, 0);
+    // SAFETY: getresuid writes three uids into the locals given.
+    unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
+    if (r, e, s) != (own_uid, uid, own_uid) {
+        return Err(format!("the identity change left uids {r}/{e}/{s}"));
+    }
+    Ok(())
+}
+
+/// In a forked command before it runs: the sandbox user in every id, so nothing of the
+/// supervisor's identity remains. Raw syscalls (one thread after fork: nothing else to change).
+pub fn become_user(uid: u32, gid: u32) -> std::io::Result<()> {
+    // SAFETY: setresgid/setresuid change only the calling (sole) thread's credentials; the ids
+    // asked are the current effective ones, which an unprivileged process may take.
+    unsafe {
+        if libc::syscall(libc::SYS_setresgid, gid, gid, gid) != 0
+            || libc::syscall(libc::SYS_setresuid, uid, uid, uid) != 0
+        {
+            return Err(std::io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn as_user_is_a_numeric_pair_other_than_root() {
+        assert_eq!(parse("65532:65532"), Ok((65532, 65532)));
+        assert_eq!(parse("1000:2000"), Ok((1000, 2000)));
+        assert!(parse("0:0").is_err());
+        assert_eq!(parse("1000:0"), Ok((1000, 0)));
+        assert!(parse("x:1").is_err());
+        assert!(parse("1").is_err());
+        assert!(parse("1:2:3").is_err());
+    }
+
+    #[test]
+    fn the_supervisors_id_is_never_the_users() {
+        assert_eq!(pick(65532), SUPERVISOR_ID);
+        assert_ne!(pick(SUPERVISOR_ID), SUPERVISOR_ID);
+    }
+}
