@@ -129,6 +129,23 @@ for (const [name, backend] of [
       });
     });
 
+    test("a fork bomb in one command is held by the sandbox's pids, its whole group ended by its deadline", async () => {
+      await withStarted(backend, async (sandbox) => {
+        const started = Date.now();
+        const bomb = await sandbox.exec(sh('(i=0; while [ $i -lt 300 ]; do sleep 60 & i=$((i+1)); done) 2>/dev/null; n=0; for p in /proc/[0-9]*; do n=$((n+1)); done; echo $n; read wait'), { deadlineMs: 4000, killGraceMs: 100 });
+        const counted = collect(bomb.stdout);
+        assert.deepEqual(await bomb.exit, { kind: 'signaled', signal: 'SIGTERM' });
+        const tasks = Number((await counted).toString().trim());
+        assert.ok(tasks > 10 && tasks <= 64, `the guest's tasks stayed within pids (64): ${tasks}`);
+        assert.ok(Date.now() - started < 20_000);
+        // The subshell forks until the limit refuses it (a refused fork ends a shell); the rest is
+        // counted by the shell itself (no fork: there is no room for one). Every one of the group
+        // went with it: the sandbox has room for commands again.
+        const left = await sandbox.run(sh('ls -d /proc/[0-9]* | wc -l'));
+        assert.ok(Number(left.stdout.toString().trim()) < 8, `processes left: ${left.stdout}`);
+      });
+    });
+
     test('run: input then EOF; past maxOutputBytes the command is ended with output_limit', async () => {
       await withStarted(backend, async (sandbox) => {
         const counted = await sandbox.run(sh('wc -c'), { input: 'twelve bytes' });
@@ -187,6 +204,38 @@ for (const [name, backend] of [
         // A link is itself removed, never its target.
         assert.equal(await files.remove('out'), true);
         assert.equal((await sandbox.run(sh('test -f /etc/passwd && echo kept'))).stdout.toString(), 'kept\n');
+      });
+    });
+
+    test('a directory swapped for a link mid-call never leads a read, write, list or stat out of its root', async () => {
+      await withStarted(backend, async (sandbox) => {
+        const { files } = sandbox;
+        await sandbox.run(sh('mkdir -p /sandbox/tmp/outside && echo secret > /sandbox/tmp/outside/secret'));
+        const swapper = await sandbox.exec(sh('while :; do rm -rf d; mkdir d; echo inside > d/f; rm -rf d; ln -s /sandbox/tmp/outside d; done'), { stdin: false });
+        const seen = { inside: 0, refused: 0, other: 0 };
+        const outcome = (promise) => promise.then((value) => ({ value }), (error) => ({ error }));
+        for (let i = 0; i < 3000 && (i < 100 || seen.inside === 0 || seen.refused === 0); i += 1) {
+          const [read, secret, listed, stat, written] = await Promise.all([
+            outcome(files.read('d/f')),
+            outcome(files.read('d/secret')),
+            outcome(files.list('d')),
+            outcome(files.stat('d/secret')),
+            outcome(files.write(`d/w${i}`, 'x')),
+          ]);
+          for (const each of [read, secret, listed, stat, written]) {
+            if (each.error) assert.ok(each.error instanceof SandboxValidationError || each.error instanceof SandboxOperationError, String(each.error));
+          }
+          assert.ok(secret.error || secret.value === null, 'the file behind the link is never read');
+          assert.ok(stat.error || stat.value === null, 'nor seen');
+          assert.ok(listed.error || listed.value === null || !listed.value.some((entry) => entry.name === 'secret'), 'nor listed');
+          if (read.value?.toString().startsWith('inside') || read.value?.length === 0) seen.inside += 1;
+          else if (read.error instanceof SandboxValidationError) seen.refused += 1;
+          else seen.other += 1;
+        }
+        swapper.kill('SIGKILL');
+        await swapper.exit;
+        assert.ok(seen.inside > 0 && seen.refused > 0, `both the directory and the link were met: ${JSON.stringify(seen)}`);
+        assert.deepEqual((await files.list('/sandbox/tmp/outside')).map((entry) => entry.name), ['secret'], 'no write landed behind the link');
       });
     });
 

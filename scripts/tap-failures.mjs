@@ -1,5 +1,7 @@
-// Prints the failing tests of a node:test TAP report, each with its diagnostic block (bounded),
-// so the end of a long CI log says what failed: `node scripts/tap-failures.mjs REPORT`.
+// Prints the failing tests of a node:test report, each with its diagnostic (bounded), so the end
+// of a long CI log says what failed: `node scripts/tap-failures.mjs REPORT`. A TAP report (the
+// default off a terminal up to Node.js 22) gives each `not ok` with its block; a spec report
+// (Node.js 23 on) lists them itself under "failing tests", which is printed from there.
 import { readFileSync } from 'node:fs';
 
 const LINES_PER_FAILURE = 40;
@@ -11,6 +13,13 @@ if (!report) {
   process.exit(2);
 }
 const lines = readFileSync(report, 'utf8').split('\n');
+const SPEC_FAILURES = /^\u2716 failing tests:/;
+const spec = lines.findIndex((line) => SPEC_FAILURES.test(line));
+if (spec >= 0) {
+  const listed = lines.slice(spec, spec + LINES_PER_FAILURE * FAILURES_MAX);
+  console.log(listed.join('\n'));
+  process.exit(0);
+}
 const out = [];
 let failures = 0;
 for (let index = 0; index < lines.length && failures < FAILURES_MAX; index += 1) {

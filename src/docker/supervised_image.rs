@@ -24,21 +24,43 @@ fn supervised_tag(image_id: &str, helper: &GuestHelper) -> String {
     format!("{image}-{}", helper.short_digest())
 }
 
-/// The ID of `image_id` with `helper` added, made when it is missing.
+/// The ID of `image_id` with `helper` added, made when it is missing. The making runs as a task
+/// of its own: a caller that stops waiting (a stop during a start) never leaves the container it
+/// made behind.
 pub async fn ensure_supervised_image(
     docker: &Docker,
     image_id: &str,
-    helper: &GuestHelper,
+    helper: &'static GuestHelper,
 ) -> Result<String, OwnerError> {
     let tag = supervised_tag(image_id, helper);
     let reference = format!("{SUPERVISED_REPOSITORY}:{tag}");
     if let Some(id) = existing(docker, &reference).await? {
         return Ok(id);
     }
+    let making = tokio::spawn(make(
+        docker.clone(),
+        image_id.to_owned(),
+        helper,
+        tag,
+        reference,
+    ));
+    making
+        .await
+        .map_err(|e| OwnerError::driver(format!("making the image with the guest helper: {e}")))?
+}
+
+async fn make(
+    docker: Docker,
+    image_id: String,
+    helper: &'static GuestHelper,
+    tag: String,
+    reference: String,
+) -> Result<String, OwnerError> {
+    let docker = &docker;
     // Never started, so nothing of the image runs: the command is only what the engine needs to
     // create a container of an image that names none.
     let body = ContainerCreateBody {
-        image: Some(image_id.to_owned()),
+        image: Some(image_id),
         entrypoint: Some(vec![HELPER_PATH.to_owned()]),
         cmd: Some(Vec::new()),
         network_disabled: Some(true),

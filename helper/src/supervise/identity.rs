@@ -6,6 +6,7 @@
 //! entries: both ask for the target's real (and saved) uid, which is not the command's. This
 //! holds under gVisor too, whose kernel neither spares PID 1 from SIGKILL nor honours
 //! non-dumpable for `/proc/<pid>/fd`. Each command drops the rest (`become_user`, after fork).
+//! A finite task limit (RLIMIT_NPROC, per user) is lowered by one for the supervisor itself.
 
 /// The supervisor's real and saved uid and gid: no sandbox runs as it (`pick`).
 const SUPERVISOR_ID: u32 = 2_147_483_646;
@@ -97,11 +98,42 @@ pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
     {
         return Err("a capability is left after the identity change".into());
     }
+    count_itself_in_the_task_limit()?;
     let (mut r, mut e, mut s) = (0, 0, 0);
     // SAFETY: getresuid writes three uids into the locals given.
     unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
     if (r, e, s) != (own_uid, uid, own_uid) {
         return Err(format!("the identity change left uids {r}/{e}/{s}"));
+    }
+    Ok(())
+}
+
+/// A finite RLIMIT_NPROC (how gVisor holds the guest to `pids`) counts the tasks of the sandbox
+/// user, which the supervisor no longer is: lowered by one for itself and so for every command,
+/// the guest's tasks, the supervisor included, stay within the limit as before.
+fn count_itself_in_the_task_limit() -> Result<(), String> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes one rlimit into the local given.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NPROC, &mut limit) } != 0 {
+        return Err(format!("getrlimit: {}", std::io::Error::last_os_error()));
+    }
+    let lower = |value: libc::rlim_t| {
+        if value == libc::RLIM_INFINITY {
+            value
+        } else {
+            value.saturating_sub(1).max(1)
+        }
+    };
+    let lowered = libc::rlimit {
+        rlim_cur: lower(limit.rlim_cur),
+        rlim_max: lower(limit.rlim_max),
+    };
+    // SAFETY: setrlimit reads one rlimit; lowering a limit needs no privilege.
+    if unsafe { libc::setrlimit(libc::RLIMIT_NPROC, &lowered) } != 0 {
+        return Err(format!("setrlimit: {}", std::io::Error::last_os_error()));
     }
     Ok(())
 }

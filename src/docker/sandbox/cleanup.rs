@@ -12,8 +12,16 @@ use crate::recovery::record::Role;
 use super::DockerSandbox;
 
 impl DockerSandbox {
-    /// Kills compute (the whole process tree goes with its container); storage stays.
+    /// Kills compute (the whole process tree goes with its container), then ends the session
+    /// supervisor's connection (whatever came of the kill); storage stays.
     pub(super) async fn run_stop(&self) -> Result<(), OwnerError> {
+        let stopped = self.stop_compute().await;
+        let bound = std::time::Duration::from_millis(self.request.policy.deadlines.cleanup_ms);
+        self.close_supervisor(bound).await;
+        stopped
+    }
+
+    async fn stop_compute(&self) -> Result<(), OwnerError> {
         self.stop_begun
             .store(true, std::sync::atomic::Ordering::SeqCst);
         let record = {

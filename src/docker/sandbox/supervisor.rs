@@ -45,7 +45,24 @@ impl DockerSandbox {
         }
         let made = self.start_supervisor(cancel).await?;
         *gate = Some(made.clone());
+        // Checked with the gate held: a stop that began before this sees the supervisor kept
+        // here once it takes the gate (`close_supervisor`), or this sees the stop.
+        if self.stop_begun.load(Ordering::SeqCst) {
+            made.link.close(stopped());
+            return Err(stopped());
+        }
         Ok(made)
+    }
+
+    /// At a stop, once compute was killed: the supervisor's connection is ended from the host's
+    /// side, so its commands and file calls settle whatever the engine does with the connection.
+    /// Waits for a supervisor's start in flight at most `bound`.
+    pub(super) async fn close_supervisor(&self, bound: std::time::Duration) {
+        if let Ok(mut gate) = tokio::time::timeout(bound, self.compute_gate.lock()).await {
+            if let Some(supervisor) = gate.take() {
+                supervisor.link.close(stopped());
+            }
+        }
     }
 
     /// The supervisor as the process container's entry, or, when the reserved process is that
@@ -222,6 +239,10 @@ impl DockerSandbox {
         }
         .boxed()
     }
+}
+
+fn stopped() -> OwnerError {
+    OwnerError::cancelled("the sandbox stopped: its session supervisor was ended")
 }
 
 /// The user a supervisor that is the process container's entry starts as: root with CAP_SETUID

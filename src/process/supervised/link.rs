@@ -47,6 +47,8 @@ pub(super) struct Shared {
     /// Set once the connection ended or failed: every later call fails with it.
     gone: Mutex<Option<OwnerError>>,
     next: AtomicU32,
+    /// The reader and writer tasks, ended by `Link::close`.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 pub(super) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -122,10 +124,24 @@ impl Link {
             parties: Mutex::default(),
             gone: Mutex::default(),
             next: AtomicU32::new(1),
+            tasks: Mutex::default(),
         });
-        tokio::spawn(write_frames(input, queued, Arc::downgrade(&shared)));
-        tokio::spawn(read_frames(output, Arc::downgrade(&shared)));
+        let writer = tokio::spawn(write_frames(input, queued, Arc::downgrade(&shared)));
+        let reader = tokio::spawn(read_frames(output, Arc::downgrade(&shared)));
+        *lock(&shared.tasks) = vec![writer.abort_handle(), reader.abort_handle()];
         Link { shared }
+    }
+
+    /// Ends the connection from the host's side, whatever the engine does with it: every
+    /// command and file call fails with `why` (a command's exit is `Unavailable`), every later
+    /// call too, and the reader and writer tasks end, dropping the connection. For a stop: an
+    /// engine that keeps an exec's connection open after its container was killed (seen under
+    /// gVisor) must not hold a command's exit for ever.
+    pub fn close(&self, why: OwnerError) {
+        self.shared.end(why);
+        for task in lock(&self.shared.tasks).drain(..) {
+            task.abort();
+        }
     }
 
     /// Starts `spawn`; resolves once the supervisor started it (or says why it could not).

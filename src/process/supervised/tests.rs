@@ -339,6 +339,38 @@ async fn a_write_waiting_for_room_ends_with_the_supervisors_failure() {
 }
 
 #[tokio::test]
+async fn a_link_closed_by_the_host_settles_its_commands_while_the_peer_stays_silent() {
+    let (link, mut peer) = linked();
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        async move { link.spawn(spawn_of("sleep 60")).await }
+    });
+    let (channel, _) = peer.next().await;
+    peer.next().await;
+    peer.next().await;
+    peer.send(channel, Message::Spawned { pid: 9 }).await;
+    let spawned = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .expect("started");
+    // The peer never ends its side (an engine that keeps the connection open).
+    link.close(OwnerError::cancelled("the sandbox stopped"));
+    assert_eq!(
+        settles("the exit", spawned.channels.exit).await,
+        ProcessExit::Unavailable
+    );
+    let events: Vec<_> = settles("the output", spawned.channels.output.collect()).await;
+    assert!(matches!(events.as_slice(), [Err(_)]), "{events:?}");
+    assert!(link.spawn(spawn_of("true")).await.is_err());
+    // The writer task ended: the peer reads the end of the host's side.
+    let mut buf = [0u8; 64];
+    let n = settles("the host's side ending", peer.read.read(&mut buf))
+        .await
+        .expect("read");
+    assert_eq!(n, 0);
+}
+
+#[tokio::test]
 async fn output_past_the_credit_given_breaks_the_link_instead_of_growing() {
     let (link, mut peer) = linked();
     let spawning = tokio::spawn({
