@@ -156,6 +156,7 @@ function filesOf({ owner, context }) {
         call.writeSettled().then(() => settled.abort(), () => settled.abort());
         const iterator = (source[Symbol.asyncIterator] ?? source[Symbol.iterator]).call(source);
         let failure;
+        let exhausted = false;
         try {
           for (;;) {
             let next;
@@ -163,10 +164,12 @@ function filesOf({ owner, context }) {
               next = await untilAborted(iterator.next(), settled.signal, () => ENDED);
             } catch (error) {
               if (error !== ENDED) throw error;
-              Promise.resolve(iterator.return?.()).catch(() => {});
               break;
             }
-            if (next.done) break;
+            if (next.done) {
+              exhausted = true;
+              break;
+            }
             const chunk = next.value;
             if (!(chunk instanceof Uint8Array)) {
               throw new SandboxValidationError([{ code: 'invalid_type', path: ['data'], message: 'an async iterable of data must yield Uint8Array chunks' }]);
@@ -177,7 +180,10 @@ function filesOf({ owner, context }) {
           }
         } catch (error) {
           failure = error;
-          Promise.resolve(iterator.return?.()).catch(() => {});
+        } finally {
+          // A source left before its end is closed (a file stream's descriptor with it); never
+          // awaited: a source that never yields again never answers.
+          if (!exhausted) Promise.resolve(iterator.return?.()).catch(() => {});
         }
         const ended = await call.writeEnd(failure === undefined ? undefined : `the data source failed: ${failure?.message ?? failure}`);
         if (failure !== undefined) throw failure;
@@ -240,10 +246,10 @@ function inputOf(options) {
   throw new SandboxValidationError([{ code: 'invalid_type', path: ['options', 'input'], message: 'expected a string or a Uint8Array' }]);
 }
 
-/** write's data: a string (UTF-8), bytes, or an async iterable of Uint8Array chunks. */
 /** What a write's wait on its source rejects with once the write ended. */
 const ENDED = Symbol('the write ended');
 
+/** write's data: a string (UTF-8), bytes, or an async iterable of Uint8Array chunks. */
 function dataSource(data) {
   if (typeof data === 'string') return [Buffer.from(data, 'utf8')];
   if (data instanceof Uint8Array) return [data];

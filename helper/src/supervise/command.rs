@@ -75,12 +75,28 @@ pub fn start(spawn: &Spawn, as_user: Option<(u32, u32)>) -> std::io::Result<Comm
         })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
-    if let Some((uid, gid)) = as_user {
-        // SAFETY: runs in the forked child before exec, calling only raw setresgid/setresuid
-        // (async-signal-safe system calls) and allocating nothing.
-        unsafe {
-            command.pre_exec(move || super::identity::become_user(uid, gid));
-        }
+    // SAFETY: runs in the forked child before exec, making only raw system calls
+    // (setresgid/setresuid, prctl: async-signal-safe) and allocating nothing.
+    unsafe {
+        command.pre_exec(move || {
+            if let Some((uid, gid)) = as_user {
+                super::identity::become_user(uid, gid)?;
+            }
+            // After the identity change, which clears it: a supervisor that dies (killed from
+            // inside where the guest can reach it) takes its commands' leaders with it.
+            if libc::syscall(
+                libc::SYS_prctl,
+                libc::PR_SET_PDEATHSIG,
+                libc::SIGKILL as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+                0 as libc::c_ulong,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
     }
     let mut child = command.spawn()?;
     let pid = i32::try_from(child.id()).unwrap_or(i32::MAX);

@@ -8,28 +8,68 @@
 //! non-dumpable for `/proc/<pid>/fd`. Each command drops the rest (`become_user`, after fork).
 //! A finite task limit (RLIMIT_NPROC, per user) is lowered by one for the supervisor itself.
 
-/// The supervisor's real and saved uid and gid: no sandbox runs as it (`pick`).
+/// The supervisor's real and saved uid and gid when the user namespace maps it (`pick`).
 const SUPERVISOR_ID: u32 = 2_147_483_646;
 
-/// `uid:gid`, numeric, as the host passes it.
+/// `uid:gid`, numeric, as the host passes it; never root's uid, never -1 (which the kernel
+/// reads as "unchanged").
 pub fn parse(text: &str) -> Result<(u32, u32), String> {
     let parsed = text
         .split_once(':')
         .and_then(|(uid, gid)| Some((uid.parse().ok()?, gid.parse().ok()?)));
     match parsed {
         Some((0, _)) => Err(format!("--as-user {text}: root needs no other identity")),
+        Some((uid, gid)) if uid == u32::MAX || gid == u32::MAX => {
+            Err(format!("--as-user {text}: -1 is no id"))
+        }
         Some(pair) => Ok(pair),
         None => Err(format!("--as-user {text}: expected a numeric uid:gid")),
     }
 }
 
-/// An id the sandbox's user does not have.
-fn pick(theirs: u32) -> u32 {
-    if theirs == SUPERVISOR_ID {
-        SUPERVISOR_ID - 1
-    } else {
-        SUPERVISOR_ID
+/// An id of the supervisor's own: mapped by the user namespace (`map`, the text of
+/// `/proc/self/uid_map` or `gid_map`: `inside outside count` lines), never `theirs`, never 0
+/// or -1. `SUPERVISOR_ID` when mapped (a whole-range map, the engine's default), else the
+/// highest mapped id (a rootless or remapped engine maps 65,536 or so). `None`: none is left.
+fn pick(theirs: u32, map: &str) -> Option<u32> {
+    let extents: Vec<(u64, u64)> = map
+        .lines()
+        .filter_map(|line| {
+            let mut fields = line.split_whitespace().map(|f| f.parse::<u64>().ok());
+            let inside = fields.next()??;
+            let _outside = fields.next()??;
+            let count = fields.next()??;
+            Some((inside, inside.saturating_add(count)))
+        })
+        .collect();
+    let usable = |id: u64| {
+        id != u64::from(theirs)
+            && id != 0
+            && id < u64::from(u32::MAX)
+            && extents.iter().any(|&(start, end)| start <= id && id < end)
+    };
+    if usable(u64::from(SUPERVISOR_ID)) {
+        return Some(SUPERVISOR_ID);
     }
+    let mut ends: Vec<u64> = extents.iter().map(|&(_, end)| end).collect();
+    ends.sort_unstable_by(|a, b| b.cmp(a));
+    // The two highest ids of each extent: one of them is not `theirs`.
+    ends.iter()
+        .flat_map(|&end| [end.checked_sub(1), end.checked_sub(2)])
+        .flatten()
+        .find(|&id| usable(id))
+        .and_then(|id| u32::try_from(id).ok())
+}
+
+/// The ids of the supervisor's own, from this process's user namespace maps.
+fn own_ids(uid: u32, gid: u32) -> Result<(u32, u32), String> {
+    let read =
+        |file: &str| std::fs::read_to_string(file).map_err(|e| format!("reading {file}: {e}"));
+    let own_uid = pick(uid, &read("/proc/self/uid_map")?)
+        .ok_or("the user namespace maps no uid the supervisor could take")?;
+    let own_gid = pick(gid, &read("/proc/self/gid_map")?)
+        .ok_or("the user namespace maps no gid the supervisor could take")?;
+    Ok((own_uid, own_gid))
 }
 
 #[repr(C)]
@@ -64,7 +104,7 @@ fn capabilities() -> Result<[CapData; 2], String> {
 /// Becomes the supervisor's identity (see the module); fails closed when any step is refused
 /// or any capability is left.
 pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
-    let (own_uid, own_gid) = (pick(uid), pick(gid));
+    let (own_uid, own_gid) = own_ids(uid, gid)?;
     let step = |done: libc::c_int, what: &str| {
         if done == 0 {
             Ok(())
@@ -100,10 +140,22 @@ pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
     }
     count_itself_in_the_task_limit()?;
     let (mut r, mut e, mut s) = (0, 0, 0);
-    // SAFETY: getresuid writes three uids into the locals given.
-    unsafe { libc::getresuid(&mut r, &mut e, &mut s) };
+    let (mut rg, mut eg, mut sg) = (0, 0, 0);
+    let mut groups = [0 as libc::gid_t; 2];
+    // SAFETY: getresuid and getresgid write three ids into the locals given; getgroups writes
+    // at most the two the array holds (more is an error, -1).
+    let count = unsafe {
+        libc::getresuid(&mut r, &mut e, &mut s);
+        libc::getresgid(&mut rg, &mut eg, &mut sg);
+        libc::getgroups(2, groups.as_mut_ptr())
+    };
     if (r, e, s) != (own_uid, uid, own_uid) {
         return Err(format!("the identity change left uids {r}/{e}/{s}"));
+    }
+    if (rg, eg, sg) != (own_gid, gid, own_gid) || count != 1 || groups[0] != gid {
+        return Err(format!(
+            "the identity change left gids {rg}/{eg}/{sg} and {count} groups"
+        ));
     }
     Ok(())
 }
@@ -169,8 +221,24 @@ mod tests {
     }
 
     #[test]
-    fn the_supervisors_id_is_never_the_users() {
-        assert_eq!(pick(65532), SUPERVISOR_ID);
-        assert_ne!(pick(SUPERVISOR_ID), SUPERVISOR_ID);
+    fn the_supervisors_id_is_mapped_and_never_the_users() {
+        let whole = "         0          0 4294967295\n";
+        assert_eq!(pick(65532, whole), Some(SUPERVISOR_ID));
+        let other = pick(SUPERVISOR_ID, whole).expect("another id");
+        assert_ne!(other, SUPERVISOR_ID);
+        assert!(other != 0 && other != u32::MAX);
+        // A rootless engine: root is the host user, 1..=65536 subordinate ids.
+        let rootless = "0 1000 1\n1 100000 65536\n";
+        assert_eq!(pick(65532, rootless), Some(65536));
+        assert_eq!(pick(65536, rootless), Some(65535));
+        // Nothing but root and the user's own id mapped: nothing to take.
+        assert_eq!(pick(1000, "0 0 1\n1000 1000 1\n"), None);
+        assert_eq!(pick(1, "garbage\n"), None);
+    }
+
+    #[test]
+    fn as_user_never_takes_minus_one() {
+        assert!(parse("4294967295:1").is_err());
+        assert!(parse("1:4294967295").is_err());
     }
 }

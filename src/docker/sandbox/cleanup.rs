@@ -11,13 +11,17 @@ use crate::recovery::record::Role;
 
 use super::DockerSandbox;
 
+/// How long a stop waits for a supervisor's start in flight before it ends the connection:
+/// such a start sees the stop itself (its cancellation, the killed container), so this only
+/// keeps an engine that does not answer from taking the stop's whole `cleanupMs`.
+const SUPERVISOR_START_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 impl DockerSandbox {
     /// Kills compute (the whole process tree goes with its container), then ends the session
     /// supervisor's connection (whatever came of the kill); storage stays.
     pub(super) async fn run_stop(&self) -> Result<(), OwnerError> {
         let stopped = self.stop_compute().await;
-        let bound = std::time::Duration::from_millis(self.request.policy.deadlines.cleanup_ms);
-        self.close_supervisor(bound).await;
+        self.close_supervisor(SUPERVISOR_START_WAIT).await;
         stopped
     }
 

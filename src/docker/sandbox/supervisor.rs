@@ -97,6 +97,7 @@ impl DockerSandbox {
                     entry_is_init: true,
                 };
                 let id = self.create_compute(launch, cancel).await?;
+                self.supervisor_is_entry.store(true, Ordering::SeqCst);
                 let attached = self.attach_and_start(&id, cancel).await?;
                 (id, attached)
             }
@@ -118,11 +119,18 @@ impl DockerSandbox {
         })
     }
 
-    /// Runs the supervisor by exec in the running process container `id`, as the sandbox's user
-    /// (an exec gets no capability to take another identity with).
+    /// Runs the supervisor by exec in the running process container `id`: beside a reserved
+    /// process that is the entry, as the sandbox's user (an exec there gets no capability to take
+    /// another identity with); in a container whose entry is a supervisor (one whose connection
+    /// was lost), started as that one was, to take its own identity.
     async fn exec_supervisor(&self, id: &str) -> Result<Attached, OwnerError> {
         let docker = &self.settings.docker;
-        let arguments = supervise_arguments(&[]);
+        let (user, arguments) = if self.supervisor_is_entry.load(Ordering::SeqCst) {
+            let (user, _, arguments) = entry_supervisor(&self.settings.user);
+            (user, arguments)
+        } else {
+            (self.settings.user.clone(), supervise_arguments(&[]))
+        };
         let cmd: Vec<&str> = std::iter::once(HELPER_PATH)
             .chain(arguments.iter().map(String::as_str))
             .collect();
@@ -138,7 +146,7 @@ impl DockerSandbox {
                     attach_stdin: Some(true),
                     attach_stdout: Some(true),
                     attach_stderr: Some(true),
-                    user: Some(self.settings.user.as_str()),
+                    user: Some(user.as_str()),
                     ..Default::default()
                 },
             ),
