@@ -194,28 +194,38 @@ test('a busy helper fails an exact-file export once, naming it, after one wait; 
     await sandbox.importTree(paths.map((path) => fileFromBytes(path, body)));
     await sandbox.stop();
     // Someone else runs the holder's helper: started without attaching, it waits for its
-    // request on a stdin the engine keeps open.
+    // request on a stdin the engine keeps open. The engine has been seen to end that stdin
+    // within the export's 10 s wait (the other helper then exits and nobody is busy: the export
+    // rightly runs); such a try is made again, never counted as the case.
     const holder = holderOf(sandbox);
-    execFileSync('docker', ['start', holder], { stdio: 'ignore' });
-    try {
-      for (let waited = 0; runningHolders().length === 0 && waited < 100; waited++) {
-        await new Promise((resolve) => setTimeout(resolve, 100));
+    for (let attempt = 1; ; attempt += 1) {
+      execFileSync('docker', ['start', holder], { stdio: 'ignore' });
+      let error;
+      try {
+        for (let waited = 0; runningHolders().length === 0 && waited < 100; waited++) {
+          await new Promise((resolve) => setTimeout(resolve, 100));
+        }
+        assert.equal(runningHolders().length, 1, 'the helper runs for someone else');
+        error = await exported(sandbox, paths).catch((e) => e);
+      } finally {
+        try {
+          execFileSync('docker', ['kill', holder], { stdio: 'ignore' });
+        } catch (failure) {
+          // Only a holder that has stopped already may refuse the kill.
+          const running = execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holder], { encoding: 'utf8' }).trim();
+          if (running !== 'false') throw failure;
+        }
       }
-      assert.equal(runningHolders().length, 1, 'the helper runs for someone else');
-      const error = await exported(sandbox, paths).catch((e) => e);
+      if (!(error instanceof Error) && attempt < 3) {
+        await stoppedHolder(sandbox);
+        continue;
+      }
       // One error for the whole selection (never a second wait per file, never another way
       // round through the engine's archive endpoint).
       assert.ok(error instanceof SandboxOperationError, String(error));
       assert.equal(error.code, 'driver_failure');
       assert.match(String(error.message), /exporting 3 exact file\(s\): the previous transfer's helper did not stop within 10 s/);
-    } finally {
-      try {
-        execFileSync('docker', ['kill', holder], { stdio: 'ignore' });
-      } catch (error) {
-        // Only a holder that has stopped already may refuse the kill.
-        const running = execFileSync('docker', ['inspect', '--format', '{{.State.Running}}', holder], { encoding: 'utf8' }).trim();
-        if (running !== 'false') throw error;
-      }
+      break;
     }
     await stoppedHolder(sandbox);
     const { entries } = await exported(sandbox, paths);
