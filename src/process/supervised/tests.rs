@@ -78,6 +78,24 @@ fn spawn_of(script: &str) -> Spawn {
     }
 }
 
+/// `script` started on `link`, the peer taking its spawn and two credits and answering `pid`.
+async fn started(link: &Link, peer: &mut Peer, script: &str, pid: u32) -> (u32, Spawned) {
+    let spawning = tokio::spawn({
+        let link = link.clone();
+        let spawn = spawn_of(script);
+        async move { link.spawn(spawn).await }
+    });
+    let (channel, _) = peer.next().await;
+    peer.next().await;
+    peer.next().await;
+    peer.send(channel, Message::Spawned { pid }).await;
+    let spawned = settles("the spawn", spawning)
+        .await
+        .expect("joined")
+        .expect("started");
+    (channel, spawned)
+}
+
 #[tokio::test]
 async fn a_command_streams_in_order_gives_credit_back_as_read_and_exits_apart_from_its_output() {
     let (link, mut peer) = linked();
@@ -157,18 +175,7 @@ async fn a_command_streams_in_order_gives_credit_back_as_read_and_exits_apart_fr
 #[tokio::test]
 async fn stdin_stays_within_the_window_the_supervisor_acknowledges() {
     let (link, mut peer) = linked();
-    let spawning = tokio::spawn({
-        let link = link.clone();
-        async move { link.spawn(spawn_of("cat")).await }
-    });
-    let (channel, _) = peer.next().await;
-    peer.next().await;
-    peer.next().await;
-    peer.send(channel, Message::Spawned { pid: 8 }).await;
-    let spawned = settles("the spawn", spawning)
-        .await
-        .expect("joined")
-        .expect("started");
+    let (channel, spawned) = started(&link, &mut peer, "cat", 8).await;
     let mut input = spawned.channels.input;
     let total = STDIN_WINDOW as usize + 10;
     let writing = tokio::spawn(async move {
@@ -197,18 +204,7 @@ async fn stdin_stays_within_the_window_the_supervisor_acknowledges() {
 #[tokio::test]
 async fn a_supervisor_gone_fails_every_command_and_every_later_spawn() {
     let (link, mut peer) = linked();
-    let spawning = tokio::spawn({
-        let link = link.clone();
-        async move { link.spawn(spawn_of("sleep 60")).await }
-    });
-    let (channel, _) = peer.next().await;
-    peer.next().await;
-    peer.next().await;
-    peer.send(channel, Message::Spawned { pid: 9 }).await;
-    let spawned = settles("the spawn", spawning)
-        .await
-        .expect("joined")
-        .expect("started");
+    let (_, spawned) = started(&link, &mut peer, "sleep 60", 9).await;
     let failed = tokio::spawn({
         let link = link.clone();
         async move { link.spawn(spawn_of("true")).await }
@@ -341,18 +337,7 @@ async fn a_write_waiting_for_room_ends_with_the_supervisors_failure() {
 #[tokio::test]
 async fn a_link_closed_by_the_host_settles_its_commands_while_the_peer_stays_silent() {
     let (link, mut peer) = linked();
-    let spawning = tokio::spawn({
-        let link = link.clone();
-        async move { link.spawn(spawn_of("sleep 60")).await }
-    });
-    let (channel, _) = peer.next().await;
-    peer.next().await;
-    peer.next().await;
-    peer.send(channel, Message::Spawned { pid: 9 }).await;
-    let spawned = settles("the spawn", spawning)
-        .await
-        .expect("joined")
-        .expect("started");
+    let (_, spawned) = started(&link, &mut peer, "sleep 60", 9).await;
     // The peer never ends its side (an engine that keeps the connection open).
     link.close(OwnerError::cancelled("the sandbox stopped"));
     assert_eq!(
@@ -373,18 +358,7 @@ async fn a_link_closed_by_the_host_settles_its_commands_while_the_peer_stays_sil
 #[tokio::test]
 async fn output_past_the_credit_given_breaks_the_link_instead_of_growing() {
     let (link, mut peer) = linked();
-    let spawning = tokio::spawn({
-        let link = link.clone();
-        async move { link.spawn(spawn_of("yes")).await }
-    });
-    let (channel, _) = peer.next().await;
-    peer.next().await;
-    peer.next().await;
-    peer.send(channel, Message::Spawned { pid: 10 }).await;
-    let spawned = settles("the spawn", spawning)
-        .await
-        .expect("joined")
-        .expect("started");
+    let (channel, spawned) = started(&link, &mut peer, "yes", 10).await;
     // Nobody reads: the whole credit, then one byte more.
     let flood = vec![b'y'; CREDIT as usize + 1];
     peer.send(
