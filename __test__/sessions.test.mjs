@@ -325,9 +325,9 @@ for (const [name, backend] of [
       });
     });
 
-    test('a supervisor killed from inside fails its pending commands and file reads with a typed error; the next call gets a new one', async () => {
+    test('a supervisor killed (here from the host, as its own uid) fails its pending commands and file reads with a typed error; the next call gets a new one', async () => {
       await withStarted(backend, async (sandbox) => {
-        // The reserved process first: the supervisor then runs beside it, within the guest's reach.
+        // The reserved process first: the supervisor then runs beside it, by exec.
         const leader = await sandbox.reserveProcess(sh('echo leader; sleep 60')).start();
         const leaderOut = collect(leader.stdout);
         await sandbox.files.write('big.bin', randomBytes(4 * MiB));
@@ -341,12 +341,13 @@ for (const [name, backend] of [
           () => 'whole',
           (error) => error,
         );
-        await assert.rejects(sandbox.run(sh('kill -9 $PPID; sleep 30')), (error) => {
-          assert.ok(error instanceof SandboxOperationError, String(error));
-          assert.equal(error.code, 'stream_failure');
-          assert.match(error.message, /supervisor/);
-          return true;
-        });
+        // No command can end it (its real uid is not theirs); the supervisor's own uid can.
+        const told = (await sandbox.run(sh('echo $PPID; sed -n "s/^Uid:\\s*\\([0-9]*\\).*/\\1/p" /proc/$PPID/status; kill -9 $PPID 2>/dev/null && echo killed'))).stdout.toString();
+        const [pid, uid, ...rest] = told.trim().split('\n');
+        assert.deepEqual(rest, [], `no command can signal the supervisor: ${told}`);
+        assert.notEqual(uid, '65532', 'the supervisor beside the process has a uid of its own');
+        const killer = execFileSync('docker', ['exec', '-u', `${uid}:${uid}`, computeOf(sandbox), 'sh', '-c', `kill -9 ${pid} && echo sent`], { encoding: 'utf8' });
+        assert.equal(killer, 'sent\n');
         assert.equal((await pending.exit).kind, 'unavailable');
         const outcome = await pendingOut;
         assert.ok(outcome === 'ended' || (outcome instanceof SandboxOperationError && outcome.code === 'stream_failure'), String(outcome));
@@ -361,30 +362,48 @@ for (const [name, backend] of [
       });
     });
 
-    // The supervisor is the process container's entry here (commands came first): it runs with
-    // an identity of its own, so every command fails the kernel's checks for signalling it and
-    // for opening its /proc entries, under gVisor too (whose kernel neither spares PID 1 from
-    // SIGKILL nor honours non-dumpable). Under gVisor /proc/1/fd still lists the supervisor's ends
-    // of the commands' own pipes, which reach no more than each command's /proc/<pid>/fd does.
-    test('the guest cannot forge frames or end the supervisor: frame-shaped bytes to every descriptor it can open, every signal to PID 1', async () => {
-      await withStarted(backend, async (sandbox) => {
-        const listener = await sandbox.exec(sh('echo first; sleep 2; echo second'));
-        const heard = collect(listener.stdout);
-        const identity = (await sandbox.run(sh('grep ^Uid: /proc/1/status; id -u'))).stdout.toString();
-        assert.match(identity, /^Uid:\s+(\d+)\s+65532\s+\1\s+65532\n65532\n$/, 'the supervisor: real and saved uid its own, effective the sandbox user');
-        assert.doesNotMatch(identity, /^Uid:\s+65532\s/);
-        const forge = `for fd in /proc/self/fd/* /proc/1/fd/*; do printf '\\001\\000\\000\\000\\011\\000\\000\\000\\001\\000\\000\\000xxxxxxxxx' > $fd 2>/dev/null; done; for signal in KILL STOP TERM INT HUP QUIT USR1 USR2 ALRM SEGV BUS ABRT 34 64; do kill -$signal 1 2>/dev/null && echo "signalled $signal"; done; echo done`;
-        const forged = await sandbox.run(sh(forge));
-        assert.deepEqual(forged.exit, { kind: 'exited', code: 0 });
-        assert.match(forged.stdout.toString(), /done\n$/);
-        assert.doesNotMatch(forged.stdout.toString(), /signalled/, 'no signal reaches the supervisor');
-        const listened = (await heard).toString();
-        if (name === 'runc') assert.equal(listened, 'first\nsecond\n');
-        else assert.ok(listened.startsWith('first\n') && listened.endsWith('second\n'), listened);
-        assert.deepEqual(await listener.exit, { kind: 'exited', code: 0 });
-        assert.equal((await sandbox.run(sh('echo next'))).stdout.toString(), 'next\n');
+    // The supervisor runs with an identity of its own whichever came first: as the process
+    // container's entry (commands first), or by exec beside the reserved process (which is
+    // started through the helper's launcher as root with the same two capabilities, and becomes
+    // the sandbox user before it runs). Every command then fails the kernel's checks for
+    // signalling it and for opening its /proc entries, under gVisor too (whose kernel neither
+    // spares PID 1 from SIGKILL nor honours non-dumpable). Under gVisor /proc/<supervisor>/fd
+    // still lists the supervisor's ends of the commands' own pipes, which reach no more than each
+    // command's /proc/<pid>/fd does.
+    for (const order of ['commands first', 'the reserved process first']) {
+      test(`the guest cannot forge frames or end the supervisor (${order}): frame-shaped bytes to every descriptor it can open, every signal to the supervisor`, async () => {
+        await withStarted(backend, async (sandbox) => {
+          let leaderOut;
+          if (order !== 'commands first') {
+            const script = 'grep -E "^(Uid|Gid|Groups|CapPrm|CapEff):" /proc/self/status; echo $$; sleep 60';
+            const leader = await sandbox.reserveProcess(sh(script)).start();
+            leaderOut = collect(leader.stdout);
+          }
+          const listener = await sandbox.exec(sh('echo first; sleep 2; echo second'));
+          const heard = collect(listener.stdout);
+          const identity = (await sandbox.run(sh('grep ^Uid: /proc/$PPID/status; id -u; echo $PPID'))).stdout.toString();
+          assert.match(identity, /^Uid:\s+(\d+)\s+65532\s+\1\s+65532\n65532\n\d+\n$/, 'the supervisor: real and saved uid its own, effective the sandbox user');
+          assert.doesNotMatch(identity, /^Uid:\s+65532\s/);
+          if (order === 'commands first') assert.match(identity, /\n1\n$/, 'the supervisor is PID 1');
+          const forge = `for fd in /proc/self/fd/* /proc/$PPID/fd/*; do printf '\\001\\000\\000\\000\\011\\000\\000\\000\\001\\000\\000\\000xxxxxxxxx' > $fd 2>/dev/null; done; for signal in KILL STOP TERM INT HUP QUIT USR1 USR2 ALRM SEGV BUS ABRT 34 64; do kill -$signal $PPID 2>/dev/null && echo "signalled $signal"; done; echo done`;
+          const forged = await sandbox.run(sh(forge));
+          assert.deepEqual(forged.exit, { kind: 'exited', code: 0 });
+          assert.match(forged.stdout.toString(), /done\n$/);
+          assert.doesNotMatch(forged.stdout.toString(), /signalled/, 'no signal reaches the supervisor');
+          const listened = (await heard).toString();
+          if (name === 'runc') assert.equal(listened, 'first\nsecond\n');
+          else assert.ok(listened.startsWith('first\n') && listened.endsWith('second\n'), listened);
+          assert.deepEqual(await listener.exit, { kind: 'exited', code: 0 });
+          assert.equal((await sandbox.run(sh('echo next'))).stdout.toString(), 'next\n');
+          if (leaderOut) {
+            await sandbox.stop();
+            // The reserved process ran as the engine would have started it as the sandbox user.
+            const told = (await leaderOut).toString();
+            assert.match(told, /^Uid:\s+65532\s+65532\s+65532\s+65532\nGid:\s+65532\s+65532\s+65532\s+65532\nGroups:\s*65532\s*\nCapPrm:\s+0+\nCapEff:\s+0+\n\d+\n$/, told);
+          }
+        });
       });
-    });
+    }
   });
 }
 

@@ -39,12 +39,15 @@
 //! counts, and `--stop-transfers <grace-ms>` stops the transfer runs in such a holder (both run by the
 //! controller as execs in the holder, where transfers also run by exec:
 //! `stop_transfers.rs`). `--supervise` runs commands for the host over one framed connection on
-//! its stdin and stdout (`supervise/`, the frames of `session-frames`). A failing mode exits 4
-//! with its reason on stderr.
+//! its stdin and stdout (`supervise/`, the frames of `session-frames`). `--exec-as` becomes the
+//! sandbox user entirely, then runs the reserved process in its place (`exec_as.rs`). A failing
+//! mode exits 4 with its reason on stderr.
 
+mod exec_as;
 mod failure;
 mod fs;
 mod gateway;
+mod identity;
 mod import;
 mod interface_addresses;
 mod restore;
@@ -566,6 +569,7 @@ fn main() -> ExitCode {
         Some("--egress-report") => Some(("gateway", gateway::print_report())),
         Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run(&args[1..]))),
         Some("--supervise") => Some(("supervisor", supervise::run(&args[1..]))),
+        Some("--exec-as") => Some(("process launcher", exec_as::run(&args[1..]))),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

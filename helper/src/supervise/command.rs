@@ -80,7 +80,7 @@ pub fn start(spawn: &Spawn, as_user: Option<(u32, u32)>) -> std::io::Result<Comm
     unsafe {
         command.pre_exec(move || {
             if let Some((uid, gid)) = as_user {
-                super::identity::become_user(uid, gid)?;
+                crate::identity::become_user(uid, gid)?;
             }
             // After the identity change, which clears it: a supervisor that dies (killed from
             // inside where the guest can reach it) takes its commands' leaders with it.

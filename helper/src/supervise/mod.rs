@@ -21,7 +21,6 @@
 mod children;
 mod command;
 mod files;
-mod identity;
 mod signals;
 
 use std::collections::{HashMap, HashSet};
@@ -49,11 +48,13 @@ const CONNECTION_OUT: i32 = 1;
 /// every command as that user (`identity.rs`); `--roots`: file requests are served below them.
 pub fn run(args: &[String]) -> Result<(), String> {
     let (as_user, args) = match args {
-        [flag, user, rest @ ..] if flag == "--as-user" => (Some(identity::parse(user)?), rest),
+        [flag, user, rest @ ..] if flag == "--as-user" => {
+            (Some(crate::identity::parse(user)?), rest)
+        }
         _ => (None, args),
     };
     if let Some((uid, gid)) = as_user {
-        identity::become_supervisor(uid, gid)?;
+        crate::identity::become_supervisor(uid, gid)?;
     }
     let roots = match args.split_first() {
         None => None,

@@ -13,13 +13,13 @@ use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::recovery::record::{Identity, Role};
 
-/// What the bounding set of a process container whose entry is the supervisor keeps, for a
-/// sandbox user other than root: the two capabilities the supervisor, started as root, needs to
-/// take an identity apart from its commands', which it drops at once (the helper's
-/// `identity.rs`). No process of the sandbox's user ever holds them: each starts without any,
-/// and `no-new-privileges` stops every exec from granting one. (An exec beside a reserved
-/// process gets no capability from the engine, so a supervisor started that way stays the
-/// sandbox's user: README's limits.)
+/// What the bounding set of a process container keeps, for a sandbox user other than root: the
+/// two capabilities the supervisor, started as root, needs to take an identity apart from its
+/// commands', which it drops at once (the helper's `identity.rs`). The container's entry, the
+/// supervisor or the reserved process (`--exec-as`, which becomes the user before it runs the
+/// process), starts as root with them, so a supervisor started later by exec as root gets them
+/// too. No process of the sandbox's user ever holds them: each starts without any, and
+/// `no-new-privileges` stops every exec from granting one.
 pub(super) fn supervisor_capabilities(sandbox_user: &str) -> Vec<String> {
     if separate_supervisor(sandbox_user) {
         vec!["SETUID".to_owned(), "SETGID".to_owned()]
@@ -27,6 +27,10 @@ pub(super) fn supervisor_capabilities(sandbox_user: &str) -> Vec<String> {
         Vec::new()
     }
 }
+
+/// The user a process container whose entry takes another identity starts as (with
+/// `supervisor_capabilities`).
+pub(super) const ENTRY_START_USER: &str = "0:0";
 
 /// Whether the supervisor takes an identity of its own: for any sandbox user but root.
 fn separate_supervisor(sandbox_user: &str) -> bool {
@@ -37,7 +41,7 @@ fn separate_supervisor(sandbox_user: &str) -> bool {
 pub(super) struct Launch {
     /// The image: the sandbox's own, or it with the guest helper added.
     pub image: String,
-    /// The entry's user: the sandbox's, or root for a supervisor that takes its own identity.
+    /// The entry's user: the sandbox's, or root for an entry that takes another identity.
     pub user: String,
     /// Capabilities the bounding set keeps: none, or `supervisor_capabilities`.
     pub cap_add: Vec<String>,

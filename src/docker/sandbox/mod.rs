@@ -89,9 +89,6 @@ pub struct DockerSandbox {
     /// Set as a stop begins, before it kills compute: the supervisor's connection then ends
     /// because of the stop, and a command's output simply ends (the owner says why).
     stop_begun: Arc<std::sync::atomic::AtomicBool>,
-    /// Set once the process container was made with the supervisor as its entry (started as
-    /// root to take its own identity): a supervisor made again in it is started the same way.
-    supervisor_is_entry: std::sync::atomic::AtomicBool,
 }
 
 /// What startup has established; read by stop, destroy and the process port.
@@ -134,7 +131,6 @@ impl DockerSandbox {
             last_report: std::sync::Mutex::new(None),
             compute_gate: tokio::sync::Mutex::new(None),
             stop_begun: Arc::default(),
-            supervisor_is_entry: Default::default(),
         })
     }
 

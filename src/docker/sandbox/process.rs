@@ -1,5 +1,5 @@
-//! The sandbox's one reserved process: the process container's entry itself, attached before
-//! it starts (a reattachable daemon's stdin stays open across attachments, so a controller that
+//! The sandbox's one reserved process: the process container's entry itself (through the
+//! helper's `--exec-as` for a user other than root), attached before it starts (a reattachable daemon's stdin stays open across attachments, so a controller that
 //! comes later can attach again). When commands or file calls came first, the container's entry
 //! is already the supervisor, and the reserved process is its command.
 
@@ -8,11 +8,12 @@ use std::sync::Arc;
 use futures::future::{BoxFuture, FutureExt};
 use tokio::sync::MutexGuard;
 
-use super::compute::Launch;
+use super::compute::{supervisor_capabilities, Launch, ENTRY_START_USER};
 use super::supervisor::environment;
 use super::DockerSandbox;
 use crate::docker::attach::{fate_of, wait_exit_code};
 use crate::docker::output_end::ended_with_the_process;
+use crate::docker::seed::HELPER_PATH;
 use crate::docker::supervised_image::ensure_supervised_image;
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{output_of_chunks, ProcessChannels, ProcessExit};
@@ -67,12 +68,13 @@ impl DockerSandbox {
         // The image with the guest helper, so commands can run beside the process later.
         let image =
             ensure_supervised_image(&self.settings.docker, &self.settings.image_id, helper).await?;
+        let (user, cap_add, entrypoint, cmd) = direct_entry(&self.settings.user, &spec);
         let launch = Launch {
             image,
-            user: self.settings.user.clone(),
-            cap_add: Vec::new(),
-            entrypoint: vec![spec.executable.clone()],
-            cmd: spec.args.clone(),
+            user,
+            cap_add,
+            entrypoint,
+            cmd,
             env: environment(&spec.env),
             cwd: spec.cwd.clone(),
             stdin_once: !spec.reattachable,
@@ -118,5 +120,73 @@ impl DockerSandbox {
             }
         }
         .boxed()
+    }
+}
+
+/// The reserved process as its container's entry: its user, capabilities, entrypoint and
+/// arguments. For a sandbox user other than root it is started as the supervisor is (root with
+/// only `supervisor_capabilities`) through the helper's `--exec-as`, which becomes the user in
+/// every id, with no capability, and then runs the process in its place; so a supervisor started
+/// later by exec beside it takes an identity of its own, out of the commands' reach, as the
+/// entry supervisor does.
+fn direct_entry(
+    sandbox_user: &str,
+    spec: &SandboxProcessSpec,
+) -> (String, Vec<String>, Vec<String>, Vec<String>) {
+    let capabilities = supervisor_capabilities(sandbox_user);
+    if capabilities.is_empty() {
+        return (
+            sandbox_user.to_owned(),
+            capabilities,
+            vec![spec.executable.clone()],
+            spec.args.clone(),
+        );
+    }
+    let launcher = ["--exec-as", sandbox_user, "--", spec.executable.as_str()];
+    (
+        ENTRY_START_USER.to_owned(),
+        capabilities,
+        vec![HELPER_PATH.to_owned()],
+        launcher
+            .into_iter()
+            .map(str::to_owned)
+            .chain(spec.args.iter().cloned())
+            .collect(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> SandboxProcessSpec {
+        SandboxProcessSpec {
+            executable: "/bin/sh".into(),
+            args: vec!["-c".into(), "echo hi".into()],
+            env: Vec::new(),
+            cwd: "/sandbox/workspace".into(),
+            reattachable: false,
+        }
+    }
+
+    #[test]
+    fn a_user_other_than_root_starts_through_the_launcher_as_root_with_two_capabilities() {
+        let (user, caps, entrypoint, cmd) = direct_entry("65532:65532", &spec());
+        assert_eq!(user, "0:0");
+        assert_eq!(caps, ["SETUID", "SETGID"]);
+        assert_eq!(entrypoint, [HELPER_PATH]);
+        assert_eq!(
+            cmd,
+            ["--exec-as", "65532:65532", "--", "/bin/sh", "-c", "echo hi"]
+        );
+    }
+
+    #[test]
+    fn root_runs_the_process_itself() {
+        let (user, caps, entrypoint, cmd) = direct_entry("0:0", &spec());
+        assert_eq!(user, "0:0");
+        assert!(caps.is_empty());
+        assert_eq!(entrypoint, ["/bin/sh"]);
+        assert_eq!(cmd, ["-c", "echo hi"]);
     }
 }

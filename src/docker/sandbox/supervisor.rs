@@ -1,7 +1,8 @@
 //! The process container's supervisor: the guest helper's `--supervise` mode, made on the first
 //! command or file call, spoken to over one attached connection (`process::supervised::Link`).
 //! It is the process container's entry (its PID 1) when no reserved process made that container
-//! first, else an exec beside the process. Every command runs in that one container (its limits,
+//! first, else an exec beside the process; either way it is started as root with only CAP_SETUID
+//! and CAP_SETGID, to take an identity of its own (the helper's `identity.rs`). Every command runs in that one container (its limits,
 //! user, hardening and network are the sandbox's), each in a process group of its own; the
 //! supervisor's stdin closes with its connection, so a controller that goes ends every command.
 
@@ -13,7 +14,7 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use session_frames::Spawn;
 
-use super::compute::{supervisor_capabilities, Launch};
+use super::compute::{supervisor_capabilities, Launch, ENTRY_START_USER};
 use super::DockerSandbox;
 use crate::docker::attach::{attach_error, memory_kill_told, Attached};
 use crate::docker::demux::demultiplexed;
@@ -97,7 +98,6 @@ impl DockerSandbox {
                     entry_is_init: true,
                 };
                 let id = self.create_compute(launch, cancel).await?;
-                self.supervisor_is_entry.store(true, Ordering::SeqCst);
                 let attached = self.attach_and_start(&id, cancel).await?;
                 (id, attached)
             }
@@ -119,18 +119,13 @@ impl DockerSandbox {
         })
     }
 
-    /// Runs the supervisor by exec in the running process container `id`: beside a reserved
-    /// process that is the entry, as the sandbox's user (an exec there gets no capability to take
-    /// another identity with); in a container whose entry is a supervisor (one whose connection
-    /// was lost), started as that one was, to take its own identity.
+    /// Runs the supervisor by exec in the running process container `id` (beside a reserved
+    /// process, or where a supervisor whose connection was lost was the entry), started as the
+    /// entry supervisor is: that container was started as root with the two capabilities too
+    /// (`process.rs`), which the engine gives an exec as root there.
     async fn exec_supervisor(&self, id: &str) -> Result<Attached, OwnerError> {
         let docker = &self.settings.docker;
-        let (user, arguments) = if self.supervisor_is_entry.load(Ordering::SeqCst) {
-            let (user, _, arguments) = entry_supervisor(&self.settings.user);
-            (user, arguments)
-        } else {
-            (self.settings.user.clone(), supervise_arguments(&[]))
-        };
+        let (user, _, arguments) = entry_supervisor(&self.settings.user);
         let cmd: Vec<&str> = std::iter::once(HELPER_PATH)
             .chain(arguments.iter().map(String::as_str))
             .collect();
@@ -253,13 +248,6 @@ fn stopped() -> OwnerError {
     OwnerError::cancelled("the sandbox stopped: its session supervisor was ended")
 }
 
-/// The user a supervisor that is the process container's entry starts as: root with CAP_SETUID
-/// and CAP_SETGID (`compute::supervisor_capabilities`), to take an identity of its own and run
-/// every command as the sandbox's user (the helper's `identity.rs`), so no command can signal
-/// it or open its descriptors, under gVisor too. A sandbox whose user is root has nothing to
-/// keep apart: the supervisor is then that user, as its commands are.
-const SUPERVISOR_START_USER: &str = "0:0";
-
 /// The supervisor as the process container's entry: its user, capabilities and arguments.
 fn entry_supervisor(sandbox_user: &str) -> (String, Vec<String>, Vec<String>) {
     let capabilities = supervisor_capabilities(sandbox_user);
@@ -272,7 +260,7 @@ fn entry_supervisor(sandbox_user: &str) -> (String, Vec<String>, Vec<String>) {
     }
     let separate = ["--as-user".to_owned(), sandbox_user.to_owned()];
     (
-        SUPERVISOR_START_USER.to_owned(),
+        ENTRY_START_USER.to_owned(),
         capabilities,
         supervise_arguments(&separate),
     )

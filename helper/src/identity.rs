@@ -7,6 +7,11 @@
 //! holds under gVisor too, whose kernel neither spares PID 1 from SIGKILL nor honours
 //! non-dumpable for `/proc/<pid>/fd`. Each command drops the rest (`become_user`, after fork).
 //! A finite task limit (RLIMIT_NPROC, per user) is lowered by one for the supervisor itself.
+//!
+//! The reserved process, started the same way (`--exec-as`, so that a supervisor started later
+//! by exec beside it is root with those two capabilities too), becomes the sandbox user in every
+//! id with no capability before it runs (`become_sandbox_user`): what the engine gives a process
+//! it starts as that user.
 
 /// The supervisor's real and saved uid and gid when the user namespace maps it (`pick`).
 const SUPERVISOR_ID: u32 = 2_147_483_646;
@@ -18,12 +23,12 @@ pub fn parse(text: &str) -> Result<(u32, u32), String> {
         .split_once(':')
         .and_then(|(uid, gid)| Some((uid.parse().ok()?, gid.parse().ok()?)));
     match parsed {
-        Some((0, _)) => Err(format!("--as-user {text}: root needs no other identity")),
+        Some((0, _)) => Err(format!("user {text}: root needs no other identity")),
         Some((uid, gid)) if uid == u32::MAX || gid == u32::MAX => {
-            Err(format!("--as-user {text}: -1 is no id"))
+            Err(format!("user {text}: -1 is no id"))
         }
         Some(pair) => Ok(pair),
-        None => Err(format!("--as-user {text}: expected a numeric uid:gid")),
+        None => Err(format!("user {text}: expected a numeric uid:gid")),
     }
 }
 
@@ -105,6 +110,19 @@ fn capabilities() -> Result<[CapData; 2], String> {
 /// or any capability is left.
 pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
     let (own_uid, own_gid) = own_ids(uid, gid)?;
+    take((own_uid, uid, own_uid), (own_gid, gid, own_gid))?;
+    count_itself_in_the_task_limit()
+}
+
+/// Becomes the sandbox user in every id, with the user's gid as the only group and no
+/// capability (what the engine gives a process it starts as `uid:gid`); fails closed.
+pub fn become_sandbox_user(uid: u32, gid: u32) -> Result<(), String> {
+    take((uid, uid, uid), (gid, gid, gid))
+}
+
+/// Takes real, effective and saved `uids` and `gids`, with `gids.1` (the effective gid) as the
+/// only group, drops every capability, then checks all of it.
+fn take(uids: (u32, u32, u32), gids: (u32, u32, u32)) -> Result<(), String> {
     let step = |done: libc::c_int, what: &str| {
         if done == 0 {
             Ok(())
@@ -112,12 +130,13 @@ pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
             Err(format!("{what}: {}", std::io::Error::last_os_error()))
         }
     };
+    let group = gids.1;
     // SAFETY: setgroups, setresgid and setresuid change only this process's credentials; the
-    // supervisor is single-threaded here (libc applies them to every thread regardless).
+    // helper is single-threaded here (libc applies them to every thread regardless).
     unsafe {
-        step(libc::setgroups(1, &gid), "setgroups")?;
-        step(libc::setresgid(own_gid, gid, own_gid), "setresgid")?;
-        step(libc::setresuid(own_uid, uid, own_uid), "setresuid")?;
+        step(libc::setgroups(1, &group), "setgroups")?;
+        step(libc::setresgid(gids.0, gids.1, gids.2), "setresgid")?;
+        step(libc::setresuid(uids.0, uids.1, uids.2), "setresuid")?;
     }
     // Leaving uid 0 cleared every capability; said again, and checked.
     let mut header = CapHeader {
@@ -138,7 +157,6 @@ pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
     {
         return Err("a capability is left after the identity change".into());
     }
-    count_itself_in_the_task_limit()?;
     let (mut r, mut e, mut s) = (0, 0, 0);
     let (mut rg, mut eg, mut sg) = (0, 0, 0);
     let mut groups = [0 as libc::gid_t; 2];
@@ -149,10 +167,10 @@ pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
         libc::getresgid(&mut rg, &mut eg, &mut sg);
         libc::getgroups(2, groups.as_mut_ptr())
     };
-    if (r, e, s) != (own_uid, uid, own_uid) {
+    if (r, e, s) != uids {
         return Err(format!("the identity change left uids {r}/{e}/{s}"));
     }
-    if (rg, eg, sg) != (own_gid, gid, own_gid) || count != 1 || groups[0] != gid {
+    if (rg, eg, sg) != gids || count != 1 || groups[0] != group {
         return Err(format!(
             "the identity change left gids {rg}/{eg}/{sg} and {count} groups"
         ));
