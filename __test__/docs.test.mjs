@@ -161,6 +161,10 @@ const RECIPES = {
     links: { '@modelcontextprotocol': join(root, 'node_modules', '@modelcontextprotocol') },
     expect: [/tools: .*read_file/, /read back: hello/],
   },
+  'ai-sdk': {
+    links: { ai: join(root, 'node_modules', 'ai'), zod: join(root, 'node_modules', 'zod') },
+    expect: [/^writeFile "wrote hello\.py"$/m, /^shell \{"exitCode":0,"stdout":"22 hello\.py\\n65532\\n","stderr":""\}$/m, /^answer: The file is written\.$/m],
+  },
   'acp-agent': {
     links: { '@agentclientprotocol': join(root, 'node_modules', '@agentclientprotocol') },
     expect: [/^turn ended: \w+$/m, /^the agent wrote \S+/m],

@@ -36,18 +36,21 @@ const ROOT_EXPORTS = [
 test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
-  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] };
+  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'], 'ai-sdk': ['createAiSdkSandbox'] };
   for (const [subpath, names] of Object.entries(built)) {
     const module = await import(`native-sandbox/${subpath}`);
     assert.deepEqual(Object.keys(module).sort(), names, subpath);
   }
 });
 
-test('the exports map lists the seven entry points of the contract', () => {
+test('the exports map lists the entry points of the contract, the adapters\' frameworks optional peers', () => {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto']);
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto', './ai-sdk']);
   assert.equal(manifest.peerDependenciesMeta['@modelcontextprotocol/sdk'].optional, true);
   assert.match(manifest.peerDependencies['@modelcontextprotocol/sdk'], /^\^1\./);
+  assert.equal(manifest.peerDependenciesMeta.ai.optional, true);
+  assert.match(manifest.peerDependencies.ai, /^\^7\./);
+  assert.equal(manifest.dependencies?.ai, undefined, 'installing native-sandbox alone pulls no framework');
   assert.equal(manifest.type, 'module');
   assert.equal(manifest.engines.node, '>=20');
   const platform = JSON.parse(readFileSync(new URL('../npm/linux-x64-gnu/package.json', import.meta.url), 'utf8'));
@@ -100,7 +103,7 @@ test('the MCP SDK is loaded only when the agentproto provider serves a sandbox',
 test('require() of every entry point gives the same module as import (Node 20.19+ and 22.12+)', async () => {
   const { createRequire } = await import('node:module');
   const require = createRequire(import.meta.url);
-  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/conformance', 'native-sandbox/agentproto']) {
+  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/conformance', 'native-sandbox/agentproto', 'native-sandbox/ai-sdk']) {
     const required = require(entry);
     const imported = await import(entry);
     assert.deepEqual(Object.keys(required).sort(), Object.keys(imported).sort(), entry);

@@ -336,11 +336,8 @@ for (const [name, backend] of [
           () => 'ended',
           (error) => error,
         );
+        // Left unread until the kill: the supervisor sends no more than its credit ahead.
         const reading = await sandbox.files.readStream('big.bin');
-        const read = collect(reading).then(
-          () => 'whole',
-          (error) => error,
-        );
         // No command can end it (its real uid is not theirs); the supervisor's own uid can.
         const told = (await sandbox.run(sh('echo $PPID; sed -n "s/^Uid:\\s*\\([0-9]*\\).*/\\1/p" /proc/$PPID/status; kill -9 $PPID 2>/dev/null && echo killed'))).stdout.toString();
         const [pid, uid, ...rest] = told.trim().split('\n');
@@ -348,6 +345,10 @@ for (const [name, backend] of [
         assert.notEqual(uid, '65532', 'the supervisor beside the process has a uid of its own');
         const killer = execFileSync('docker', ['exec', '-u', `${uid}:${uid}`, computeOf(sandbox), 'sh', '-c', `kill -9 ${pid} && echo sent`], { encoding: 'utf8' });
         assert.equal(killer, 'sent\n');
+        const read = collect(reading).then(
+          () => 'whole',
+          (error) => error,
+        );
         assert.equal((await pending.exit).kind, 'unavailable');
         const outcome = await pendingOut;
         assert.ok(outcome === 'ended' || (outcome instanceof SandboxOperationError && outcome.code === 'stream_failure'), String(outcome));

@@ -111,7 +111,7 @@ fn capabilities() -> Result<[CapData; 2], String> {
 pub fn become_supervisor(uid: u32, gid: u32) -> Result<(), String> {
     let (own_uid, own_gid) = own_ids(uid, gid)?;
     take((own_uid, uid, own_uid), (own_gid, gid, own_gid))?;
-    count_itself_in_the_task_limit()
+    count_tasks_apart(1)
 }
 
 /// Becomes the sandbox user in every id, with the user's gid as the only group and no
@@ -179,9 +179,11 @@ fn take(uids: (u32, u32, u32), gids: (u32, u32, u32)) -> Result<(), String> {
 }
 
 /// A finite RLIMIT_NPROC (how gVisor holds the guest to `pids`) counts the tasks of the sandbox
-/// user, which the supervisor no longer is: lowered by one for itself and so for every command,
-/// the guest's tasks, the supervisor included, stay within the limit as before.
-fn count_itself_in_the_task_limit() -> Result<(), String> {
+/// user; tasks of the guest it no longer counts as that user's (the supervisor, started as root;
+/// the engine's init beside a process started through `--exec-as`, and that process itself under
+/// gVisor) are taken off it, so the guest's tasks, those included, stay within the limit as
+/// before.
+pub fn count_tasks_apart(apart: u64) -> Result<(), String> {
     let mut limit = libc::rlimit {
         rlim_cur: 0,
         rlim_max: 0,
@@ -194,7 +196,7 @@ fn count_itself_in_the_task_limit() -> Result<(), String> {
         if value == libc::RLIM_INFINITY {
             value
         } else {
-            value.saturating_sub(1).max(1)
+            value.saturating_sub(apart).max(1)
         }
     };
     let lowered = libc::rlimit {

@@ -58,3 +58,9 @@ pub fn output_room_wait_while_stopping_ms() -> u32 {
     u32::try_from(crate::process::output_pump::ROOM_WAIT_WHILE_STOPPING.as_millis())
         .unwrap_or(u32::MAX)
 }
+
+/// The Linux number of a signal named as exit receipts name it (`SIGKILL` → 9), or null.
+#[napi(js_name = "signalNumber")]
+pub fn signal_number(name: String) -> Option<i64> {
+    crate::process::signal_name::signal_number(&name)
+}

@@ -43,3 +43,28 @@ pub fn signal_name(n: i64) -> String {
     };
     name.to_owned()
 }
+
+/// The Linux number of the signal `signal_name` calls `name` (so a guest's exit can be told as a
+/// shell tells it, 128 + n); `None` for a name it never gives.
+pub fn signal_number(name: &str) -> Option<i64> {
+    (1..=64).find(|&n| signal_name(n) == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_maps_back_to_its_number() {
+        for n in 1..=64 {
+            if n == 32 || n == 33 {
+                continue;
+            }
+            assert_eq!(signal_number(&signal_name(n)), Some(n), "{n}");
+        }
+        assert_eq!(signal_number("SIGKILL"), Some(9));
+        assert_eq!(signal_number("SIGRTMIN+3"), Some(37));
+        assert_eq!(signal_number("SIGNOPE"), None);
+        assert_eq!(signal_number("SIG99"), None);
+    }
+}

@@ -12,6 +12,7 @@ use super::compute::{supervisor_capabilities, Launch, ENTRY_START_USER};
 use super::supervisor::environment;
 use super::DockerSandbox;
 use crate::docker::attach::{fate_of, wait_exit_code};
+use crate::docker::gvisor::launched_tasks_apart;
 use crate::docker::output_end::ended_with_the_process;
 use crate::docker::seed::HELPER_PATH;
 use crate::docker::supervised_image::ensure_supervised_image;
@@ -68,7 +69,8 @@ impl DockerSandbox {
         // The image with the guest helper, so commands can run beside the process later.
         let image =
             ensure_supervised_image(&self.settings.docker, &self.settings.image_id, helper).await?;
-        let (user, cap_add, entrypoint, cmd) = direct_entry(&self.settings.user, &spec);
+        let apart = launched_tasks_apart(self.settings.runtime.as_deref());
+        let (user, cap_add, entrypoint, cmd) = direct_entry(&self.settings.user, apart, &spec);
         let launch = Launch {
             image,
             user,
@@ -128,9 +130,11 @@ impl DockerSandbox {
 /// only `supervisor_capabilities`) through the helper's `--exec-as`, which becomes the user in
 /// every id, with no capability, and then runs the process in its place; so a supervisor started
 /// later by exec beside it takes an identity of its own, out of the commands' reach, as the
-/// entry supervisor does.
+/// entry supervisor does. `tasks_apart`: how far it lowers a finite task limit
+/// (`gvisor::launched_tasks_apart`).
 fn direct_entry(
     sandbox_user: &str,
+    tasks_apart: u32,
     spec: &SandboxProcessSpec,
 ) -> (String, Vec<String>, Vec<String>, Vec<String>) {
     let capabilities = supervisor_capabilities(sandbox_user);
@@ -142,7 +146,15 @@ fn direct_entry(
             spec.args.clone(),
         );
     }
-    let launcher = ["--exec-as", sandbox_user, "--", spec.executable.as_str()];
+    let apart = tasks_apart.to_string();
+    let launcher = [
+        "--exec-as",
+        sandbox_user,
+        "--tasks-apart",
+        apart.as_str(),
+        "--",
+        spec.executable.as_str(),
+    ];
     (
         ENTRY_START_USER.to_owned(),
         capabilities,
@@ -171,19 +183,28 @@ mod tests {
 
     #[test]
     fn a_user_other_than_root_starts_through_the_launcher_as_root_with_two_capabilities() {
-        let (user, caps, entrypoint, cmd) = direct_entry("65532:65532", &spec());
+        let (user, caps, entrypoint, cmd) = direct_entry("65532:65532", 2, &spec());
         assert_eq!(user, "0:0");
         assert_eq!(caps, ["SETUID", "SETGID"]);
         assert_eq!(entrypoint, [HELPER_PATH]);
         assert_eq!(
             cmd,
-            ["--exec-as", "65532:65532", "--", "/bin/sh", "-c", "echo hi"]
+            [
+                "--exec-as",
+                "65532:65532",
+                "--tasks-apart",
+                "2",
+                "--",
+                "/bin/sh",
+                "-c",
+                "echo hi"
+            ]
         );
     }
 
     #[test]
     fn root_runs_the_process_itself() {
-        let (user, caps, entrypoint, cmd) = direct_entry("0:0", &spec());
+        let (user, caps, entrypoint, cmd) = direct_entry("0:0", 1, &spec());
         assert_eq!(user, "0:0");
         assert!(caps.is_empty());
         assert_eq!(entrypoint, ["/bin/sh"]);
