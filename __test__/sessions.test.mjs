@@ -7,7 +7,7 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
+import { fileFromBytes, SandboxOperationError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createSandboxBackend } from 'native-sandbox/backend';
 import { collect, dockerBackend, leftovers, MiB, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
 import { initialRecord, SUPPORT } from './scripted-driver.mjs';
@@ -322,6 +322,28 @@ for (const [name, backend] of [
         assert.equal(listed, '', 'no temporary file is left of a write given up');
         assert.equal(now, before, "the supervisor's descriptors are back where they were");
         assert.equal((await files.read('big.bin')).length, 8 * MiB);
+      });
+    });
+
+    test('a reserved process started through the launcher runs as the engine\'s init runs it: a script with no #! line by /bin/sh, a missing interpreter exits 127', async () => {
+      await withStarted(backend, async (sandbox) => {
+        await sandbox.importTree([
+          fileFromBytes('plain.sh', Buffer.from('echo "plain $0 $1"\n'), { executable: true }),
+        ]);
+        const plain = await sandbox.reserveProcess({ executable: '/sandbox/workspace/plain.sh', args: ['arg'], env: {}, cwd: '/sandbox/workspace' }).start();
+        plain.stdin.end();
+        const [out, exit] = await Promise.all([collect(plain.stdout), plain.exit, collect(plain.stderr)]);
+        assert.equal(out.toString(), 'plain /sandbox/workspace/plain.sh arg\n');
+        assert.deepEqual(exit, { kind: 'exited', code: 0 });
+      });
+      await withStarted(backend, async (sandbox) => {
+        await sandbox.importTree([fileFromBytes('lost.sh', Buffer.from('#!/nope/interpreter\necho never\n'), { executable: true })]);
+        const lost = await sandbox.reserveProcess({ executable: '/sandbox/workspace/lost.sh', args: [], env: {}, cwd: '/sandbox/workspace' }).start();
+        lost.stdin.end();
+        const [out, exit, err] = await Promise.all([collect(lost.stdout), lost.exit, collect(lost.stderr)]);
+        assert.equal(out.toString(), '');
+        assert.deepEqual(exit, { kind: 'exited', code: 127 });
+        assert.match(err.toString(), /exec \/sandbox\/workspace\/lost\.sh failed/);
       });
     });
 

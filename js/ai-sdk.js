@@ -9,14 +9,12 @@ import { Readable, Writable } from 'node:stream';
 import { SandboxStateError, SandboxValidationError } from './errors.js';
 import { native } from './native.js';
 
-/** The base directory a session's relative paths and commands start from, unless told. */
-const WORKSPACE = '/sandbox/workspace';
 const OPTION_NAMES = ['description', 'workingDirectory', 'shell', 'env', 'maxOutputBytes', 'killGraceMs'];
 
 /**
  * The AI SDK session over `sandbox` (started, with `support.sessions`). Options: `description`
  * (the session's text, else one said from the sandbox's policy), `workingDirectory` (the base
- * directory, absolute, default the workspace), `shell` (what runs a command string, default
+ * directory, absolute, default the sandbox's workspace), `shell` (what runs a command string, default
  * `/bin/sh`, as `shell -c command`), `env` (merged under each call's own), `maxOutputBytes` and
  * `killGraceMs` (as `sandbox.run` takes them).
  */
@@ -40,9 +38,9 @@ export function createAiSdkSandbox(sandbox, options = {}) {
   });
 
   async function run(request) {
-    const { abortSignal, maxOutputLength } = request ?? {};
+    const { abortSignal, maxOutputLength } = requestOf(request);
     abortSignal?.throwIfAborted();
-    const spec = specOf(request ?? {});
+    const spec = specOf(request);
     try {
       if (maxOutputLength !== undefined) return await runTruncated(sandbox, spec, commandOptions(abortSignal), maxOutputLength);
       const maxOutputBytes = settings.maxOutputBytes === undefined ? {} : { maxOutputBytes: settings.maxOutputBytes };
@@ -55,10 +53,10 @@ export function createAiSdkSandbox(sandbox, options = {}) {
   }
 
   async function spawn(request) {
-    const { abortSignal, stdin } = request ?? {};
+    const { abortSignal, stdin } = requestOf(request);
     if (stdin !== undefined && typeof stdin !== 'boolean') throw invalid(['stdin'], 'invalid_type', 'stdin must be a boolean');
     abortSignal?.throwIfAborted();
-    const command = await sandbox.exec(specOf(request ?? {}), { ...commandOptions(abortSignal), stdin: stdin === true });
+    const command = await sandbox.exec(specOf(request), { ...commandOptions(abortSignal), stdin: stdin === true });
     let killed;
     const process = {
       stdout: Readable.toWeb(command.stdout),
@@ -85,13 +83,15 @@ export function createAiSdkSandbox(sandbox, options = {}) {
     return process;
   }
 
-  async function readBinaryFile({ path, abortSignal } = {}) {
+  async function readBinaryFile(request) {
+    const { path, abortSignal } = requestOf(request);
     abortSignal?.throwIfAborted();
     const bytes = await sandbox.files.read(at(path), signalOption(abortSignal));
     return bytes === null ? null : new Uint8Array(bytes.buffer, bytes.byteOffset, bytes.byteLength);
   }
 
-  async function writeBinaryFile({ path, content, abortSignal } = {}) {
+  async function writeBinaryFile(request) {
+    const { path, content, abortSignal } = requestOf(request);
     abortSignal?.throwIfAborted();
     if (!(content instanceof Uint8Array)) throw invalid(['content'], 'invalid_type', 'content must be a Uint8Array');
     await sandbox.files.write(at(path), content, signalOption(abortSignal));
@@ -101,57 +101,73 @@ export function createAiSdkSandbox(sandbox, options = {}) {
     description: settings.description,
     run,
     spawn,
-    async readFile({ path, abortSignal } = {}) {
+    async readFile(request) {
+      const { path, abortSignal } = requestOf(request);
       abortSignal?.throwIfAborted();
       const stream = await sandbox.files.readStream(at(path), signalOption(abortSignal));
       return stream === null ? null : Readable.toWeb(stream);
     },
     readBinaryFile,
-    async readTextFile({ path, abortSignal, encoding = 'utf-8', startLine, endLine } = {}) {
-      const decoder = decoderOf(encoding);
+    async readTextFile(request) {
+      const { path, abortSignal, encoding = 'utf-8', startLine, endLine } = requestOf(request);
+      const decode = decoderOf(encoding);
       for (const [field, value] of [['startLine', startLine], ['endLine', endLine]]) {
         if (value !== undefined && !(Number.isSafeInteger(value) && value >= 1)) {
           throw invalid([field], 'invalid_value', `${field} must be a line number from 1`);
         }
       }
       const bytes = await readBinaryFile({ path, abortSignal });
-      return bytes === null ? null : linesOf(decoder.decode(bytes), startLine, endLine);
+      return bytes === null ? null : linesOf(decode(bytes), startLine, endLine);
     },
-    async writeFile({ path, content, abortSignal } = {}) {
+    async writeFile(request) {
+      const { path, content, abortSignal } = requestOf(request);
       abortSignal?.throwIfAborted();
       if (!(content instanceof ReadableStream)) throw invalid(['content'], 'invalid_type', 'content must be a ReadableStream of Uint8Array');
       await sandbox.files.write(at(path), content, signalOption(abortSignal));
     },
     writeBinaryFile,
-    async writeTextFile({ path, content, abortSignal, encoding = 'utf-8' } = {}) {
+    async writeTextFile(request) {
+      const { path, content, abortSignal, encoding = 'utf-8' } = requestOf(request);
       if (typeof content !== 'string') throw invalid(['content'], 'invalid_type', 'content must be a string');
       await writeBinaryFile({ path, content: encode(content, encoding), abortSignal });
     },
-    async stat({ path, abortSignal } = {}) {
+    async stat(request) {
+      const { path, abortSignal } = requestOf(request);
       abortSignal?.throwIfAborted();
       const resolved = at(path);
-      const found = await sandbox.files.stat(resolved);
+      const found = await sandbox.files.stat(resolved, signalOption(abortSignal));
       if (found === null) return null;
       if (found.kind !== 'symlink') return { type: found.kind, size: Number(found.size) };
       // The framework's stat follows links; the sandbox's files never do, so the guest is asked.
       return followedStat(sandbox, shell, resolved, commandOptions(abortSignal));
     },
-    async listDirectory({ path, abortSignal } = {}) {
+    async listDirectory(request) {
+      const { path, abortSignal } = requestOf(request);
       abortSignal?.throwIfAborted();
-      const entries = await sandbox.files.list(at(path));
+      const entries = await sandbox.files.list(at(path), signalOption(abortSignal));
       return entries === null ? null : entries.map(({ name, kind }) => ({ name, type: kind }));
     },
-    async deleteFile({ path, abortSignal } = {}) {
+    async deleteFile(request) {
+      const { path, abortSignal } = requestOf(request);
       abortSignal?.throwIfAborted();
       const resolved = at(path);
-      const found = await sandbox.files.stat(resolved);
+      const found = await sandbox.files.stat(resolved, signalOption(abortSignal));
       if (found === null) return false;
       if (found.kind === 'directory') {
         throw invalid(['path'], 'invalid_value', `${resolved} is a directory: deleteFile removes files and links only`);
       }
-      return sandbox.files.remove(resolved);
+      return sandbox.files.remove(resolved, signalOption(abortSignal));
     },
   });
+}
+
+/** A member's one argument: an object, its `abortSignal` (when given) an AbortSignal. */
+function requestOf(request) {
+  if (request === null || typeof request !== 'object') throw invalid([], 'invalid_type', 'the options must be an object');
+  if (request.abortSignal !== undefined && !(request.abortSignal instanceof AbortSignal)) {
+    throw invalid(['abortSignal'], 'invalid_type', 'abortSignal must be an AbortSignal');
+  }
+  return request;
 }
 
 function invalid(path, code, message) {
@@ -170,7 +186,7 @@ function parseOptions(sandbox, options) {
   const issues = Object.keys(options)
     .filter((name) => !OPTION_NAMES.includes(name))
     .map((name) => ({ code: 'unknown_field', path: ['options', name], message: `unknown option ${name}` }));
-  const { description, workingDirectory = WORKSPACE, shell = '/bin/sh', env = {}, maxOutputBytes, killGraceMs } = options;
+  const { description, workingDirectory = sandbox.workspace, shell = '/bin/sh', env = {}, maxOutputBytes, killGraceMs } = options;
   const check = (ok, name, message) => {
     if (!ok) issues.push({ code: 'invalid_value', path: ['options', name], message });
   };
@@ -222,8 +238,8 @@ function describe(sandbox, base, shell) {
         ? 'outbound network'
         : 'no network';
   return [
-    `Docker sandbox ${sandbox.id} (native-sandbox): each command runs as \`${shell} -c <command>\` as the sandbox's user.`,
-    `Working directory: ${base}. HOME is /sandbox/home, TMPDIR /sandbox/tmp; only these and /sandbox/workspace are writable. Files persist for the sandbox's life.`,
+    `Sandbox ${sandbox.id} (native-sandbox): each command runs as \`${shell} -c <command>\` as the sandbox's user, in ${base} unless told otherwise.`,
+    `Files persist for the sandbox's life; the file calls reach the workspace (${sandbox.workspace}), HOME and TMPDIR, and follow no symbolic link.`,
     `Network: ${reach}. No ports are exposed.`,
   ].join('\n');
 }
@@ -235,15 +251,30 @@ function exitCodeOf(exit) {
   throw new SandboxStateError(`the command has no exit: its sandbox stopped (${exit.cause ?? 'stop'})`);
 }
 
-/** `run` with `maxOutputLength`: each stream kept to that many UTF-16 code units, run to its end. */
+/**
+ * `run` with `maxOutputLength`: each stream kept to that many UTF-16 code units while the command
+ * runs to its end. An abort ends the command (as `exec` does) and rejects with its reason; a
+ * failure kills the command and drops both streams.
+ */
 async function runTruncated(sandbox, spec, options, maxOutputLength) {
   if (!(Number.isSafeInteger(maxOutputLength) && maxOutputLength > 0)) {
     throw invalid(['maxOutputLength'], 'invalid_value', 'maxOutputLength must be a positive integer');
   }
   const command = await sandbox.exec(spec, { ...options, stdin: false });
-  const [stdout, stderr] = await Promise.all([truncated(command.stdout, maxOutputLength), truncated(command.stderr, maxOutputLength)]);
-  const exitCode = exitCodeOf(await command.exit);
-  return { exitCode, stdout: stdout.text, stderr: stderr.text, stdoutLength: stdout.length, stderrLength: stderr.length };
+  try {
+    const [stdout, stderr, exit] = await Promise.all([truncated(command.stdout, maxOutputLength), truncated(command.stderr, maxOutputLength), command.exit]);
+    options.signal?.throwIfAborted();
+    return { exitCode: exitCodeOf(exit), stdout: stdout.text, stderr: stderr.text, stdoutLength: stdout.length, stderrLength: stderr.length };
+  } catch (error) {
+    try {
+      command.kill('SIGKILL');
+    } catch {
+      // Already ended, or its sandbox stopped.
+    }
+    command.stdout.destroy();
+    command.stderr.destroy();
+    throw error;
+  }
 }
 
 /** Reads `stream` to its end, keeping its first `max` code units and counting them all. */
@@ -274,18 +305,27 @@ async function followedStat(sandbox, shell, path, options) {
   return { type, size: Number(match[2]) };
 }
 
+/** Node's text encodings (both ways); the byte-to-text codecs `hex` and `base64` are not text. */
+const NODE_TEXT_ENCODINGS = new Set(['utf8', 'utf-8', 'utf16le', 'utf-16le', 'ucs2', 'ucs-2', 'latin1', 'binary', 'ascii']);
+
+/** How `readTextFile` decodes: Node's text encodings as `writeTextFile` encodes, else any WHATWG label. */
 function decoderOf(encoding) {
+  const name = String(encoding).toLowerCase();
+  if (NODE_TEXT_ENCODINGS.has(name)) return (bytes) => Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength).toString(name);
   try {
-    return new TextDecoder(encoding);
+    const decoder = new TextDecoder(name);
+    return (bytes) => decoder.decode(bytes);
   } catch {
-    throw invalid(['encoding'], 'invalid_value', `encoding ${encoding} is not one this runtime decodes`);
+    throw invalid(['encoding'], 'invalid_value', `encoding ${encoding} is not a text encoding this runtime decodes`);
   }
 }
 
+/** How `writeTextFile` encodes: Node's text encodings only (a runtime encodes no other). */
 function encode(text, encoding) {
   const name = String(encoding).toLowerCase();
-  if (name === 'utf-8' || name === 'utf8') return new TextEncoder().encode(text);
-  if (!Buffer.isEncoding(name)) throw invalid(['encoding'], 'invalid_value', `encoding ${encoding} is not one this runtime encodes`);
+  if (!NODE_TEXT_ENCODINGS.has(name)) {
+    throw invalid(['encoding'], 'invalid_value', `encoding ${encoding} is not one of ${[...NODE_TEXT_ENCODINGS].join(', ')}`);
+  }
   return Buffer.from(text, name);
 }
 
