@@ -165,6 +165,10 @@ const RECIPES = {
     links: { ai: join(root, 'node_modules', 'ai'), zod: join(root, 'node_modules', 'zod') },
     expect: [/^writeFile "wrote hello\.py"$/m, /^shell \{"exitCode":0,"stdout":"22 hello\.py\\n65532\\n","stderr":""\}$/m, /^answer: The file is written\.$/m],
   },
+  mastra: {
+    links: { '@mastra': join(root, 'node_modules', '@mastra') },
+    expect: [/^tool: "13 answer\.py\\n65532\\n"$/m, /^answer: answer\.py is written\.$/m],
+  },
   'acp-agent': {
     links: { '@agentclientprotocol': join(root, 'node_modules', '@agentclientprotocol') },
     expect: [/^turn ended: \w+$/m, /^the agent wrote \S+/m],

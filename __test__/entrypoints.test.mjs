@@ -37,6 +37,9 @@ test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
   const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'], 'ai-sdk': ['createAiSdkSandbox'] };
+  // Mastra (an ES module entry point, loading the framework at import) needs Node.js 22.13 or later.
+  const [major, minor] = process.versions.node.split('.').map(Number);
+  if (major > 22 || (major === 22 && minor >= 13)) built.mastra = ['createMastraSandbox'];
   for (const [subpath, names] of Object.entries(built)) {
     const module = await import(`native-sandbox/${subpath}`);
     assert.deepEqual(Object.keys(module).sort(), names, subpath);
@@ -45,12 +48,14 @@ test('the package imports itself by name, root and every subpath', async () => {
 
 test('the exports map lists the entry points of the contract, the adapters\' frameworks optional peers', () => {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto', './ai-sdk']);
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto', './ai-sdk', './mastra']);
   assert.equal(manifest.peerDependenciesMeta['@modelcontextprotocol/sdk'].optional, true);
   assert.match(manifest.peerDependencies['@modelcontextprotocol/sdk'], /^\^1\./);
   assert.equal(manifest.peerDependenciesMeta.ai.optional, true);
   assert.match(manifest.peerDependencies.ai, /^\^7\./);
-  assert.equal(manifest.dependencies?.ai, undefined, 'installing native-sandbox alone pulls no framework');
+  assert.equal(manifest.peerDependenciesMeta['@mastra/core'].optional, true);
+  assert.match(manifest.peerDependencies['@mastra/core'], /^\^1\./);
+  for (const framework of ['ai', '@mastra/core']) assert.equal(manifest.dependencies?.[framework], undefined, 'installing native-sandbox alone pulls no framework');
   assert.equal(manifest.type, 'module');
   assert.equal(manifest.engines.node, '>=20');
   const platform = JSON.parse(readFileSync(new URL('../npm/linux-x64-gnu/package.json', import.meta.url), 'utf8'));

@@ -1,0 +1,273 @@
+// native-sandbox/mastra: a Mastra `WorkspaceSandbox` (`@mastra/core/workspace`) whose sandbox is
+// one of this package's, reserved and started from a backend and a request when Mastra starts it,
+// stopped and destroyed when Mastra does. Commands run through the sandbox's sessions (`exec`),
+// which keep their bounds, policy and ownership; files are written through `files.write`. The
+// framework's classes come in as `workspace` (the entry point loads them), so nothing here runs
+// without it.
+import { posix } from 'node:path';
+import { SandboxValidationError } from './errors.js';
+import { native } from './native.js';
+
+const OPTION_NAMES = ['backend', 'request', 'recovery', 'id', 'name', 'workingDirectory', 'shell', 'env', 'timeout', 'instructions', 'onStart', 'onStop', 'onDestroy'];
+
+/** What `createMastraSandbox` makes, given the framework's `@mastra/core/workspace` module. */
+export function mastraSandboxFactory(workspace) {
+  const { MastraSandbox, SandboxProcessManager, ProcessHandle, SandboxAbortError, validateSandboxFileMode } = workspace;
+
+  /** One command of the sandbox as Mastra's process handle: its output as decoded text. */
+  class NativeProcessHandle extends ProcessHandle {
+    pid;
+    exitCode;
+    #command;
+    #waited;
+    #killed = false;
+
+    constructor(command, options, timeoutMs) {
+      super(options);
+      this.#command = command;
+      this.pid = command.id;
+      const started = Date.now();
+      const pump = (stream, emit) =>
+        new Promise((resolve) => {
+          const decoder = new TextDecoder();
+          stream.on('data', (chunk) => {
+            const text = decoder.decode(chunk, { stream: true });
+            if (text) emit(text);
+          });
+          const end = () => {
+            const rest = decoder.decode();
+            if (rest) emit(rest);
+            resolve();
+          };
+          stream.on('end', end);
+          stream.on('error', end);
+          stream.on('close', end);
+        });
+      const streams = Promise.all([pump(command.stdout, (text) => this.emitStdout(text)), pump(command.stderr, (text) => this.emitStderr(text))]);
+      this.#waited = Promise.all([command.exit, streams]).then(([exit]) => {
+        const timedOut = exit.kind === 'signaled' && timeoutMs !== undefined && Date.now() - started >= timeoutMs;
+        if (timedOut) this.emitStderr(`\nProcess timed out after ${timeoutMs}ms`);
+        this.exitCode = exitCodeOf(exit, timedOut);
+        return {
+          success: this.exitCode === 0,
+          exitCode: this.exitCode,
+          stdout: this.stdout,
+          stderr: this.stderr,
+          executionTimeMs: Date.now() - started,
+          killed: this.#killed || exit.kind !== 'exited',
+          timedOut,
+        };
+      });
+    }
+
+    async wait() {
+      return this.#waited;
+    }
+
+    async kill() {
+      if (this.exitCode !== undefined) return false;
+      this.#killed = true;
+      try {
+        this.#command.kill('SIGKILL');
+      } catch {
+        return false;
+      }
+      await this.#waited;
+      return true;
+    }
+
+    async sendStdin(data) {
+      const stdin = this.#openStdin();
+      await new Promise((resolve, reject) => stdin.write(data, (error) => (error ? reject(error) : resolve())));
+    }
+
+    async closeStdin() {
+      const stdin = this.#openStdin();
+      if (stdin.writableEnded) return;
+      await new Promise((resolve) => stdin.end(resolve));
+    }
+
+    #openStdin() {
+      if (this.exitCode !== undefined) throw new Error(`Process ${this.pid} has already exited with code ${this.exitCode}`);
+      if (this.#command.stdin === null) throw new Error(`Process ${this.pid} does not have stdin available (stdinMode 'ignore')`);
+      return this.#command.stdin;
+    }
+  }
+
+  /** Commands as Mastra's process manager sees them: each `shell -c command` in the sandbox. */
+  class NativeProcessManager extends SandboxProcessManager {
+    async spawn(command, options = {}) {
+      const native = this.sandbox;
+      const running = native.started();
+      const cwd = options.cwd === undefined ? native.workingDirectory : posixResolve(native.workingDirectory, options.cwd);
+      const timeoutMs = options.timeout ?? native.defaultTimeout;
+      const env = Object.fromEntries(Object.entries(options.env ?? {}).filter(([, value]) => value !== undefined));
+      const started = await running.exec(
+        { executable: native.shell, args: ['-c', command], env, cwd },
+        {
+          stdin: options.stdinMode !== 'ignore',
+          ...(timeoutMs === undefined ? {} : { deadlineMs: timeoutMs }),
+          ...(options.abortSignal === undefined ? {} : { signal: options.abortSignal }),
+        },
+      );
+      const handle = new NativeProcessHandle(started, options, timeoutMs);
+      this._tracked.set(handle.pid, handle);
+      return handle;
+    }
+
+    async list() {
+      return [...this._tracked.values()].map((handle) => ({ pid: handle.pid, command: handle.command, running: handle.exitCode === undefined, exitCode: handle.exitCode }));
+    }
+  }
+
+  class NativeMastraSandbox extends MastraSandbox {
+    id;
+    name;
+    provider = 'native-sandbox';
+    status = 'pending';
+    shell;
+    defaultTimeout;
+    #settings;
+    #sandbox;
+
+    constructor(settings) {
+      super({
+        name: settings.name,
+        processes: new NativeProcessManager(),
+        env: settings.env,
+        ...(settings.workingDirectory === undefined ? {} : { workingDirectory: settings.workingDirectory }),
+        ...(settings.onStart === undefined ? {} : { onStart: settings.onStart }),
+        ...(settings.onStop === undefined ? {} : { onStop: settings.onStop }),
+        ...(settings.onDestroy === undefined ? {} : { onDestroy: settings.onDestroy }),
+      });
+      this.#settings = settings;
+      this.id = settings.id;
+      this.name = settings.name;
+      this.shell = settings.shell;
+      this.defaultTimeout = settings.timeout;
+    }
+
+    /** The running sandbox (Mastra starts it before any command: `ensureRunning`). */
+    started() {
+      if (this.#sandbox === undefined) throw new workspace.SandboxNotReadyError(this.status);
+      return this.#sandbox;
+    }
+
+    async start(options = {}) {
+      if (this.#sandbox !== undefined) return { outcome: 'connected' };
+      const { backend, request, recovery } = this.#settings;
+      const signal = options.abortSignal;
+      this.#sandbox = await backend.reserve(request, recovery).start(signal === undefined ? {} : { signal });
+      if (this.workingDirectory === undefined) this.setWorkingDirectory(this.#sandbox.workspace);
+      return { outcome: 'created' };
+    }
+
+    /** A stop ends the sandbox (and every command); a later start makes a new one, empty. */
+    async stop() {
+      const sandbox = this.#sandbox;
+      this.#sandbox = undefined;
+      if (sandbox === undefined) return;
+      try {
+        await sandbox.stop();
+      } finally {
+        await sandbox.destroy();
+      }
+    }
+
+    async destroy() {
+      await this.stop();
+    }
+
+    async writeFiles(files, options = {}) {
+      if (!Array.isArray(files)) throw invalid(['files'], 'invalid_type', 'files must be an array');
+      files.forEach((file, i) => {
+        if (file?.mode !== undefined) validateSandboxFileMode(file.mode);
+        if (typeof file?.path !== 'string') throw invalid(['files', i, 'path'], 'invalid_type', 'path must be a string');
+      });
+      const signal = options.abortSignal;
+      if (signal?.aborted) throw new SandboxAbortError('writeFiles', signal.reason);
+      await this.ensureRunning();
+      const sandbox = this.started();
+      for (const file of files) {
+        try {
+          await sandbox.files.write(posixResolve(this.workingDirectory, file.path), typeof file.content === 'string' ? Buffer.from(file.content) : file.content, {
+            mode: file.mode ?? 0o644,
+            ...(signal === undefined ? {} : { signal }),
+          });
+        } catch (error) {
+          if (signal?.aborted) throw new SandboxAbortError('writeFiles', signal.reason);
+          throw error;
+        }
+      }
+    }
+
+    getInstructions() {
+      if (this.#settings.instructions !== undefined) return this.#settings.instructions;
+      return [
+        `A native-sandbox sandbox: commands run as \`${this.shell} -c <command>\` as the sandbox's user, in ${this.workingDirectory ?? 'its workspace'} unless told otherwise.`,
+        "Files persist while the sandbox runs; only the workspace, HOME and TMPDIR are writable. The network is the sandbox policy's; no ports are exposed.",
+      ].join('\n');
+    }
+
+    async getInfo() {
+      return {
+        id: this.id,
+        name: this.name,
+        provider: this.provider,
+        status: this.status,
+        createdAt: this.#createdAt,
+        metadata: this.#sandbox === undefined ? {} : { sandboxId: this.#sandbox.id, effective: this.#sandbox.effective },
+      };
+    }
+
+    #createdAt = new Date();
+  }
+
+  return function createMastraSandbox(options) {
+    return new NativeMastraSandbox(parseOptions(options));
+  };
+}
+
+function invalid(path, code, message) {
+  return new SandboxValidationError([{ code, path, message }]);
+}
+
+function parseOptions(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid(['options'], 'invalid_type', 'options must be an object');
+  const issues = Object.keys(options)
+    .filter((name) => !OPTION_NAMES.includes(name))
+    .map((name) => ({ code: 'unknown_field', path: ['options', name], message: `unknown option ${name}: the sandbox's policy is its request's, and no option widens it` }));
+  const { backend, request, recovery = { kind: 'in_process' }, id, name, workingDirectory, shell = '/bin/sh', env = {}, timeout = 300_000, instructions, onStart, onStop, onDestroy } = options;
+  const check = (ok, field, message) => {
+    if (!ok) issues.push({ code: 'invalid_value', path: ['options', field], message });
+  };
+  check(backend !== null && typeof backend?.reserve === 'function', 'backend', 'backend must be a sandbox backend (createDockerSandboxBackend)');
+  check(request !== null && typeof request === 'object', 'request', 'request must be a sandbox request ({ policy })');
+  check(id === undefined || (typeof id === 'string' && id.length > 0), 'id', 'id must be a non-empty string');
+  check(name === undefined || typeof name === 'string', 'name', 'name must be a string');
+  check(workingDirectory === undefined || (typeof workingDirectory === 'string' && workingDirectory.startsWith('/')), 'workingDirectory', 'workingDirectory must be an absolute path');
+  check(typeof shell === 'string' && shell.startsWith('/'), 'shell', 'shell must be an absolute path');
+  check(timeout === undefined || (Number.isSafeInteger(timeout) && timeout > 0), 'timeout', 'timeout must be a positive integer of milliseconds');
+  check(instructions === undefined || typeof instructions === 'string', 'instructions', 'instructions must be a string');
+  for (const [field, hook] of [['onStart', onStart], ['onStop', onStop], ['onDestroy', onDestroy]]) {
+    check(hook === undefined || typeof hook === 'function', field, `${field} must be a function`);
+  }
+  check(env !== null && typeof env === 'object' && !Array.isArray(env) && Object.values(env).every((v) => typeof v === 'string'), 'env', 'env must be an object of strings');
+  if (issues.length > 0) throw new SandboxValidationError(issues);
+  const chosenId = id ?? `native-sandbox-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
+  return { backend, request, recovery, id: chosenId, name: name ?? 'NativeSandbox', workingDirectory, shell, env: { ...env }, timeout, instructions, onStart, onStop, onDestroy };
+}
+
+/** `path` against `base` (POSIX), as Mastra's local provider resolves a command's cwd. */
+function posixResolve(base, path) {
+  return posix.resolve(base, path);
+}
+
+/** A receipt as Mastra's providers say it: the code; 124 for a timeout; 128 + n for a signal. */
+function exitCodeOf(exit, timedOut) {
+  if (timedOut) return 124;
+  if (exit.kind === 'exited') return exit.code;
+  if (exit.kind === 'signaled') return 128 + (native.signalNumber(exit.signal) ?? 0);
+  // Its sandbox stopped under it: as a kill.
+  return 137;
+}
