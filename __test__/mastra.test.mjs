@@ -80,8 +80,8 @@ describe('Mastra adapter (Mastra drives the sandbox)', () => {
       ]);
       const agent = new Agent({ id: 'coder', name: 'coder', instructions: 'Use the sandbox.', model, workspace });
       const result = await agent.generate('work');
-      const outputs = result.steps.flatMap((step) => step.toolResults ?? []).map((r) => r.payload?.result ?? r.result ?? r.output);
-      assert.equal(outputs.length, 2, JSON.stringify(result.steps.map((s) => s.toolResults)));
+      const outputs = result.toolResults.map((r) => r.payload.result);
+      assert.equal(outputs.length, 2, JSON.stringify(result.toolResults));
       assert.match(String(outputs[0]), /hello from 65532 in \/sandbox\/workspace/);
       assert.match(String(outputs[1]), /nope[\s\S]*Exit code: 3/);
       assert.equal(sandbox.status, 'running');
