@@ -200,6 +200,41 @@ describe('Mastra adapter: the sandbox member by member', () => {
   });
 });
 
+describe('Mastra adapter: failures own nothing and crash nothing', () => {
+  test('a start aborted or failing leaves nothing; a stop then a start makes a new sandbox', async () => {
+    const sandbox = createMastraSandbox({ backend, request: request() });
+    const workspace = new Workspace({ sandbox });
+    try {
+      await assert.rejects(sandbox._start({ abortSignal: AbortSignal.abort(new Error('not now')) }));
+      assert.deepEqual(leftovers(namespace).containers, [], 'the aborted start left no container');
+      const failing = createMastraSandbox({ backend, request: request((p) => (p.deadlines.startupMs = 1)) });
+      await assert.rejects(failing._start());
+      assert.deepEqual(leftovers(namespace).containers, [], 'the failed start left no container');
+      await failing._destroy();
+
+      assert.equal((await sandbox.executeCommand('echo first > f; cat f')).stdout, 'first\n');
+      await sandbox._stop();
+      assert.deepEqual(leftovers(namespace).containers, [], 'a stop ends the sandbox');
+      assert.equal((await sandbox.executeCommand('cat f 2>/dev/null || echo new sandbox')).stdout, 'new sandbox\n');
+    } finally {
+      await workspace.destroy();
+    }
+  });
+
+  test('stdin past the stream limits fails its call without ending the host; a timeout reads 124 whatever the command did with SIGTERM', async () => {
+    await withWorkspace(async ({ sandbox, workspace }) => {
+      await workspace.init();
+      const deaf = await sandbox.processes.spawn('sleep 30');
+      await assert.rejects(deaf.sendStdin('x'.repeat(4 * 1024 * 1024)));
+      assert.equal(await deaf.kill(), true);
+      const polite = await sandbox.executeCommand("trap 'exit 0' TERM; sleep 30 & wait", [], { timeout: 300 });
+      assert.deepEqual([polite.exitCode, polite.timedOut, polite.success], [124, true, false]);
+      const unbounded = await sandbox.executeCommand('echo no deadline', [], { timeout: 0 });
+      assert.equal(unbounded.stdout, 'no deadline\n');
+    });
+  });
+});
+
 // Ported from Mastra's shared sandbox provider suite (mastra-ai/mastra:
 // workspaces/_test-utils, createSandboxTestSuite; private, so not run as published). Left out: its
 // reconnection cases (a stopped sandbox started again keeps its files), which this package's

@@ -21,12 +21,24 @@ export function mastraSandboxFactory(workspace) {
     #command;
     #waited;
     #killed = false;
+    #exited = false;
 
-    constructor(command, options, timeoutMs) {
+    constructor(command, options, timeoutMs, started) {
       super(options);
       this.#command = command;
       this.pid = command.id;
-      const started = Date.now();
+      // A write refused by the stream limits fails its own call (sendStdin's callback); the
+      // stream's 'error' event must not go unheard (an uncaught error would end the host).
+      command.stdin?.on('error', () => {});
+      // Timed out: the deadline (counted natively from the spawn, which `started` precedes)
+      // has passed, whatever the command did with its SIGTERM.
+      let timedOut = false;
+      const timer = timeoutMs === undefined ? undefined : setTimeout(() => (timedOut = true), Math.max(0, started + timeoutMs - Date.now()));
+      timer?.unref();
+      command.exit.then(
+        () => (this.#exited = true),
+        () => (this.#exited = true),
+      );
       const pump = (stream, emit) =>
         new Promise((resolve) => {
           const decoder = new TextDecoder();
@@ -45,7 +57,7 @@ export function mastraSandboxFactory(workspace) {
         });
       const streams = Promise.all([pump(command.stdout, (text) => this.emitStdout(text)), pump(command.stderr, (text) => this.emitStderr(text))]);
       this.#waited = Promise.all([command.exit, streams]).then(([exit]) => {
-        const timedOut = exit.kind === 'signaled' && timeoutMs !== undefined && Date.now() - started >= timeoutMs;
+        clearTimeout(timer);
         if (timedOut) this.emitStderr(`\nProcess timed out after ${timeoutMs}ms`);
         this.exitCode = exitCodeOf(exit, timedOut);
         return {
@@ -54,7 +66,7 @@ export function mastraSandboxFactory(workspace) {
           stdout: this.stdout,
           stderr: this.stderr,
           executionTimeMs: Date.now() - started,
-          killed: this.#killed || exit.kind !== 'exited',
+          killed: this.#killed || timedOut || exit.kind !== 'exited',
           timedOut,
         };
       });
@@ -65,7 +77,7 @@ export function mastraSandboxFactory(workspace) {
     }
 
     async kill() {
-      if (this.exitCode !== undefined) return false;
+      if (this.exitCode !== undefined || this.#exited) return false;
       this.#killed = true;
       try {
         this.#command.kill('SIGKILL');
@@ -84,7 +96,7 @@ export function mastraSandboxFactory(workspace) {
     async closeStdin() {
       const stdin = this.#openStdin();
       if (stdin.writableEnded) return;
-      await new Promise((resolve) => stdin.end(resolve));
+      await new Promise((resolve, reject) => stdin.end((error) => (error ? reject(error) : resolve())));
     }
 
     #openStdin() {
@@ -100,9 +112,10 @@ export function mastraSandboxFactory(workspace) {
       const native = this.sandbox;
       const running = native.started();
       const cwd = options.cwd === undefined ? native.workingDirectory : posixResolve(native.workingDirectory, options.cwd);
-      const timeoutMs = options.timeout ?? native.defaultTimeout;
+      const timeoutMs = deadlineOf(options.timeout ?? native.defaultTimeout);
+      const started = Date.now();
       const env = Object.fromEntries(Object.entries(options.env ?? {}).filter(([, value]) => value !== undefined));
-      const started = await running.exec(
+      const executed = await running.exec(
         { executable: native.shell, args: ['-c', command], env, cwd },
         {
           stdin: options.stdinMode !== 'ignore',
@@ -110,7 +123,7 @@ export function mastraSandboxFactory(workspace) {
           ...(options.abortSignal === undefined ? {} : { signal: options.abortSignal }),
         },
       );
-      const handle = new NativeProcessHandle(started, options, timeoutMs);
+      const handle = new NativeProcessHandle(executed, options, timeoutMs, started);
       this._tracked.set(handle.pid, handle);
       return handle;
     }
@@ -128,6 +141,7 @@ export function mastraSandboxFactory(workspace) {
     shell;
     defaultTimeout;
     #settings;
+    #reservation;
     #sandbox;
 
     constructor(settings) {
@@ -149,33 +163,47 @@ export function mastraSandboxFactory(workspace) {
 
     /** The running sandbox (Mastra starts it before any command: `ensureRunning`). */
     started() {
-      if (this.#sandbox === undefined) throw new workspace.SandboxNotReadyError(this.status);
+      if (this.#sandbox === undefined) throw new workspace.SandboxNotReadyError(this.id);
       return this.#sandbox;
     }
 
     async start(options = {}) {
       if (this.#sandbox !== undefined) return { outcome: 'connected' };
+      // A reservation whose cleanup failed before is ended first: one sandbox at a time.
+      await this.#end();
       const { backend, request, recovery } = this.#settings;
       const signal = options.abortSignal;
-      this.#sandbox = await backend.reserve(request, recovery).start(signal === undefined ? {} : { signal });
+      const reservation = backend.reserve(request, recovery);
+      this.#reservation = reservation;
+      try {
+        this.#sandbox = await reservation.start(signal === undefined ? {} : { signal });
+      } catch (error) {
+        // The reservation owns whatever the failed start made (the contract's SandboxStartError):
+        // destroyed now, or kept for the next start or destroy() to end.
+        await this.#end().catch(() => {});
+        throw error;
+      }
       if (this.workingDirectory === undefined) this.setWorkingDirectory(this.#sandbox.workspace);
       return { outcome: 'created' };
     }
 
     /** A stop ends the sandbox (and every command); a later start makes a new one, empty. */
     async stop() {
-      const sandbox = this.#sandbox;
-      this.#sandbox = undefined;
-      if (sandbox === undefined) return;
-      try {
-        await sandbox.stop();
-      } finally {
-        await sandbox.destroy();
-      }
+      await this.#end();
     }
 
     async destroy() {
-      await this.stop();
+      await this.#end();
+    }
+
+    /** Destroys the reservation (stopping its sandbox first); kept until that succeeds. */
+    async #end() {
+      const reservation = this.#reservation;
+      if (reservation === undefined) return;
+      this.#sandbox = undefined;
+      await reservation.destroy();
+      this.#reservation = undefined;
+      this.processes?._tracked.clear();
     }
 
     async writeFiles(files, options = {}) {
@@ -261,6 +289,16 @@ function parseOptions(options) {
 /** `path` against `base` (POSIX), as Mastra's local provider resolves a command's cwd. */
 function posixResolve(base, path) {
   return posix.resolve(base, path);
+}
+
+/**
+ * A timeout as a deadline the sandbox takes: none for 0 (as Mastra's local sandbox reads it),
+ * whole milliseconds up, at most 2^31 - 1.
+ */
+function deadlineOf(timeout) {
+  if (timeout === undefined || timeout === 0) return undefined;
+  if (typeof timeout !== 'number' || !(timeout > 0)) throw invalid(['timeout'], 'invalid_value', 'timeout must be a positive number of milliseconds');
+  return Math.min(Math.ceil(timeout), 2 ** 31 - 1);
 }
 
 /** A receipt as Mastra's providers say it: the code; 124 for a timeout; 128 + n for a signal. */
