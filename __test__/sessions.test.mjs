@@ -75,6 +75,17 @@ for (const [name, backend] of [
           assert.deepEqual(result.exit, { kind: 'exited', code: 0 });
           assert.equal(result.stdout.toString(), `n${i}\n`);
         });
+        // Past the policy's pids, a start fails saying so; the commands that started are unharmed.
+        const sleep = { executable: '/bin/sleep', args: ['30'], env: {}, cwd: '/' };
+        const sleepers = await Promise.allSettled(Array.from({ length: 100 }, () => sandbox.exec(sleep, { stdin: false })));
+        const refused = sleepers.filter((s) => s.status === 'rejected');
+        assert.ok(refused.length > 0, 'some start was refused');
+        refused.forEach((s) => assert.match(s.reason.message, /resources\.pids/));
+        for (const s of sleepers.filter((s) => s.status === 'fulfilled')) s.value.kill('SIGKILL');
+        for (const s of sleepers.filter((s) => s.status === 'fulfilled')) assert.deepEqual(await s.value.exit, { kind: 'signaled', signal: 'SIGKILL' });
+      }, (policy) => {
+        // 64 at once, beside the supervisor and the sandbox's init: 64 tasks would not do.
+        policy.resources.pids = 80;
       });
     });
 

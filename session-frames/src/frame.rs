@@ -74,13 +74,20 @@ impl Frame {
     pub fn write(&self, out: &mut Vec<u8>) {
         debug_assert!(self.payload.len() <= MAX_PAYLOAD);
         out.reserve(HEADER_LEN + self.payload.len());
-        out.push(self.kind as u8);
-        out.push(VERSION);
-        out.extend_from_slice(&[0, 0]);
-        out.extend_from_slice(&self.channel.to_be_bytes());
-        out.extend_from_slice(&(self.payload.len() as u32).to_be_bytes());
+        out.extend_from_slice(&header(self.kind, self.channel, self.payload.len()));
         out.extend_from_slice(&self.payload);
     }
+}
+
+/// The header of a frame of `kind` on `channel` whose payload is `payload_len` bytes (at most
+/// `MAX_PAYLOAD`).
+pub(crate) fn header(kind: Kind, channel: u32, payload_len: usize) -> [u8; HEADER_LEN] {
+    let mut header = [0u8; HEADER_LEN];
+    header[0] = kind as u8;
+    header[1] = VERSION;
+    header[4..8].copy_from_slice(&channel.to_be_bytes());
+    header[8..12].copy_from_slice(&(payload_len as u32).to_be_bytes());
+    header
 }
 
 /// What was wrong with a frame.

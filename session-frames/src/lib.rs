@@ -24,8 +24,8 @@ pub use decoder::Decoder;
 pub use file::{FileAnswer, FileKind, FileOp, FileRequest, Root, COMPONENT_MAX};
 pub use frame::{Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD, VERSION};
 pub use message::{
-    encode, Exit, Message, Signal, Spawn, Stream, OUTPUT_AFTER_EXIT_MS, SPAWN_FAILED_CWD,
-    STDIN_WINDOW,
+    encode, output_prefix, Exit, Message, Signal, Spawn, Stream, OUTPUT_AFTER_EXIT_MS,
+    OUTPUT_PREFIX_LEN, SPAWN_FAILED_CWD, STDIN_WINDOW,
 };
 
 #[cfg(test)]

@@ -4,7 +4,7 @@ use crate::file::{
     put_answer, put_entries, put_request, read_answer, read_entries, read_request, FileAnswer,
     FileKind, FileRequest,
 };
-use crate::frame::{Frame, FrameError, Kind};
+use crate::frame::{header, Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD};
 use crate::wire::{put_bytes, put_u32, Cursor};
 
 /// The stdin bytes of one command a host may have sent and not seen taken (`StdinTaken`).
@@ -276,6 +276,20 @@ impl Message {
         c.finish("length")?;
         Ok(message)
     }
+}
+
+/// The bytes of an `Output` frame before the command's bytes.
+pub const OUTPUT_PREFIX_LEN: usize = HEADER_LEN + 1;
+
+/// What an `Output` frame of `len` command bytes on `channel` holds before them: for a sender
+/// that reads output straight into its outgoing buffer (the bytes `encode` makes). `len` is at
+/// most `MAX_PAYLOAD - 1`.
+pub fn output_prefix(channel: u32, stream: Stream, len: usize) -> [u8; OUTPUT_PREFIX_LEN] {
+    debug_assert!(len < MAX_PAYLOAD);
+    let mut prefix = [0u8; OUTPUT_PREFIX_LEN];
+    prefix[..HEADER_LEN].copy_from_slice(&header(Kind::Output, channel, len + 1));
+    prefix[HEADER_LEN] = stream as u8;
+    prefix
 }
 
 /// `message` on `channel` as a frame's bytes, appended to `out`. A payload past `MAX_PAYLOAD`

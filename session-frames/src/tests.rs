@@ -254,3 +254,17 @@ fn signals_are_the_contracts_names_and_nothing_else() {
     assert_eq!(Signal::from_name("SIGSTOP"), None);
     assert_eq!(Signal::from_number(19), None);
 }
+
+#[test]
+fn an_output_prefix_and_its_bytes_are_the_output_frame_encode_makes() {
+    for (channel, stream, len) in [
+        (1, Stream::Stdout, 0),
+        (7, Stream::Stderr, 4096),
+        (u32::MAX, Stream::Stdout, MAX_PAYLOAD - 1),
+    ] {
+        let bytes = vec![0x5a; len];
+        let mut sent = output_prefix(channel, stream, len).to_vec();
+        sent.extend_from_slice(&bytes);
+        assert_eq!(sent, frame_of(channel, &Message::Output { stream, bytes }));
+    }
+}

@@ -29,7 +29,8 @@ use std::time::{Duration, Instant};
 use std::os::fd::{AsRawFd, OwnedFd};
 
 use session_frames::{
-    encode, Decoder, FileAnswer, Message, Stream, MAX_PAYLOAD, OUTPUT_AFTER_EXIT_MS, STDIN_WINDOW,
+    encode, output_prefix, Decoder, FileAnswer, Message, Stream, MAX_PAYLOAD, OUTPUT_AFTER_EXIT_MS,
+    OUTPUT_PREFIX_LEN, STDIN_WINDOW,
 };
 
 use children::{reap, ChildWake};
@@ -39,7 +40,9 @@ use files::{Outcome, Roots, Writing};
 /// Frames queued for the host past which no output is read.
 const QUEUED_MAX: usize = 4 * 1024 * 1024;
 /// One read of a command's output, at most.
-const READ_MAX: usize = 512 * 1024;
+const READ_MAX: usize = 128 * 1024;
+/// One read of the connection, at least (frames from the host are mostly small).
+const CONNECTION_READ: usize = 64 * 1024;
 const CONNECTION_IN: i32 = 0;
 const CONNECTION_OUT: i32 = 1;
 
@@ -82,6 +85,7 @@ pub fn run(args: &[String]) -> Result<(), String> {
     }
     let mut supervisor = Supervisor {
         decoder: Decoder::new(),
+        connection_buffer: Vec::new(),
         queued: Vec::new(),
         written: 0,
         commands: HashMap::new(),
@@ -98,6 +102,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
 
 struct Supervisor {
     decoder: Decoder,
+    /// Where the connection is read into (kept: the same buffer for every read).
+    connection_buffer: Vec<u8>,
     /// Frames for the host, written from `written` on.
     queued: Vec<u8>,
     written: usize,
@@ -241,11 +247,17 @@ impl Supervisor {
     }
 
     fn send(&mut self, channel: u32, message: &Message) {
+        self.make_room();
+        encode(channel, message, &mut self.queued);
+    }
+
+    /// Drops the frames already written once they are at least half of what is queued, so
+    /// the queue never grows past twice what is unwritten.
+    fn make_room(&mut self) {
         if self.written > 0 && self.written * 2 >= self.queued.len() {
             self.queued.drain(..self.written);
             self.written = 0;
         }
-        encode(channel, message, &mut self.queued);
     }
 
     fn write_connection(&mut self) -> Result<(), String> {
@@ -272,7 +284,15 @@ impl Supervisor {
     }
 
     fn read_connection(&mut self) -> Result<(), String> {
-        let mut buf = vec![0u8; self.decoder.wanted().clamp(1, READ_MAX)];
+        // What the decoder wants, or a connection read's worth when that is less (several
+        // small frames, a credit or a signal, arrive in one read): the decoder holds one frame
+        // and at most `CONNECTION_READ` bytes more.
+        let want = self
+            .decoder
+            .wanted()
+            .clamp(CONNECTION_READ, READ_MAX.max(CONNECTION_READ));
+        let buf = &mut self.connection_buffer;
+        buf.resize(want, 0);
         // SAFETY: reads into a live buffer of its length.
         let n = unsafe { libc::read(CONNECTION_IN, buf.as_mut_ptr().cast(), buf.len()) };
         if n == 0 {
@@ -290,7 +310,7 @@ impl Supervisor {
             self.host_gone = true;
             return Ok(());
         }
-        self.decoder.push(&buf[..n as usize]);
+        self.decoder.push(&self.connection_buffer[..n as usize]);
         loop {
             match self.decoder.next_frame() {
                 Ok(Some(frame)) => match Message::decode(&frame) {
@@ -446,30 +466,50 @@ impl Supervisor {
     }
 
     fn read_output(&mut self, channel: u32, stream: Stream) {
-        let Some(output) = self
+        let Some((fd, credit)) = self
             .commands
-            .get_mut(&channel)
-            .and_then(|c| c.outputs[index(stream)].as_mut())
+            .get(&channel)
+            .and_then(|c| c.outputs[index(stream)].as_ref())
+            .map(|output| (std::os::fd::AsRawFd::as_raw_fd(&output.fd), output.credit))
         else {
             return;
         };
-        let want = usize::try_from(output.credit)
+        let want = usize::try_from(credit)
             .unwrap_or(usize::MAX)
             .min(READ_MAX)
             .min(MAX_PAYLOAD - 1);
-        let mut buf = vec![0u8; want];
-        // SAFETY: reads into a live buffer of its length from a pipe this owns.
+        // The output is read straight into the frames for the host, after room for its
+        // prefix: no buffer of its own, no copy.
+        self.make_room();
+        let start = self.queued.len();
+        self.queued.reserve(OUTPUT_PREFIX_LEN + want);
+        // SAFETY: `reserve` made room for `OUTPUT_PREFIX_LEN + want` bytes past `start`, and
+        // read writes at most `want` bytes there, past the prefix's room; only the bytes it
+        // reports written are made part of the vector (`set_len` below).
         let n = unsafe {
             libc::read(
-                std::os::fd::AsRawFd::as_raw_fd(&output.fd),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
+                fd,
+                self.queued
+                    .as_mut_ptr()
+                    .add(start + OUTPUT_PREFIX_LEN)
+                    .cast(),
+                want,
             )
         };
         if n > 0 {
-            buf.truncate(n as usize);
-            output.credit -= n as u64;
-            self.send(channel, &Message::Output { stream, bytes: buf });
+            let n = n as usize;
+            if let Some(output) = self
+                .commands
+                .get_mut(&channel)
+                .and_then(|c| c.outputs[index(stream)].as_mut())
+            {
+                output.credit -= n as u64;
+            }
+            self.queued
+                .extend_from_slice(&output_prefix(channel, stream, n));
+            // SAFETY: the prefix now fills `start..start + OUTPUT_PREFIX_LEN` and read wrote
+            // the `n` bytes after it, all inside the capacity reserved above.
+            unsafe { self.queued.set_len(start + OUTPUT_PREFIX_LEN + n) };
             return;
         }
         if n < 0 {

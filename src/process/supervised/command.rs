@@ -14,6 +14,7 @@ use session_frames::{
 use tokio::io::AsyncWrite;
 use tokio::sync::oneshot;
 
+use super::credit::Owed;
 use super::link::{lock, Handled, Party, Shared};
 use crate::input::{Issue, IssueCode, Seg};
 use crate::lifecycle::driver::{OutputEvent, OutputStream, ProcessChannels, ProcessExit};
@@ -66,6 +67,7 @@ fn fate(exit: Exit) -> ProcessExit {
 fn spawn_failure(errno: i32, message: &str) -> OwnerError {
     const ENOENT: i32 = 2;
     const ENOEXEC: i32 = 8;
+    const EAGAIN: i32 = 11;
     const EACCES: i32 = 13;
     const ENOTDIR: i32 = 20;
     const EISDIR: i32 = 21;
@@ -85,6 +87,11 @@ fn spawn_failure(errno: i32, message: &str) -> OwnerError {
             "executable",
             format!("the program could not be run in the sandbox: {message}"),
         ),
+        // fork's EAGAIN: the sandbox's tasks are at its limit (the commands running, what they
+        // started, the supervisor and the sandbox's init all count).
+        EAGAIN => OwnerError::driver(format!(
+            "the command could not start: the sandbox runs as many tasks as its policy's resources.pids allows ({message}); wait for some to end, or ask for more"
+        )),
         _ => OwnerError::driver(format!(
             "the command could not start: {message} (errno {errno})"
         )),
@@ -122,6 +129,7 @@ pub(super) fn open(
             shared,
             slot: Arc::clone(&slot),
             channel,
+            owed: Default::default(),
         }),
         // A receipt never sent (the connection ended first) is no fate anyone knows.
         exit: exit_rx
@@ -238,13 +246,16 @@ struct Output {
     shared: Arc<Shared>,
     slot: Arc<Slot>,
     channel: u32,
+    /// stdout's and stderr's credit taken and not given back yet.
+    owed: [Owed; 2],
 }
 
 impl FuturesStream for Output {
     type Item = Result<OutputEvent, OwnerError>;
 
-    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let mut state = lock(&self.slot.state);
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        let mut state = lock(&this.slot.state);
         let Some(event) = state.events.pop_front() else {
             if state.ended == [true, true] {
                 return Poll::Ready(None);
@@ -255,8 +266,11 @@ impl FuturesStream for Output {
         let credit = match &event {
             Ok(OutputEvent::Bytes(stream, bytes)) if !state.ended[index(*stream)] => {
                 let len = u32::try_from(bytes.len()).unwrap_or(u32::MAX);
-                state.credit[index(*stream)] += u64::from(len);
-                Some((*stream, len))
+                let back = this.owed[index(*stream)].took(len);
+                if let Some(back) = back {
+                    state.credit[index(*stream)] += u64::from(back);
+                }
+                back.map(|back| (*stream, back))
             }
             _ => None,
         };
@@ -266,8 +280,8 @@ impl FuturesStream for Output {
                 OutputStream::Stdout => Stream::Stdout,
                 OutputStream::Stderr => Stream::Stderr,
             };
-            self.shared
-                .send(self.channel, &Message::Credit { stream, bytes });
+            this.shared
+                .send(this.channel, &Message::Credit { stream, bytes });
         }
         Poll::Ready(Some(event))
     }

@@ -12,6 +12,7 @@ use session_frames::{
 };
 use tokio::sync::{mpsc, Notify};
 
+use super::credit::Owed;
 use super::link::{lock, Handled, Link, Party, Shared};
 use super::CREDIT;
 use crate::lifecycle::error::{OperationCode, OwnerError};
@@ -326,8 +327,8 @@ impl Link {
         };
         // The stream owns the call: dropped before its end, the supervisor closes the file.
         let stream = futures::stream::unfold(
-            (Some(first), call, false),
-            move |(pending, mut call, over)| async move {
+            (Some(first), call, false, Owed::default()),
+            move |(pending, mut call, over, mut owed)| async move {
                 if over {
                     return None;
                 }
@@ -339,17 +340,19 @@ impl Link {
                     Some(Ok(Message::FileBytes(more))) => {
                         let len = u32::try_from(more.len()).unwrap_or(u32::MAX);
                         // Taken by the reader: the supervisor may send as much again.
-                        call.send(&Message::Credit {
-                            stream: Stream::Stdout,
-                            bytes: len,
-                        });
+                        if let Some(bytes) = owed.took(len) {
+                            call.send(&Message::Credit {
+                                stream: Stream::Stdout,
+                                bytes,
+                            });
+                        }
                         Ok(Bytes::from(more))
                     }
                     Some(Ok(Message::FileDone(FileAnswer::ReadEnd))) => return None,
                     other => Err(not_the_answer(other)),
                 };
                 let over = item.is_err();
-                Some((item, (None, call, over)))
+                Some((item, (None, call, over, owed)))
             },
         );
         Ok(Some(stream.boxed()))

@@ -182,14 +182,25 @@ impl Link {
     }
 }
 
+/// Frames gathered into one write once this many bytes are in hand.
+const BATCH_BYTES: usize = 256 * 1024;
+
 async fn write_frames(
     mut input: Pin<Box<dyn AsyncWrite + Send>>,
     mut queued: mpsc::UnboundedReceiver<Vec<u8>>,
     shared: std::sync::Weak<Shared>,
 ) {
-    while let Some(frame) = queued.recv().await {
+    while let Some(mut frames) = queued.recv().await {
+        // Frames queued meanwhile go in the same write (a spawn and its credits, say): the
+        // engine relays them, and the supervisor reads them, once.
+        while frames.len() < BATCH_BYTES {
+            match queued.try_recv() {
+                Ok(more) => frames.extend_from_slice(&more),
+                Err(_) => break,
+            }
+        }
         let written = async {
-            input.write_all(&frame).await?;
+            input.write_all(&frames).await?;
             input.flush().await
         }
         .await;

@@ -6,7 +6,8 @@
 //! Invariants:
 //! - what the link holds for a command is bounded by the protocol's windows: at most `CREDIT`
 //!   bytes of each output stream (credit is given back only as the command's output stream is
-//!   read; a supervisor that sends more breaks the link, it is never buffered), and at most
+//!   read, in batches (`credit.rs`); a supervisor that sends more breaks the link, it is never
+//!   buffered), and at most
 //!   `STDIN_WINDOW` bytes of stdin unacknowledged by the supervisor;
 //! - a command's exit is its leader's wait status, independent of its output's end;
 //! - once the connection ends or fails (the supervisor is gone), every command's spawn, output
@@ -14,6 +15,7 @@
 //!   `Unavailable`: nothing waits for ever.
 
 mod command;
+mod credit;
 mod files;
 mod link;
 mod paths;
@@ -24,7 +26,7 @@ pub use link::{Link, Spawned};
 pub use paths::{guest_path, GuestPath, GuestRoots};
 
 /// Output bytes of one stream the supervisor may send before the host reads them.
-pub const CREDIT: u32 = 256 * 1024;
+pub const CREDIT: u32 = 512 * 1024;
 
 #[cfg(test)]
 mod tests;
