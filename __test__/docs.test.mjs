@@ -169,6 +169,10 @@ const RECIPES = {
     links: { '@mastra': join(root, 'node_modules', '@mastra') },
     expect: [/^tool: "13 answer\.py\\n65532\\n"$/m, /^answer: answer\.py is written\.$/m],
   },
+  'openai-agents': {
+    links: { '@openai': join(root, 'node_modules', '@openai'), zod: join(root, 'node_modules', 'zod') },
+    expect: [/^tool: "Process exited with code 0\\nOutput:\\nwrite answer\.py\\nprint\(6 \* 7\)\\n12 answer\.py\\n65532\\n"$/m, /^answer: answer\.py is written\.$/m],
+  },
   'acp-agent': {
     links: { '@agentclientprotocol': join(root, 'node_modules', '@agentclientprotocol') },
     expect: [/^turn ended: \w+$/m, /^the agent wrote \S+/m],

@@ -1,0 +1,233 @@
+// native-sandbox/openai-agents: OpenAI Agents JS's own code (its runner, a SandboxAgent with the
+// built-in shell and filesystem capabilities, driven by the SDK's ScriptedModel) runs commands and
+// patches files in a real Docker sandbox; then the client and session member by member (exec with
+// its yield and writeStdin, the file members, manifests, serialize/resume/delete on the recovery
+// record, refusals), and the census afterwards.
+import assert from 'node:assert/strict';
+import { execFileSync, spawn } from 'node:child_process';
+import { once } from 'node:events';
+import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { run, setTracingDisabled } from '@openai/agents';
+import { Manifest, SandboxAgent, SandboxUnsupportedFeatureError, SandboxWorkspaceReadNotFoundError, filesystem, shell } from '@openai/agents/sandbox';
+import { ScriptedModel, assistantMessage, functionCall } from '@openai/agents-core/testing';
+import { SandboxValidationError } from 'native-sandbox';
+import { createOpenAiAgentsSandboxClient } from 'native-sandbox/openai-agents';
+import { dockerBackend, IMAGE, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+
+// No trace leaves this machine.
+setTracingDisabled(true);
+
+const namespace = uniqueNamespace('openai');
+const backend = dockerBackend(namespace);
+
+after(() => {
+  assert.deepEqual(leftovers(namespace), NOTHING, 'the OpenAI Agents suite leaves no engine objects behind');
+});
+
+const client = createOpenAiAgentsSandboxClient({ backend, request: request() });
+
+/** A session of `client`, closed however `body` ends. */
+async function withSession(body, manifest = new Manifest()) {
+  const session = await client.create({ manifest });
+  try {
+    return await body(session);
+  } finally {
+    await session.close();
+  }
+}
+
+/** The text the model was handed back for each of its tool calls, in order (its last request holds them all). */
+function toolResults(model) {
+  return model.calls
+    .at(-1)
+    .request.input
+    .filter((item) => item.type === 'function_call_result' || item.type === 'apply_patch_call_output')
+    .map((item) => (item.type === 'apply_patch_call_output' ? `${item.status}: ${item.output}` : typeof item.output === 'string' ? item.output : item.output?.text ?? JSON.stringify(item.output)));
+}
+
+describe('OpenAI Agents adapter (the SDK runner drives the sandbox)', () => {
+  test('a SandboxAgent run: the manifest is in the workspace, apply_patch writes, exec_command reads it back, a failure says its code', async () => {
+    const model = new ScriptedModel([
+      // The SDK's hosted apply_patch tool (the transport its Responses models use), through the session's editor.
+      [{ type: 'apply_patch_call', callId: 'c1', status: 'completed', operation: { type: 'create_file', path: 'notes/hello.txt', diff: '+hello from the patch\n' } }],
+      [functionCall('exec_command', { cmd: 'cat README.md notes/hello.txt; echo; echo "$(id -u) $(pwd)"' }, { callId: 'c2' })],
+      [functionCall('exec_command', { cmd: 'echo nope >&2; exit 3' }, { callId: 'c3' })],
+      [functionCall('exec_command', { cmd: 'cat no-such-file' }, { callId: 'c4' })],
+      [assistantMessage('done')],
+    ]);
+    const agent = new SandboxAgent({
+      name: 'worker',
+      model,
+      instructions: 'Work in the sandbox.',
+      capabilities: [filesystem(), shell()],
+      defaultManifest: new Manifest({ entries: { 'README.md': { type: 'file', content: 'read me\n' } } }),
+    });
+    const result = await run(agent, 'go', { sandbox: { client } });
+    assert.equal(result.finalOutput, 'done');
+    const tools = model.calls[0].request.tools.map((t) => t.name);
+    assert.ok(tools.includes('exec_command') && tools.includes('apply_patch'), `tools offered: ${tools}`);
+    const [patched, read, failed, missing] = toolResults(model);
+    assert.match(patched, /^completed/, patched);
+    assert.match(read, /Process exited with code 0/);
+    assert.match(read, /read me\nhello from the patch\n65532 \/sandbox\/workspace/);
+    assert.match(failed, /Process exited with code 3\nOutput:\nnope/);
+    assert.match(missing, /Process exited with code 1/);
+    assert.match(missing, /no-such-file/);
+    // The run owned its session: its sandbox is gone.
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+
+  test('an aborted run asks the model nothing more, and the session the run owned is removed', async () => {
+    // The SDK hands its tools no abort signal: the command in flight runs to its yield, then the
+    // run stops at the abort and its cleanup stops and removes the sandbox.
+    const model = new ScriptedModel([[functionCall('exec_command', { cmd: 'sleep 2; echo slept', yield_time_ms: 30_000 }, { callId: 'c1' })], [assistantMessage('never')]]);
+    const agent = new SandboxAgent({ name: 'sleeper', model, instructions: 'x', capabilities: [shell()] });
+    const controller = new AbortController();
+    setTimeout(() => controller.abort(new Error('enough')), 500);
+    const outcome = await run(agent, 'go', { sandbox: { client }, signal: controller.signal }).then(
+      (result) => ({ result }),
+      (error) => ({ error }),
+    );
+    assert.notEqual(outcome.result?.finalOutput, 'never', 'the run did not go on past the abort');
+    assert.equal(model.calls.length, 1, 'the model was not asked again');
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+});
+
+describe('OpenAI Agents adapter: the session member by member', () => {
+  test('exec yields a running command a session id; writeStdin feeds it and ^C interrupts another', async () => {
+    await withSession(async (session) => {
+      const running = await session.exec({ cmd: 'read line; echo "got $line"; read again; echo never', yieldTimeMs: 200 });
+      assert.equal(typeof running.sessionId, 'number');
+      assert.equal(running.exitCode, undefined);
+      const fed = await session.writeStdin({ sessionId: running.sessionId, chars: 'abc\n', yieldTimeMs: 500 });
+      assert.match(fed, /Process running with session ID \d+\nOutput:\ngot abc/);
+      const interrupted = await session.writeStdin({ sessionId: running.sessionId, chars: '\u0003', yieldTimeMs: 5_000 });
+      assert.match(interrupted, /Process exited with code 130/);
+      assert.match(await session.writeStdin({ sessionId: running.sessionId, chars: 'x' }), /write_stdin failed: session not found/);
+      // A command that does not read its stdin does not hold writeStdin past its yield; past the
+      // policy's buffered input (1 MiB here) the stream limit ends the command, as for any command.
+      const deaf = await session.exec({ cmd: 'sleep 3', yieldTimeMs: 100 });
+      const writing = Date.now();
+      assert.match(await session.writeStdin({ sessionId: deaf.sessionId, chars: 'x'.repeat(4 * 1024 * 1024), yieldTimeMs: 200 }), /Process exited with code 137/);
+      assert.ok(Date.now() - writing < 2_500, `writeStdin took ${Date.now() - writing} ms`);
+      // stop() ends the commands still running (SIGTERM, then SIGKILL); the sandbox goes on.
+      const sleeper = await session.exec({ cmd: 'trap "" TERM; sleep 60', yieldTimeMs: 100 });
+      const stopping = Date.now();
+      await session.stop();
+      assert.ok(Date.now() - stopping < 5_000, `stop took ${Date.now() - stopping} ms`);
+      assert.match(await session.writeStdin({ sessionId: sleeper.sessionId, chars: '' }), /session not found/);
+      const done = await session.exec({ cmd: 'echo out; echo err >&2; exit 4' });
+      assert.deepEqual([done.exitCode, done.stdout, done.stderr], [4, 'out\n', 'err\n']);
+      assert.match(done.output, /out\n/);
+      // The framework's token budget: head and tail kept, the count said.
+      const long = await session.exec({ cmd: 'seq 1 20000', maxOutputTokens: 50 });
+      assert.equal(typeof long.originalTokenCount, 'number');
+      assert.ok(long.output.length < 400, long.output);
+    });
+  });
+
+  test("a background child holding the output does not hold exec past the sandbox's bound", async () => {
+    await withSession(async (session) => {
+      const started = Date.now();
+      const result = await session.exec({ cmd: 'sleep 60 & echo started' });
+      assert.equal(result.exitCode, 0);
+      assert.match(result.output, /started/);
+      assert.ok(Date.now() - started < 5_000, `${Date.now() - started} ms`);
+    });
+  });
+
+  test('files: read (absent, a directory, maxBytes), listDir, pathExists, the editor, escapes refused', async () => {
+    await withSession(async (session) => {
+      const editor = session.createEditor();
+      await editor.createFile({ type: 'create_file', path: 'a/b.txt', diff: '+one\n+two\n' });
+      await assert.rejects(editor.createFile({ type: 'create_file', path: 'a/b.txt', diff: '+again\n' }), /already exists/);
+      await editor.updateFile({ type: 'update_file', path: 'a/b.txt', diff: '@@\n one\n-two\n+three\n', moveTo: 'a/c.txt' });
+      assert.equal(new TextDecoder().decode(await session.readFile({ path: 'a/c.txt' })), 'one\nthree');
+      assert.equal(await session.pathExists('a/b.txt'), false);
+      assert.equal(new TextDecoder().decode(await session.readFile({ path: '/sandbox/workspace/a/c.txt', maxBytes: 3 })), 'one');
+      await assert.rejects(session.readFile({ path: 'missing.txt' }), SandboxWorkspaceReadNotFoundError);
+      await assert.rejects(session.readFile({ path: 'a' }), /not a file/);
+      assert.deepEqual(await session.listDir({ path: 'a' }), [{ name: 'c.txt', path: 'a/c.txt', type: 'file' }]);
+      await assert.rejects(session.listDir({ path: 'nowhere' }), SandboxWorkspaceReadNotFoundError);
+      assert.equal(await session.directoryExists('a'), true);
+      assert.equal(await session.directoryExists('a/c.txt'), false);
+      await editor.deleteFile({ type: 'delete_file', path: 'a/c.txt' });
+      await assert.rejects(editor.deleteFile({ type: 'delete_file', path: 'a/c.txt' }), /not found/);
+      // Nothing outside the workspace, HOME and TMPDIR is reached.
+      await assert.rejects(session.readFile({ path: '../../../etc/passwd' }), SandboxValidationError);
+      await assert.rejects(editor.createFile({ type: 'create_file', path: '/etc/evil', diff: '+x\n' }), SandboxValidationError);
+      await session.materializeEntry({ path: 'more', entry: { type: 'dir', children: { 'x.txt': { type: 'file', content: 'x' } } } });
+      assert.equal(new TextDecoder().decode(await session.readFile({ path: 'more/x.txt' })), 'x');
+    });
+  });
+
+  test('serialize, then resume: in this process the live session, whichever client asks', async () => {
+    const session = await client.create({ manifest: new Manifest() });
+    try {
+      const serialized = JSON.parse(JSON.stringify(await client.serializeSessionState(session.state)));
+      assert.equal(serialized.recoveryRecord.sandboxId, session.state.sandboxId);
+      const other = createOpenAiAgentsSandboxClient({ backend, request: request() });
+      assert.equal(await other.resume(await other.deserializeSessionState(serialized)), session, 'the same live session');
+      await assert.rejects(other.deserializeSessionState({ format: 'something else' }), /session state/);
+    } finally {
+      await session.close();
+    }
+  });
+
+  test('resume after the controller was killed: the recorded sandbox is proven and removed, a new one has the manifest and environment', async () => {
+    const child = spawn(process.execPath, [fileURLToPath(new URL('./fixtures/openai-agents-session-child.mjs', import.meta.url))], {
+      env: { ...process.env, OPENAI_NAMESPACE: namespace, OPENAI_IMAGE: IMAGE },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let line = '';
+    child.stdout.on('data', (chunk) => (line += chunk));
+    const until = Date.now() + 60_000;
+    while (!line.includes('\n') && child.exitCode === null && Date.now() < until) await new Promise((r) => setTimeout(r, 100));
+    child.kill('SIGKILL');
+    await once(child, 'exit');
+    const serialized = JSON.parse(line);
+    assert.equal((await backend.reconcile(serialized.recoveryRecord)).kind, 'matched', 'the killed controller left its sandbox');
+    const state = await client.deserializeSessionState(serialized);
+    const resumed = await client.resume(state);
+    try {
+      assert.notEqual(resumed.state.sandboxId, serialized.sandboxId);
+      const result = await resumed.exec({ cmd: 'cat keep.txt; echo " $GREETING"; ls' });
+      assert.equal(result.stdout, 'kept hi\nkeep.txt\n', 'the manifest and environment, in a new workspace');
+      assert.equal((await backend.reconcile(serialized.recoveryRecord)).kind, 'absent', 'the recorded sandbox is gone');
+    } finally {
+      await resumed.close();
+    }
+    // delete() of a state whose sandbox is gone is nothing to do.
+    await client.delete(state);
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+
+  test('refusals: unknown options, per-session options, runAs, tty, host entries; a refused create leaves nothing', async () => {
+    assert.throws(
+      () => createOpenAiAgentsSandboxClient({ backend, request: request(), mounts: ['/'] }),
+      (error) => error instanceof SandboxValidationError && error.issues.some((issue) => issue.path.join('.') === 'options.mounts'),
+    );
+    await assert.rejects(client.create({ manifest: new Manifest(), options: { image: 'other' } }), SandboxValidationError);
+    await assert.rejects(client.create({ manifest: new Manifest({ entries: { src: { type: 'local_dir', src: '/' } } }) }), SandboxUnsupportedFeatureError);
+    await assert.rejects(client.create({ manifest: new Manifest({ root: '/elsewhere' }) }), /not the sandbox's workspace/);
+    await withSession(async (session) => {
+      await assert.rejects(session.exec({ cmd: 'id', runAs: 'root' }), SandboxUnsupportedFeatureError);
+      await assert.rejects(session.exec({ cmd: 'id', tty: true }), SandboxUnsupportedFeatureError);
+      assert.equal(session.supportsPty(), false);
+    });
+    assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+});
+
+test('importing the adapter without OpenAI Agents installed fails at once, naming the package', () => {
+  const hooks = `import { registerHooks } from 'node:module';
+registerHooks({ resolve(specifier, context, next) {
+  if (specifier.startsWith('@openai/agents-core')) throw Object.assign(new Error("Cannot find package '@openai/agents-core'"), { code: 'ERR_MODULE_NOT_FOUND' });
+  return next(specifier, context);
+} });
+try { await import('native-sandbox/openai-agents'); console.log('imported'); } catch (error) { console.log(error.name + ': ' + error.message); }`;
+  const said = execFileSync(process.execPath, ['--input-type=module', '-e', hooks], { encoding: 'utf8', cwd: new URL('..', import.meta.url) });
+  assert.match(said, /^SandboxUnsupportedError: native-sandbox\/openai-agents .*'@openai\/agents-core' is not installed here.*npm install @openai\/agents@0\.20/);
+});

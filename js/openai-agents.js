@@ -1,0 +1,539 @@
+// native-sandbox/openai-agents: a `SandboxClient` of OpenAI Agents JS (`@openai/agents-core/sandbox`)
+// whose sessions are this package's sandboxes. A session's commands run through the sandbox's
+// sessions (`exec`: bounded, killed with their process group, owned), its files through
+// `files.*` (the workspace, HOME and TMPDIR, nothing outside them). The framework's modules come
+// in as `framework` (the entry point loads them), so nothing here runs without it.
+import { posix } from 'node:path';
+import { SandboxValidationError } from './errors.js';
+import { native } from './native.js';
+
+const OPTION_NAMES = ['backend', 'request', 'recovery', 'shell', 'env'];
+const EXEC_YIELD_MS = 10_000;
+const STDIN_YIELD_MS = 250;
+/** Characters of a running command's output kept between two looks at it (the framework's bound). */
+const KEPT_OUTPUT_CHARS = 1024 * 1024;
+/** The most an editor update or an image view reads (the framework's Docker client's bound). */
+const EDIT_READ_BYTES = 10 * 1024 * 1024;
+/** Between SIGTERM and SIGKILL when a session stops its commands (the framework's local bound). */
+const STOP_GRACE_MS = 250;
+const DEFAULT_ROOT = '/workspace';
+const STATE_FORMAT = 'native-sandbox.openai-agents.v1';
+
+/** What `createOpenAiAgentsSandboxClient` makes, given the framework's modules. */
+export function openAiAgentsClientFactory(framework) {
+  const { sandbox: sdk, internal, core } = framework;
+  const { applyDiff, UserError } = core;
+  const { formatExecResponse, truncateOutput, elapsedSeconds, imageOutputFromBytes, serializeManifest, deserializeManifest } = internal;
+
+  /** One command of a session: its output gathered as text until the framework looks at it. */
+  class ActiveCommand {
+    output = '';
+    stdout = '';
+    stderr = '';
+    dropped = { output: 0, stdout: 0, stderr: 0 };
+    exitCode = null;
+    done = false;
+    settled;
+    command;
+
+    constructor(command) {
+      this.command = command;
+      command.stdin?.on('error', () => {});
+      const pump = (stream, name) =>
+        new Promise((resolve) => {
+          const decoder = new TextDecoder();
+          const take = (text) => {
+            if (text.length === 0) return;
+            this.#append('output', text);
+            this.#append(name, text);
+          };
+          stream.on('data', (chunk) => take(decoder.decode(chunk, { stream: true })));
+          const end = () => {
+            take(decoder.decode());
+            resolve();
+          };
+          stream.once('end', end);
+          stream.once('error', end);
+          stream.once('close', end);
+        });
+      const streams = Promise.all([pump(command.stdout, 'stdout'), pump(command.stderr, 'stderr')]);
+      const exited = command.exit.then((exit) => {
+        this.exitCode = exitCodeOf(exit);
+        this.done = true;
+      });
+      // The command's streams end within the sandbox's bound after its exit, even when a child
+      // it left holds them: `settled` never waits on such a child.
+      this.settled = Promise.all([exited, streams]);
+      this.exited = exited;
+    }
+
+    #append(name, text) {
+      const kept = this[name] + text;
+      if (kept.length <= KEPT_OUTPUT_CHARS) {
+        this[name] = kept;
+        return;
+      }
+      this.dropped[name] += kept.length - KEPT_OUTPUT_CHARS;
+      this[name] = kept.slice(-KEPT_OUTPUT_CHARS);
+    }
+
+    /** Waits for the exit at most `ms`, then for the output once it exited. */
+    async waitAtMost(ms) {
+      if (!this.done) {
+        let timer;
+        await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+        clearTimeout(timer);
+      }
+      if (this.done) await this.settled;
+    }
+
+    /** The output gathered since the last look (a prefix says what was dropped). */
+    consume() {
+      const take = (name) => {
+        const text = this.dropped[name] === 0 ? this[name] : `[...${this.dropped[name]} characters truncated from process output...]\n${this[name]}`;
+        this[name] = '';
+        this.dropped[name] = 0;
+        return text;
+      };
+      return { output: take('output'), stdout: take('stdout'), stderr: take('stderr') };
+    }
+  }
+
+  /** Applies V4A diffs to the session's files, as the framework's `apply_patch` tool asks. */
+  class NativeEditor {
+    #session;
+
+    constructor(session) {
+      this.#session = session;
+    }
+
+    async createFile(operation) {
+      const path = this.#session.guestPath(operation.path);
+      const files = this.#session.live().files;
+      if ((await files.stat(path)) !== null) throw new sdk.SandboxApplyPatchPathError(`File already exists: ${operation.path}`, { path: operation.path });
+      await files.write(path, applyDiff('', operation.diff, 'create'));
+      return {};
+    }
+
+    async updateFile(operation) {
+      const path = this.#session.guestPath(operation.path);
+      const files = this.#session.live().files;
+      const current = await files.read(path, { maxBytes: EDIT_READ_BYTES });
+      if (current === null) throw new sdk.SandboxApplyPatchFileNotFoundError(`File not found: ${operation.path}`, { path: operation.path });
+      const next = applyDiff(new TextDecoder().decode(current), operation.diff);
+      const destination = operation.moveTo === undefined ? path : this.#session.guestPath(operation.moveTo);
+      await files.write(destination, next);
+      if (destination !== path) await files.remove(path);
+      return {};
+    }
+
+    async deleteFile(operation) {
+      const path = this.#session.guestPath(operation.path);
+      if (!(await this.#session.live().files.remove(path))) throw new sdk.SandboxApplyPatchFileNotFoundError(`File not found: ${operation.path}`, { path: operation.path });
+      return {};
+    }
+  }
+
+  class NativeSandboxSession {
+    state;
+    #client;
+    #reservation;
+    #sandbox;
+    #commands = new Map();
+    #nextSessionId = 1;
+    #closed;
+
+    constructor(client, reservation, sandbox, state) {
+      this.#client = client;
+      this.#reservation = reservation;
+      this.#sandbox = sandbox;
+      this.state = state;
+    }
+
+    /** The running sandbox; a closed session says so. */
+    live() {
+      if (this.#sandbox === undefined) throw new sdk.SandboxLifecycleError(`sandbox session ${this.state.sandboxId} is closed`, { sandboxId: this.state.sandboxId });
+      return this.#sandbox;
+    }
+
+    /** `path` (relative to the manifest's root, or absolute) as a guest path. */
+    guestPath(path) {
+      if (typeof path !== 'string' || path.length === 0) throw invalid(['path'], 'invalid_type', 'path must be a non-empty string');
+      return posix.resolve(this.state.manifest.root, path);
+    }
+
+    async start() {
+      this.live();
+    }
+
+    async running() {
+      return this.#sandbox !== undefined;
+    }
+
+    supportsPty() {
+      return false;
+    }
+
+    createEditor(runAs) {
+      refuseRunAs(runAs);
+      this.live();
+      return new NativeEditor(this);
+    }
+
+    async execCommand(args) {
+      return formatExecResponse(await this.exec(args));
+    }
+
+    async exec(args) {
+      const { cmd, workdir, shell, tty = false, yieldTimeMs = EXEC_YIELD_MS, maxOutputTokens, runAs } = args ?? {};
+      if (typeof cmd !== 'string') throw invalid(['cmd'], 'invalid_type', 'cmd must be a string');
+      if (tty) throw new sdk.SandboxUnsupportedFeatureError('native-sandbox runs commands without a terminal (tty: true is not offered)', { feature: 'tty' });
+      refuseRunAs(runAs);
+      const sandbox = this.live();
+      const started = Date.now();
+      const cwd = workdir === undefined ? this.state.manifest.root : this.guestPath(workdir);
+      const executable = shell ?? this.#client.shell;
+      const command = await sandbox.exec({ executable, args: ['-c', cmd], env: { ...this.#client.env, ...stringsOf(this.state.environment) }, cwd });
+      const active = new ActiveCommand(command);
+      await active.waitAtMost(yieldTimeMs);
+      const seen = active.consume();
+      const output = truncateOutput(seen.output, maxOutputTokens);
+      const result = { output: output.text, stdout: seen.stdout, stderr: seen.stderr, wallTimeSeconds: elapsedSeconds(started), originalTokenCount: output.originalTokenCount };
+      if (active.done) return { ...result, exitCode: active.exitCode };
+      const sessionId = this.#nextSessionId++;
+      this.#commands.set(sessionId, active);
+      return { ...result, sessionId };
+    }
+
+    async writeStdin(args) {
+      const { sessionId, chars = '', yieldTimeMs = STDIN_YIELD_MS, maxOutputTokens } = args ?? {};
+      this.live();
+      const active = this.#commands.get(sessionId);
+      if (active === undefined) return formatExecResponse({ output: `write_stdin failed: session not found: ${sessionId}`, wallTimeSeconds: 0, exitCode: 1 });
+      const started = Date.now();
+      if (chars.includes('\u0003')) active.command.kill('SIGINT');
+      const rest = chars.split('\u0003').join('');
+      // Not awaited: a command that does not read its stdin must not hold the call past its
+      // yield; a write it refuses (it closed its stdin, it ended) is its answer's to show.
+      if (rest.length > 0 && !active.done && active.command.stdin?.writable) active.command.stdin.write(rest, () => {});
+      await active.waitAtMost(yieldTimeMs);
+      const output = truncateOutput(active.consume().output, maxOutputTokens);
+      const result = { output: output.text, wallTimeSeconds: elapsedSeconds(started), originalTokenCount: output.originalTokenCount };
+      if (!active.done) return formatExecResponse({ ...result, sessionId });
+      this.#commands.delete(sessionId);
+      return formatExecResponse({ ...result, exitCode: active.exitCode });
+    }
+
+    async readFile(args) {
+      const { path, maxBytes, runAs } = args ?? {};
+      refuseRunAs(runAs);
+      if (maxBytes !== undefined && !(Number.isSafeInteger(maxBytes) && maxBytes >= 0)) throw invalid(['maxBytes'], 'invalid_value', 'maxBytes must be a nonnegative integer');
+      const guest = this.guestPath(path);
+      const files = this.live().files;
+      const found = await files.stat(guest);
+      if (found === null) throw new sdk.SandboxWorkspaceReadNotFoundError(`File not found: ${path}`, { path });
+      if (found.kind !== 'file') throw new UserError(`File path is not a file: ${path}`);
+      const stream = await files.readStream(guest);
+      if (stream === null) throw new sdk.SandboxWorkspaceReadNotFoundError(`File not found: ${path}`, { path });
+      return readAtMost(stream, maxBytes);
+    }
+
+    async viewImage(args) {
+      const { path, runAs } = args ?? {};
+      refuseRunAs(runAs);
+      const bytes = await this.live().files.read(this.guestPath(path), { maxBytes: internal.MAX_VIEW_IMAGE_BYTES });
+      if (bytes === null) throw new UserError(`Image file not found: ${path}`);
+      return imageOutputFromBytes(path, bytes);
+    }
+
+    async listDir(args) {
+      const { path, runAs } = args ?? {};
+      refuseRunAs(runAs);
+      const entries = await this.live().files.list(this.guestPath(path));
+      if (entries === null) throw new sdk.SandboxWorkspaceReadNotFoundError(`Directory not found: ${path}`, { path });
+      const base = path.replace(/\/+$/, '');
+      return entries.map(({ name, kind }) => ({ name, path: base === '' || base === '.' ? name : `${base}/${name}`, type: kind === 'directory' ? 'dir' : kind === 'file' ? 'file' : 'other' }));
+    }
+
+    async pathExists(path, runAs) {
+      refuseRunAs(runAs);
+      return (await this.live().files.stat(this.guestPath(path))) !== null;
+    }
+
+    async directoryExists(path, runAs) {
+      refuseRunAs(runAs);
+      return (await this.live().files.stat(this.guestPath(path)))?.kind === 'directory';
+    }
+
+    async materializeEntry(args) {
+      const { path, entry, runAs } = args ?? {};
+      refuseRunAs(runAs);
+      await writeEntry(this.live().files, this.guestPath(path), entry, path);
+      this.state.manifest = new sdk.Manifest({ ...manifestInit(this.state.manifest), entries: { ...this.state.manifest.entries, [path]: entry } });
+    }
+
+    async applyManifest(manifest, runAs) {
+      refuseRunAs(runAs);
+      checkManifest(manifest, this.state.manifest.root);
+      await writeEntries(this.live().files, this.state.manifest.root, manifest.entries);
+      this.state.environment = { ...this.state.environment, ...(await manifest.resolveEnvironment()) };
+      this.state.manifest = new sdk.Manifest({ ...manifestInit(this.state.manifest), entries: { ...this.state.manifest.entries, ...manifest.entries } });
+    }
+
+    /** Ends every command it started (SIGTERM, SIGKILL after a grace); the sandbox keeps running. */
+    async stop() {
+      const active = [...this.#commands.values()];
+      this.#commands.clear();
+      await Promise.all(
+        active.map(async (one) => {
+          if (one.done) return;
+          one.command.kill('SIGTERM');
+          let timer;
+          await Promise.race([one.exited, new Promise((resolve) => (timer = setTimeout(resolve, STOP_GRACE_MS)))]);
+          clearTimeout(timer);
+          if (!one.done) one.command.kill('SIGKILL');
+          await one.settled;
+        }),
+      );
+    }
+
+    async shutdown() {
+      await this.close();
+    }
+
+    async delete() {
+      await this.close();
+    }
+
+    /** Destroys the sandbox (every command, its storage); once. */
+    async close() {
+      this.#closed ??= (async () => {
+        this.#sandbox = undefined;
+        this.#commands.clear();
+        this.#client.forget(this);
+        await this.#reservation.destroy();
+      })();
+      await this.#closed;
+    }
+  }
+
+  /** Live sessions by sandbox id, whichever client made them: a resume in this process gets the same session. */
+  const live = new Map();
+
+  class NativeSandboxClient {
+    backendId = 'native-sandbox';
+    /** No default options: the runtime then asks for no snapshot (a session resumes from its record). */
+    supportsDefaultOptions = false;
+    shell;
+    env;
+    #settings;
+
+    constructor(settings) {
+      this.#settings = settings;
+      this.shell = settings.shell;
+      this.env = settings.env;
+    }
+
+    async create(args, manifestOptions) {
+      const normalized = sdk.normalizeSandboxClientCreateArgs(args, manifestOptions);
+      if (normalized.options !== undefined && Object.keys(normalized.options).length > 0) {
+        throw invalid(['options'], 'unknown_field', "per-session options are not taken: the sandbox's policy is the client's request, and no option widens it");
+      }
+      if (normalized.snapshot !== undefined && normalized.snapshot?.type !== 'noop') {
+        throw new sdk.SandboxUnsupportedFeatureError('native-sandbox takes no snapshot spec: a session resumes from its recovery record', { feature: 'snapshot' });
+      }
+      return this.#open(normalized.manifest, {});
+    }
+
+    /** A new started sandbox for `manifest`, its entries written into the workspace. */
+    async #open(manifest, environment) {
+      const { backend, request, recovery } = this.#settings;
+      const reservation = backend.reserve(request, recovery);
+      let sandbox;
+      try {
+        sandbox = await reservation.start();
+        const root = checkManifest(manifest, sandbox.workspace);
+        const bound = new sdk.Manifest({ ...manifestInit(manifest), root });
+        await writeEntries(sandbox.files, root, bound.entries);
+        const state = {
+          manifest: bound,
+          environment: { ...environment, ...(await bound.resolveEnvironment()) },
+          workspaceReady: true,
+          exposedPorts: {},
+          sandboxId: sandbox.id,
+        };
+        const session = new NativeSandboxSession(this, reservation, sandbox, state);
+        live.set(sandbox.id, session);
+        return session;
+      } catch (error) {
+        await reservation.destroy().catch(() => {});
+        throw error;
+      }
+    }
+
+    forget(session) {
+      if (live.get(session.state.sandboxId) === session) live.delete(session.state.sandboxId);
+    }
+
+    async serializeSessionState(state) {
+      const session = live.get(state.sandboxId);
+      const record = session?.live().recoveryRecord ?? state.recoveryRecord;
+      return {
+        format: STATE_FORMAT,
+        sandboxId: state.sandboxId,
+        manifest: serializeManifest(state.manifest),
+        environment: stringsOf(state.environment),
+        ...(record === undefined ? {} : { recoveryRecord: JSON.parse(JSON.stringify(record)) }),
+      };
+    }
+
+    canPersistOwnedSessionState() {
+      return true;
+    }
+
+    async deserializeSessionState(value) {
+      if (value?.format !== STATE_FORMAT || typeof value.sandboxId !== 'string') throw new sdk.SandboxConfigurationError(`not a ${STATE_FORMAT} session state`, { format: value?.format });
+      return {
+        manifest: deserializeManifest(value.manifest),
+        environment: stringsOf(value.environment ?? {}),
+        workspaceReady: true,
+        exposedPorts: {},
+        sandboxId: value.sandboxId,
+        ...(value.recoveryRecord === undefined ? {} : { recoveryRecord: value.recoveryRecord }),
+      };
+    }
+
+    /**
+     * The live session of `state` when this process still holds it; else the sandbox it names is
+     * found from its recovery record and removed (its commands could not be reached again), and
+     * a new sandbox is made with the same manifest and environment.
+     */
+    async resume(state) {
+      const held = live.get(state.sandboxId);
+      if (held !== undefined) return held;
+      await this.#removeRecorded(state);
+      return this.#open(state.manifest, state.environment ?? {});
+    }
+
+    /** Removes the sandbox `state` names: the live session's, or the one its record proves. */
+    async delete(state) {
+      const held = live.get(state.sandboxId);
+      if (held !== undefined) return held.close();
+      await this.#removeRecorded(state);
+    }
+
+    async #removeRecorded(state) {
+      if (state.recoveryRecord === undefined) return;
+      const found = await this.#settings.backend.reconcile(state.recoveryRecord);
+      if (found.kind === 'conflict') throw new sdk.SandboxProviderError(`sandbox ${state.sandboxId} cannot be proven this client's: ${found.reason}; nothing was touched`, { sandboxId: state.sandboxId });
+      if (found.kind === 'matched' || found.kind === 'uncertain') await found.owner.destroy();
+    }
+  }
+
+  /** Writes manifest `entries` under `root`. */
+  async function writeEntries(files, root, entries) {
+    for (const [path, entry] of Object.entries(entries ?? {})) {
+      await writeEntry(files, posix.resolve(root, path), entry, path);
+    }
+  }
+
+  async function writeEntry(files, guest, entry, name) {
+    switch (entry?.type) {
+      case 'file':
+        await files.write(guest, typeof entry.content === 'string' ? entry.content : Buffer.from(entry.content), entry.permissions === undefined ? {} : { mode: modeOf(entry.permissions, name) });
+        return;
+      case 'dir':
+        await files.mkdir(guest, { recursive: true });
+        for (const [child, inner] of Object.entries(entry.children ?? {})) await writeEntry(files, posix.resolve(guest, child), inner, `${name}/${child}`);
+        return;
+      default:
+        throw new sdk.SandboxUnsupportedFeatureError(
+          `manifest entry ${name} is a ${entry?.type} entry: native-sandbox writes file and dir entries into the workspace; host files, repositories and mounts are not brought in (no host mount widens the sandbox's policy)`,
+          { path: name, type: entry?.type },
+        );
+    }
+  }
+
+  /** The manifest's root as the sandbox's workspace, or why the manifest cannot be honoured. */
+  function checkManifest(manifest, workspace) {
+    if (manifest.root !== DEFAULT_ROOT && manifest.root !== workspace) {
+      throw new sdk.SandboxConfigurationError(`manifest root ${manifest.root} is not the sandbox's workspace ${workspace} (leave it at ${DEFAULT_ROOT}, which stands for it)`, { root: manifest.root });
+    }
+    for (const [field, list] of [['users', manifest.users], ['groups', manifest.groups], ['extraPathGrants', manifest.extraPathGrants]]) {
+      if ((list ?? []).length > 0) throw new sdk.SandboxUnsupportedFeatureError(`manifest ${field} are not offered: commands run as the sandbox's one user, with no host path`, { feature: field });
+    }
+    return workspace;
+  }
+
+  function modeOf(permissions, name) {
+    if (Number.isInteger(permissions?.mode)) return permissions.mode & 0o7777;
+    throw new sdk.SandboxUnsupportedFeatureError(`manifest entry ${name}: only numeric permissions.mode is taken`, { path: name });
+  }
+
+  function manifestInit(manifest) {
+    return {
+      version: manifest.version,
+      root: manifest.root,
+      entries: manifest.entries,
+      environment: manifest.environment,
+      remoteMountCommandAllowlist: manifest.remoteMountCommandAllowlist,
+    };
+  }
+
+  function refuseRunAs(runAs) {
+    if (runAs !== undefined && runAs !== null) throw new sdk.SandboxUnsupportedFeatureError(`runAs ${runAs} is not offered: every command and file call runs as the sandbox's one user`, { feature: 'runAs' });
+  }
+
+  return function createOpenAiAgentsSandboxClient(options) {
+    return new NativeSandboxClient(parseOptions(options));
+  };
+}
+
+/** The first `maxBytes` bytes of `stream` (all when undefined); the rest is not read. */
+async function readAtMost(stream, maxBytes) {
+  const chunks = [];
+  let length = 0;
+  for await (const chunk of stream) {
+    const room = maxBytes === undefined ? chunk.length : maxBytes - length;
+    chunks.push(room < chunk.length ? chunk.subarray(0, room) : chunk);
+    length += Math.min(room, chunk.length);
+    if (maxBytes !== undefined && length >= maxBytes) {
+      stream.destroy();
+      break;
+    }
+  }
+  return new Uint8Array(Buffer.concat(chunks, length));
+}
+
+function stringsOf(environment) {
+  return Object.fromEntries(Object.entries(environment ?? {}).filter(([, value]) => typeof value === 'string'));
+}
+
+/** A receipt as the framework's providers say it: the code; 128 + n for a signal. */
+function exitCodeOf(exit) {
+  if (exit.kind === 'exited') return exit.code;
+  if (exit.kind === 'signaled') return 128 + (native.signalNumber(exit.signal) ?? 0);
+  // Its sandbox stopped under it: as a kill.
+  return 137;
+}
+
+function invalid(path, code, message) {
+  return new SandboxValidationError([{ code, path, message }]);
+}
+
+function parseOptions(options) {
+  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid(['options'], 'invalid_type', 'options must be an object');
+  const issues = Object.keys(options)
+    .filter((name) => !OPTION_NAMES.includes(name))
+    .map((name) => ({ code: 'unknown_field', path: ['options', name], message: `unknown option ${name}: the sandbox's policy is its request's, and no option widens it` }));
+  const { backend, request, recovery = { kind: 'in_process' }, shell = '/bin/sh', env = {} } = options;
+  const check = (ok, field, message) => {
+    if (!ok) issues.push({ code: 'invalid_value', path: ['options', field], message });
+  };
+  check(backend !== null && typeof backend?.reserve === 'function' && typeof backend?.reconcile === 'function', 'backend', 'backend must be a sandbox backend (createDockerSandboxBackend)');
+  check(request !== null && typeof request === 'object', 'request', 'request must be a sandbox request ({ policy })');
+  check(typeof shell === 'string' && shell.startsWith('/'), 'shell', 'shell must be an absolute path');
+  check(env !== null && typeof env === 'object' && !Array.isArray(env) && Object.values(env).every((v) => typeof v === 'string'), 'env', 'env must be an object of strings');
+  if (issues.length > 0) throw new SandboxValidationError(issues);
+  return { backend, request, recovery, shell, env: { ...env } };
+}
