@@ -4,6 +4,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { readdirSync } from 'node:fs';
 import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -118,6 +119,29 @@ for (const [name, backend] of [
         sleeper.kill();
         assert.deepEqual(await sleeper.exit, { kind: 'signaled', signal: 'SIGTERM' });
         assert.throws(() => sleeper.kill('SIGSTOP'), (error) => issuePaths(error).includes('signal'));
+      });
+    });
+
+    test('a command that ends without reading its stdin settles the writes still waiting on it', async () => {
+      await withStarted(backend, async (sandbox) => {
+        const deaf = await sandbox.exec({ executable: '/bin/sleep', args: ['1'], env: {}, cwd: '/' });
+        deaf.stdout.resume();
+        deaf.stderr.resume();
+        deaf.stdin.on('error', () => {});
+        // Within the stream's backpressure (never past the buffered input), as much as the guest
+        // takes without reading it (its pipe, the supervisor's window), until it takes no more.
+        const piece = Buffer.alloc(64 * 1024, 120);
+        const writes = [];
+        for (let more = true; more; ) {
+          if (!deaf.stdin.write(piece, () => {})) more = await Promise.race([once(deaf.stdin, 'drain').then(() => true), sleep(500).then(() => false)]);
+        }
+        writes.push(new Promise((resolve) => deaf.stdin.write(piece, resolve)));
+        assert.deepEqual(await deaf.exit, { kind: 'exited', code: 0 });
+        // Before the fix the last write waited for ever on the supervisor's window (and held
+        // the process open); now each settles, the last with the broken pipe.
+        const settled = await Promise.race([Promise.all(writes).then(() => 'settled'), sleep(10_000).then(() => 'waiting')]);
+        assert.equal(settled, 'settled');
+        assert.equal(deaf.stdin.destroyed, true);
       });
     });
 

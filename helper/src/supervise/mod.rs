@@ -505,11 +505,19 @@ impl Supervisor {
             {
                 output.credit -= n as u64;
             }
-            self.queued
-                .extend_from_slice(&output_prefix(channel, stream, n));
-            // SAFETY: the prefix now fills `start..start + OUTPUT_PREFIX_LEN` and read wrote
-            // the `n` bytes after it, all inside the capacity reserved above.
-            unsafe { self.queued.set_len(start + OUTPUT_PREFIX_LEN + n) };
+            let prefix = output_prefix(channel, stream, n);
+            // SAFETY: the prefix is copied into `start..start + OUTPUT_PREFIX_LEN`, inside the
+            // capacity reserved above and apart from `prefix`; read wrote the `n` bytes after it,
+            // so every byte up to the new length is initialized. Nothing touched the vector
+            // between the read and here.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    prefix.as_ptr(),
+                    self.queued.as_mut_ptr().add(start),
+                    OUTPUT_PREFIX_LEN,
+                );
+                self.queued.set_len(start + OUTPUT_PREFIX_LEN + n);
+            }
             return;
         }
         if n < 0 {

@@ -39,6 +39,9 @@ struct State {
     window: u32,
     writer: Option<Waker>,
     failure: Option<OwnerError>,
+    /// Set once the command is over for the host (its exit and both ends came): the link
+    /// forgets it, so no `StdinTaken` comes any more, and its stdin takes nothing more.
+    over: bool,
 }
 
 fn output_stream(stream: Stream) -> OutputStream {
@@ -87,10 +90,10 @@ fn spawn_failure(errno: i32, message: &str) -> OwnerError {
             "executable",
             format!("the program could not be run in the sandbox: {message}"),
         ),
-        // fork's EAGAIN: the sandbox's tasks are at its limit (the commands running, what they
-        // started, the supervisor and the sandbox's init all count).
+        // fork's EAGAIN: most likely the sandbox's tasks are at its limit (the commands running,
+        // what they started, the supervisor and the sandbox's init all count).
         EAGAIN => OwnerError::driver(format!(
-            "the command could not start: the sandbox runs as many tasks as its policy's resources.pids allows ({message}); wait for some to end, or ask for more"
+            "the command could not start: no task could be made ({message}), most likely because the sandbox runs as many as its policy's resources.pids allows; wait for some to end, or ask for more"
         )),
         _ => OwnerError::driver(format!(
             "the command could not start: {message} (errno {errno})"
@@ -116,6 +119,7 @@ pub(super) fn open(
             window: STDIN_WINDOW,
             writer: None,
             failure: None,
+            over: false,
         }),
     });
     let channels = ProcessChannels {
@@ -209,8 +213,12 @@ impl Party for Slot {
             _ => {}
         }
         let finished = state.exit.is_none() && state.ended == [true, true];
+        // A writer waiting for window the forgotten command will never give is told at once.
+        state.over = finished;
         let reader = wake_reader.then(|| state.reader.take()).flatten();
-        let writer = wake_writer.then(|| state.writer.take()).flatten();
+        let writer = (wake_writer || finished)
+            .then(|| state.writer.take())
+            .flatten();
         drop(state);
         reader.into_iter().chain(writer).for_each(Waker::wake);
         Ok(finished)
@@ -307,6 +315,9 @@ impl AsyncWrite for Input {
         let mut state = lock(&self.slot.state);
         if let Some(failure) = &state.failure {
             return Poll::Ready(Err(std::io::Error::other(failure.clone())));
+        }
+        if state.over {
+            return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
         }
         if state.window == 0 {
             state.writer = Some(cx.waker().clone());

@@ -182,7 +182,7 @@ impl Link {
     }
 }
 
-/// Frames gathered into one write once this many bytes are in hand.
+/// Frames queued meanwhile are gathered into one write until this many bytes are in hand.
 const BATCH_BYTES: usize = 256 * 1024;
 
 async fn write_frames(

@@ -211,6 +211,36 @@ async fn stdin_stays_within_the_window_the_supervisor_acknowledges() {
 }
 
 #[tokio::test]
+async fn a_write_waiting_for_window_fails_once_the_command_is_over_and_forgotten() {
+    // A command that exits without reading its stdin: once its exit and both ends came, the
+    // link forgets it and no `StdinTaken` will come; the waiting write must not wait for ever.
+    let (link, mut peer) = linked();
+    let (channel, spawned) = started(&link, &mut peer, "sleep 1", 12).await;
+    let mut input = spawned.channels.input;
+    let writing = tokio::spawn(async move {
+        input
+            .write_all(&vec![1u8; STDIN_WINDOW as usize + 10])
+            .await
+    });
+    let mut received = 0usize;
+    while received < STDIN_WINDOW as usize {
+        match peer.next().await {
+            (c, Message::Stdin(bytes)) if c == channel => received += bytes.len(),
+            other => panic!("stdin, not {other:?}"),
+        }
+    }
+    peer.send(channel, Message::Exit(Exit::Exited(0))).await;
+    for stream in [Stream::Stdout, Stream::Stderr] {
+        peer.send(channel, Message::OutputEnd { stream }).await;
+    }
+    let written = settles("the waiting write", writing).await.expect("joined");
+    assert_eq!(
+        written.expect_err("refused").kind(),
+        std::io::ErrorKind::BrokenPipe
+    );
+}
+
+#[tokio::test]
 async fn a_supervisor_gone_fails_every_command_and_every_later_spawn() {
     let (link, mut peer) = linked();
     let (_, spawned) = started(&link, &mut peer, "sleep 60", 9).await;
@@ -436,6 +466,7 @@ async fn a_working_directory_that_cannot_be_made_is_named_as_cwd_and_other_failu
             Some("cwd"),
         ),
         (11, "Resource temporarily unavailable", None),
+        (12, "Cannot allocate memory", None),
     ] {
         let spawning = tokio::spawn({
             let link = link.clone();
@@ -465,8 +496,12 @@ async fn a_working_directory_that_cannot_be_made_is_named_as_cwd_and_other_failu
                 assert_eq!(issues[0].path, vec![crate::input::Seg::from(field)]);
                 assert!(issues[0].message.contains("/etc/passwd/x"), "{error}");
             }
+            // fork's EAGAIN names the policy's pids; anything else gives its errno.
+            (None, OwnerError::Driver(_)) if errno == 11 => {
+                assert!(error.to_string().contains("resources.pids"), "{error}")
+            }
             (None, OwnerError::Driver(_)) => {
-                assert!(error.to_string().contains("(errno 11)"), "{error}")
+                assert!(error.to_string().contains("(errno 12)"), "{error}")
             }
             _ => panic!("unexpected {error:?}"),
         }
