@@ -66,7 +66,7 @@ describe('OpenAI Agents adapter (the SDK runner drives the sandbox)', () => {
     const result = await run(agent, 'go', { sandbox: { client } });
     assert.equal(result.finalOutput, 'done');
     const tools = model.calls[0].request.tools.map((t) => t.name);
-    assert.ok(tools.includes('exec_command') && tools.includes('apply_patch'), `tools offered: ${tools}`);
+    assert.ok(['exec_command', 'write_stdin', 'apply_patch'].every((name) => tools.includes(name)), `tools offered: ${tools}`);
     const [patched, read, failed, missing] = toolResults(model);
     assert.match(patched, /^completed/, patched);
     assert.match(read, /Process exited with code 0/);
@@ -89,14 +89,14 @@ describe('OpenAI Agents adapter (the SDK runner drives the sandbox)', () => {
       (result) => ({ result }),
       (error) => ({ error }),
     );
-    assert.notEqual(outcome.result?.finalOutput, 'never', 'the run did not go on past the abort');
+    assert.ok(outcome.error !== undefined, `the aborted run rejects (it gave ${JSON.stringify(outcome.result?.finalOutput)})`);
     assert.equal(model.calls.length, 1, 'the model was not asked again');
     assert.deepEqual(leftovers(namespace), NOTHING);
   });
 });
 
 describe('OpenAI Agents adapter: the session member by member', () => {
-  test('exec yields a running command a session id; writeStdin feeds it and ^C interrupts another', async () => {
+  test('exec yields a running command a session id; writeStdin feeds it, then ^C interrupts it', async () => {
     await withSession(async (session) => {
       const running = await session.exec({ cmd: 'read line; echo "got $line"; read again; echo never', yieldTimeMs: 200 });
       assert.equal(typeof running.sessionId, 'number');
@@ -106,11 +106,13 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       const interrupted = await session.writeStdin({ sessionId: running.sessionId, chars: '\u0003', yieldTimeMs: 5_000 });
       assert.match(interrupted, /Process exited with code 130/);
       assert.match(await session.writeStdin({ sessionId: running.sessionId, chars: 'x' }), /write_stdin failed: session not found/);
-      // A command that does not read its stdin does not hold writeStdin past its yield; past the
-      // policy's buffered input (1 MiB here) the stream limit ends the command, as for any command.
+      // A command that does not read its stdin does not hold writeStdin past its yield, and is
+      // not ended by the policy's buffered input (1 MiB here): what it did not take is said.
       const deaf = await session.exec({ cmd: 'sleep 3', yieldTimeMs: 100 });
       const writing = Date.now();
-      assert.match(await session.writeStdin({ sessionId: deaf.sessionId, chars: 'x'.repeat(4 * 1024 * 1024), yieldTimeMs: 200 }), /Process exited with code 137/);
+      const flooded = await session.writeStdin({ sessionId: deaf.sessionId, chars: 'x'.repeat(4 * 1024 * 1024), yieldTimeMs: 200 });
+      assert.match(flooded, /Process running with session ID/);
+      assert.match(flooded, /\[\d+ of 4194304 bytes of input not written: the command did not read them in time\]/);
       assert.ok(Date.now() - writing < 2_500, `writeStdin took ${Date.now() - writing} ms`);
       // stop() ends the commands still running (SIGTERM, then SIGKILL); the sandbox goes on.
       const sleeper = await session.exec({ cmd: 'trap "" TERM; sleep 60', yieldTimeMs: 100 });
@@ -150,6 +152,7 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       await assert.rejects(session.readFile({ path: 'missing.txt' }), SandboxWorkspaceReadNotFoundError);
       await assert.rejects(session.readFile({ path: 'a' }), /not a file/);
       assert.deepEqual(await session.listDir({ path: 'a' }), [{ name: 'c.txt', path: 'a/c.txt', type: 'file' }]);
+      assert.deepEqual(await session.listDir({ path: '/sandbox/workspace/a' }), [{ name: 'c.txt', path: 'a/c.txt', type: 'file' }], 'below the root: relative, as the SDK says it');
       await assert.rejects(session.listDir({ path: 'nowhere' }), SandboxWorkspaceReadNotFoundError);
       assert.equal(await session.directoryExists('a'), true);
       assert.equal(await session.directoryExists('a/c.txt'), false);
@@ -158,16 +161,21 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       // Nothing outside the workspace, HOME and TMPDIR is reached.
       await assert.rejects(session.readFile({ path: '../../../etc/passwd' }), SandboxValidationError);
       await assert.rejects(editor.createFile({ type: 'create_file', path: '/etc/evil', diff: '+x\n' }), SandboxValidationError);
-      await session.materializeEntry({ path: 'more', entry: { type: 'dir', children: { 'x.txt': { type: 'file', content: 'x' } } } });
+      await session.materializeEntry({ path: 'more', entry: { type: 'dir', children: { 'x.txt': { type: 'file', content: 'x' }, 'run.sh': { type: 'file', content: 'echo ran', permissions: '-rwxr-x---' } } } });
       assert.equal(new TextDecoder().decode(await session.readFile({ path: 'more/x.txt' })), 'x');
+      assert.equal((await session.exec({ cmd: 'stat -c %a more/run.sh; ./more/run.sh' })).stdout, '750\nran\n');
     });
   });
 
-  test('serialize, then resume: in this process the live session, whichever client asks', async () => {
-    const session = await client.create({ manifest: new Manifest() });
+  test('serialize, then resume: in this process the live session, whichever client asks; nothing ephemeral is kept', async () => {
+    const manifest = new Manifest({ environment: { GREETING: 'hi', TOKEN: { value: 'do-not-keep', ephemeral: true } } });
+    const session = await client.create({ manifest });
     try {
+      assert.equal((await session.exec({ cmd: 'echo "$GREETING $TOKEN"' })).stdout, 'hi do-not-keep\n');
       const serialized = JSON.parse(JSON.stringify(await client.serializeSessionState(session.state)));
       assert.equal(serialized.recoveryRecord.sandboxId, session.state.sandboxId);
+      assert.deepEqual(serialized.environment, { GREETING: 'hi' });
+      assert.doesNotMatch(JSON.stringify(serialized), /do-not-keep/);
       const other = createOpenAiAgentsSandboxClient({ backend, request: request() });
       assert.equal(await other.resume(await other.deserializeSessionState(serialized)), session, 'the same live session');
       await assert.rejects(other.deserializeSessionState({ format: 'something else' }), /session state/);
@@ -215,7 +223,8 @@ describe('OpenAI Agents adapter: the session member by member', () => {
     await withSession(async (session) => {
       await assert.rejects(session.exec({ cmd: 'id', runAs: 'root' }), SandboxUnsupportedFeatureError);
       await assert.rejects(session.exec({ cmd: 'id', tty: true }), SandboxUnsupportedFeatureError);
-      assert.equal(session.supportsPty(), false);
+      // No terminal, but write_stdin is offered: the model's way to a command past its yield.
+      assert.equal(session.supportsPty(), true);
     });
     assert.deepEqual(leftovers(namespace), NOTHING);
   });

@@ -4,6 +4,7 @@
 // `files.*` (the workspace, HOME and TMPDIR, nothing outside them). The framework's modules come
 // in as `framework` (the entry point loads them), so nothing here runs without it.
 import { posix } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { SandboxValidationError } from './errors.js';
 import { native } from './native.js';
 
@@ -18,12 +19,14 @@ const EDIT_READ_BYTES = 10 * 1024 * 1024;
 const STOP_GRACE_MS = 250;
 const DEFAULT_ROOT = '/workspace';
 const STATE_FORMAT = 'native-sandbox.openai-agents.v1';
+/** Pieces a writeStdin's text is written in, each after the last drained. */
+const STDIN_PIECE_BYTES = 64 * 1024;
 
 /** What `createOpenAiAgentsSandboxClient` makes, given the framework's modules. */
 export function openAiAgentsClientFactory(framework) {
   const { sandbox: sdk, internal, core } = framework;
   const { applyDiff, UserError } = core;
-  const { formatExecResponse, truncateOutput, elapsedSeconds, imageOutputFromBytes, serializeManifest, deserializeManifest } = internal;
+  const { formatExecResponse, truncateOutput, elapsedSeconds, imageOutputFromBytes, serializeManifest, deserializeManifest, sanitizeEnvironmentForPersistence } = internal;
 
   /** One command of a session: its output gathered as text until the framework looks at it. */
   class ActiveCommand {
@@ -57,10 +60,16 @@ export function openAiAgentsClientFactory(framework) {
           stream.once('close', end);
         });
       const streams = Promise.all([pump(command.stdout, 'stdout'), pump(command.stderr, 'stderr')]);
-      const exited = command.exit.then((exit) => {
-        this.exitCode = exitCodeOf(exit);
-        this.done = true;
-      });
+      const exited = command.exit.then(
+        (exit) => {
+          this.exitCode = exitCodeOf(exit);
+          this.done = true;
+        },
+        () => {
+          this.exitCode = 1;
+          this.done = true;
+        },
+      );
       // The command's streams end within the sandbox's bound after its exit, even when a child
       // it left holds them: `settled` never waits on such a child.
       this.settled = Promise.all([exited, streams]);
@@ -139,9 +148,12 @@ export function openAiAgentsClientFactory(framework) {
     #client;
     #reservation;
     #sandbox;
+    /** Commands kept under a session id for the framework to look at again. */
     #commands = new Map();
+    /** Every command not ended yet, under a session id or still inside its exec's yield. */
+    #running = new Set();
     #nextSessionId = 1;
-    #closed;
+    #closing;
 
     constructor(client, reservation, sandbox, state) {
       this.#client = client;
@@ -170,8 +182,13 @@ export function openAiAgentsClientFactory(framework) {
       return this.#sandbox !== undefined;
     }
 
+    /**
+     * True, so the runtime offers the model `write_stdin`: the only way it has to look at a
+     * command still running past its yield, or feed it. There is no terminal: `tty: true` is
+     * refused, and commands read and write pipes.
+     */
     supportsPty() {
-      return false;
+      return true;
     }
 
     createEditor(runAs) {
@@ -187,7 +204,7 @@ export function openAiAgentsClientFactory(framework) {
     async exec(args) {
       const { cmd, workdir, shell, tty = false, yieldTimeMs = EXEC_YIELD_MS, maxOutputTokens, runAs } = args ?? {};
       if (typeof cmd !== 'string') throw invalid(['cmd'], 'invalid_type', 'cmd must be a string');
-      if (tty) throw new sdk.SandboxUnsupportedFeatureError('native-sandbox runs commands without a terminal (tty: true is not offered)', { feature: 'tty' });
+      if (tty) throw new sdk.SandboxUnsupportedFeatureError('native-sandbox runs commands without a terminal: run it again with tty false (write_stdin still feeds and reads it)', { feature: 'tty' });
       refuseRunAs(runAs);
       const sandbox = this.live();
       const started = Date.now();
@@ -195,6 +212,8 @@ export function openAiAgentsClientFactory(framework) {
       const executable = shell ?? this.#client.shell;
       const command = await sandbox.exec({ executable, args: ['-c', cmd], env: { ...this.#client.env, ...stringsOf(this.state.environment) }, cwd });
       const active = new ActiveCommand(command);
+      this.#running.add(active);
+      active.exited.then(() => this.#running.delete(active));
       await active.waitAtMost(yieldTimeMs);
       const seen = active.consume();
       const output = truncateOutput(seen.output, maxOutputTokens);
@@ -211,13 +230,15 @@ export function openAiAgentsClientFactory(framework) {
       const active = this.#commands.get(sessionId);
       if (active === undefined) return formatExecResponse({ output: `write_stdin failed: session not found: ${sessionId}`, wallTimeSeconds: 0, exitCode: 1 });
       const started = Date.now();
-      if (chars.includes('\u0003')) active.command.kill('SIGINT');
-      const rest = chars.split('\u0003').join('');
-      // Not awaited: a command that does not read its stdin must not hold the call past its
-      // yield; a write it refuses (it closed its stdin, it ended) is its answer's to show.
-      if (rest.length > 0 && !active.done && active.command.stdin?.writable) active.command.stdin.write(rest, () => {});
-      await active.waitAtMost(yieldTimeMs);
-      const output = truncateOutput(active.consume().output, maxOutputTokens);
+      if (chars.includes('\u0003') && !active.done) active.command.kill('SIGINT');
+      const rest = Buffer.from(chars.split('\u0003').join(''));
+      // Within the yield and the stdin's backpressure (never past the policy's buffered input):
+      // what the command did not take by then is not written, and its answer says so.
+      const unwritten = await feed(active, rest, started + yieldTimeMs);
+      await active.waitAtMost(Math.max(0, started + yieldTimeMs - Date.now()));
+      const seen = active.consume().output;
+      const note = unwritten === 0 ? '' : `[${unwritten} of ${rest.length} bytes of input not written: the command did not read them in time]\n`;
+      const output = truncateOutput(`${note}${seen}`, maxOutputTokens);
       const result = { output: output.text, wallTimeSeconds: elapsedSeconds(started), originalTokenCount: output.originalTokenCount };
       if (!active.done) return formatExecResponse({ ...result, sessionId });
       this.#commands.delete(sessionId);
@@ -241,7 +262,13 @@ export function openAiAgentsClientFactory(framework) {
     async viewImage(args) {
       const { path, runAs } = args ?? {};
       refuseRunAs(runAs);
-      const bytes = await this.live().files.read(this.guestPath(path), { maxBytes: internal.MAX_VIEW_IMAGE_BYTES });
+      const guest = this.guestPath(path);
+      const files = this.live().files;
+      const found = await files.stat(guest);
+      if (found === null) throw new UserError(`Image file not found: ${path}`);
+      if (found.kind !== 'file') throw new UserError(`Image path is not a file: ${path}`);
+      if (found.size > BigInt(internal.MAX_VIEW_IMAGE_BYTES)) throw new UserError(`Image file exceeds the 10 MB limit: ${path}`);
+      const bytes = await files.read(guest, { maxBytes: internal.MAX_VIEW_IMAGE_BYTES });
       if (bytes === null) throw new UserError(`Image file not found: ${path}`);
       return imageOutputFromBytes(path, bytes);
     }
@@ -249,10 +276,13 @@ export function openAiAgentsClientFactory(framework) {
     async listDir(args) {
       const { path, runAs } = args ?? {};
       refuseRunAs(runAs);
-      const entries = await this.live().files.list(this.guestPath(path));
+      const guest = this.guestPath(path);
+      const entries = await this.live().files.list(guest);
       if (entries === null) throw new sdk.SandboxWorkspaceReadNotFoundError(`Directory not found: ${path}`, { path });
-      const base = path.replace(/\/+$/, '');
-      return entries.map(({ name, kind }) => ({ name, path: base === '' || base === '.' ? name : `${base}/${name}`, type: kind === 'directory' ? 'dir' : kind === 'file' ? 'file' : 'other' }));
+      // As the SDK's clients say them: relative to the root below it, absolute elsewhere.
+      const relative = posix.relative(this.state.manifest.root, guest);
+      const base = relative === '' ? '' : relative.startsWith('..') ? guest : relative;
+      return entries.map(({ name, kind }) => ({ name, path: base === '' ? name : `${base}/${name}`, type: kind === 'directory' ? 'dir' : kind === 'file' ? 'file' : 'other' }));
     }
 
     async pathExists(path, runAs) {
@@ -282,7 +312,7 @@ export function openAiAgentsClientFactory(framework) {
 
     /** Ends every command it started (SIGTERM, SIGKILL after a grace); the sandbox keeps running. */
     async stop() {
-      const active = [...this.#commands.values()];
+      const active = [...this.#running];
       this.#commands.clear();
       await Promise.all(
         active.map(async (one) => {
@@ -305,15 +335,21 @@ export function openAiAgentsClientFactory(framework) {
       await this.close();
     }
 
-    /** Destroys the sandbox (every command, its storage); once. */
+    /**
+     * Destroys the sandbox (every command, its storage). No call is admitted from its start; a
+     * destroy that fails is tried again by the next close.
+     */
     async close() {
-      this.#closed ??= (async () => {
-        this.#sandbox = undefined;
-        this.#commands.clear();
-        this.#client.forget(this);
-        await this.#reservation.destroy();
-      })();
-      await this.#closed;
+      this.#sandbox = undefined;
+      this.#commands.clear();
+      this.#closing ??= this.#reservation.destroy().then(
+        () => this.#client.forget(this),
+        (error) => {
+          this.#closing = undefined;
+          throw error;
+        },
+      );
+      await this.#closing;
     }
   }
 
@@ -347,6 +383,7 @@ export function openAiAgentsClientFactory(framework) {
 
     /** A new started sandbox for `manifest`, its entries written into the workspace. */
     async #open(manifest, environment) {
+      checkManifestContents(manifest);
       const { backend, request, recovery } = this.#settings;
       const reservation = backend.reserve(request, recovery);
       let sandbox;
@@ -382,7 +419,8 @@ export function openAiAgentsClientFactory(framework) {
         format: STATE_FORMAT,
         sandboxId: state.sandboxId,
         manifest: serializeManifest(state.manifest),
-        environment: stringsOf(state.environment),
+        // As the SDK's clients persist it: ephemeral values and references left out.
+        environment: stringsOf(sanitizeEnvironmentForPersistence(state)),
         ...(record === undefined ? {} : { recoveryRecord: JSON.parse(JSON.stringify(record)) }),
       };
     }
@@ -447,27 +485,48 @@ export function openAiAgentsClientFactory(framework) {
         for (const [child, inner] of Object.entries(entry.children ?? {})) await writeEntry(files, posix.resolve(guest, child), inner, `${name}/${child}`);
         return;
       default:
-        throw new sdk.SandboxUnsupportedFeatureError(
-          `manifest entry ${name} is a ${entry?.type} entry: native-sandbox writes file and dir entries into the workspace; host files, repositories and mounts are not brought in (no host mount widens the sandbox's policy)`,
-          { path: name, type: entry?.type },
-        );
+        throw unsupportedEntry(name, entry);
     }
   }
 
   /** The manifest's root as the sandbox's workspace, or why the manifest cannot be honoured. */
   function checkManifest(manifest, workspace) {
+    checkManifestContents(manifest);
     if (manifest.root !== DEFAULT_ROOT && manifest.root !== workspace) {
       throw new sdk.SandboxConfigurationError(`manifest root ${manifest.root} is not the sandbox's workspace ${workspace} (leave it at ${DEFAULT_ROOT}, which stands for it)`, { root: manifest.root });
-    }
-    for (const [field, list] of [['users', manifest.users], ['groups', manifest.groups], ['extraPathGrants', manifest.extraPathGrants]]) {
-      if ((list ?? []).length > 0) throw new sdk.SandboxUnsupportedFeatureError(`manifest ${field} are not offered: commands run as the sandbox's one user, with no host path`, { feature: field });
     }
     return workspace;
   }
 
+  /** What of a manifest no sandbox here honours, refused before any is made. */
+  function checkManifestContents(manifest) {
+    for (const [field, list] of [['users', manifest.users], ['groups', manifest.groups], ['extraPathGrants', manifest.extraPathGrants]]) {
+      if ((list ?? []).length > 0) throw new sdk.SandboxUnsupportedFeatureError(`manifest ${field} are not offered: commands run as the sandbox's one user, with no host path`, { feature: field });
+    }
+    const visit = (entries, prefix) => {
+      for (const [path, entry] of Object.entries(entries ?? {})) {
+        const name = prefix === '' ? path : `${prefix}/${path}`;
+        if (entry?.type === 'dir') visit(entry.children, name);
+        else if (entry?.type !== 'file') throw unsupportedEntry(name, entry);
+      }
+    };
+    visit(manifest.entries, '');
+  }
+
+  function unsupportedEntry(name, entry) {
+    return new sdk.SandboxUnsupportedFeatureError(
+      `manifest entry ${name} is a ${entry?.type} entry: native-sandbox writes file and dir entries into the workspace; host files, repositories and mounts are not brought in (no host mount widens the sandbox's policy)`,
+      { path: name, type: entry?.type },
+    );
+  }
+
+  /** An entry's permissions (any form the SDK takes: a mode, `'rwxr-xr-x'`, owner/group/other) as a file mode. */
   function modeOf(permissions, name) {
-    if (Number.isInteger(permissions?.mode)) return permissions.mode & 0o7777;
-    throw new sdk.SandboxUnsupportedFeatureError(`manifest entry ${name}: only numeric permissions.mode is taken`, { path: name });
+    try {
+      return new sdk.Permissions(permissions).toMode() & 0o777;
+    } catch (cause) {
+      throw new sdk.SandboxConfigurationError(`manifest entry ${name}: its permissions are not the SDK's: ${cause?.message ?? cause}`, { path: name });
+    }
   }
 
   function manifestInit(manifest) {
@@ -487,6 +546,42 @@ export function openAiAgentsClientFactory(framework) {
   return function createOpenAiAgentsSandboxClient(options) {
     return new NativeSandboxClient(parseOptions(options));
   };
+}
+
+/**
+ * Writes `bytes` to the command's stdin in pieces, each once the last drained, until `deadline`
+ * (epoch ms): the bytes not written by then (or once the stdin closed), 0 when all were.
+ */
+async function feed(active, bytes, deadline) {
+  const stdin = active.command.stdin;
+  // No piece past the stream's own high-water mark: what waits for the guest stays within it.
+  const pieceBytes = Math.max(1, Math.min(STDIN_PIECE_BYTES, stdin?.writableHighWaterMark ?? STDIN_PIECE_BYTES));
+  let at = 0;
+  while (at < bytes.length && !active.done && stdin?.writable) {
+    const piece = bytes.subarray(at, at + pieceBytes);
+    at += piece.length;
+    if (stdin.write(piece, () => {})) continue;
+    const room = new AbortController();
+    const drained = await Promise.race([
+      new Promise((resolve) => {
+        const done = (value) => () => {
+          stdin.off('drain', onDrain);
+          stdin.off('close', onClose);
+          resolve(value);
+        };
+        const onDrain = done(true);
+        const onClose = done(false);
+        stdin.once('drain', onDrain);
+        stdin.once('close', onClose);
+        room.signal.addEventListener('abort', done(false), { once: true });
+      }),
+      sleep(Math.max(0, deadline - Date.now()), false, { signal: room.signal }).catch(() => false),
+      active.exited.then(() => false),
+    ]);
+    room.abort();
+    if (!drained) break;
+  }
+  return bytes.length - at;
 }
 
 /** The first `maxBytes` bytes of `stream` (all when undefined); the rest is not read. */
