@@ -48,14 +48,16 @@ test('the package imports itself by name, root and every subpath', async () => {
 
 test('the exports map lists the entry points of the contract, the adapters\' frameworks optional peers', () => {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto', './ai-sdk', './mastra']);
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto', './ai-sdk', './mastra', './openai-agents']);
   assert.equal(manifest.peerDependenciesMeta['@modelcontextprotocol/sdk'].optional, true);
   assert.match(manifest.peerDependencies['@modelcontextprotocol/sdk'], /^\^1\./);
   assert.equal(manifest.peerDependenciesMeta.ai.optional, true);
   assert.match(manifest.peerDependencies.ai, /^\^7\./);
   assert.equal(manifest.peerDependenciesMeta['@mastra/core'].optional, true);
   assert.match(manifest.peerDependencies['@mastra/core'], /^\^1\./);
-  for (const framework of ['ai', '@mastra/core']) assert.equal(manifest.dependencies?.[framework], undefined, 'installing native-sandbox alone pulls no framework');
+  assert.equal(manifest.peerDependenciesMeta['@openai/agents-core'].optional, true);
+  assert.match(manifest.peerDependencies['@openai/agents-core'], /^~0\.20\./);
+  for (const framework of ['ai', '@mastra/core', '@openai/agents-core']) assert.equal(manifest.dependencies?.[framework], undefined, 'installing native-sandbox alone pulls no framework');
   assert.equal(manifest.type, 'module');
   assert.equal(manifest.engines.node, '>=20');
   const platform = JSON.parse(readFileSync(new URL('../npm/linux-x64-gnu/package.json', import.meta.url), 'utf8'));

@@ -2,7 +2,13 @@
 // built-in shell and filesystem capabilities, driven by the SDK's ScriptedModel) runs commands and
 // patches files in a real Docker sandbox; then the client and session member by member (exec with
 // its yield and writeStdin, the file members, manifests, serialize/resume/delete on the recovery
-// record, refusals), and the census afterwards.
+// record, refusals), and the census afterwards. OpenAI Agents JS publishes no provider contract
+// check; the member cases hold the adapter to what the SDK's own clients do, as shipped in
+// @openai/agents-core 0.20.0: dist/sandbox/sandboxes/unixLocal.mjs (exec's yield and session ids,
+// writeStdin's "session not found" answer and ^C as SIGINT, the output token budget, stop ending
+// the running commands) and dist/sandbox/sandboxes/docker.mjs (DockerSandboxEditor: a create onto
+// an existing file fails, an update may move, a delete of nothing fails; readFile's not-found
+// error).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';

@@ -97,6 +97,22 @@ test('without the optional MCP SDK, the agentproto entry imports and a boot is r
   assert.equal(out.trim(), 'SandboxProviderError sandbox_sdk_missing');
 });
 
+test('installing the package pulls no framework; each adapter entry then fails at import, naming the package to add', () => {
+  for (const name of ['ai', '@mastra/core', '@openai/agents-core']) {
+    assert.equal(spawnSync('test', ['-e', join(project, 'node_modules', name)]).status, 1, `${name} was not installed`);
+  }
+  const script = `
+    for (const name of ['ai-sdk', 'mastra', 'openai-agents']) {
+      try { await import('native-sandbox/' + name); console.log(name, 'imported') } catch (e) { console.log(name, e.name, e.message) }
+    }
+  `;
+  const out = run(process.execPath, ['--input-type=module', '-e', script], project).trim().split('\n');
+  assert.equal(out.length, 3, out.join('\n'));
+  assert.match(out[0], /^ai-sdk SandboxUnsupportedError .*'ai' is not installed here.*npm install ai@7/);
+  assert.match(out[1], /^mastra SandboxUnsupportedError .*'@mastra\/core' is not installed here.*npm install @mastra\/core@1/);
+  assert.match(out[2], /^openai-agents SandboxUnsupportedError .*'@openai\/agents-core' is not installed here.*npm install @openai\/agents@0\.20/);
+});
+
 test('an installed consumer gets typed validation errors from the native parsers', () => {
   const out = run(process.execPath, ['--input-type=module', '-e', "const m = await import('native-sandbox'); try { m.parseSandboxRequest({}) } catch (e) { console.log(e.name, e.issues[0].code, e.issues[0].path.join('.')) }"], project);
   assert.equal(out.trim(), 'SandboxValidationError required policy');

@@ -4,7 +4,7 @@
 //     API (create + start, attached), one of each per iteration; p50 and p99 of each;
 //   - 64 `run`s at once;
 //   - `files.read` of a 4 KiB file against `docker cp` of it out of the container;
-//   - stdout throughput of a command against the reserved process's, rounds interleaved;
+//   - stdout throughput of a command against the reserved process's, 5 rounds interleaved;
 //   - host RSS over NATIVE_SANDBOX_BENCH_SOAK commands after a warm-up, then the guest's zombies
 //     and the supervisor's descriptors.
 // `npm run bench:sessions` (NATIVE_SANDBOX_BENCH_CALLS, default 1,000). Writes
@@ -96,18 +96,22 @@ try {
   await sandbox.run(TRUE);
   const container = computeOf(sandbox);
 
-  // 1. run against docker exec (CLI) against an API exec, interleaved.
+  // 1. run against docker exec (CLI) against an API exec, interleaved; the order turns each
+  // iteration, so each contender follows each other one as often (an engine exec leaves the
+  // engine work to do after it answers, which the next call meets).
   const samples = { run: [], dockerExecCli: [], engineExecApi: [] };
+  const contenders = [
+    ['run', () => sandbox.run(TRUE)],
+    ['dockerExecCli', () => cli(['exec', container, '/bin/true'])],
+    ['engineExecApi', () => apiExec(container)],
+  ];
   for (let i = 0; i < CALLS; i += 1) {
-    let start = process.hrtime.bigint();
-    await sandbox.run(TRUE);
-    samples.run.push(ms(start));
-    start = process.hrtime.bigint();
-    await cli(['exec', container, '/bin/true']);
-    samples.dockerExecCli.push(ms(start));
-    start = process.hrtime.bigint();
-    await apiExec(container);
-    samples.engineExecApi.push(ms(start));
+    for (let k = 0; k < contenders.length; k += 1) {
+      const [name, call] = contenders[(i + k) % contenders.length];
+      const start = process.hrtime.bigint();
+      await call();
+      samples[name].push(ms(start));
+    }
   }
   out.commands = Object.fromEntries(Object.entries(samples).map(([name, list]) => [name, summary(list)]));
 
@@ -131,20 +135,23 @@ try {
   out.files = Object.fromEntries(Object.entries(reads).map(([name, list]) => [name, summary(list)]));
 
   // 4. stdout throughput: a command's against the reserved process's (its own sandbox), interleaved.
+  // Each timed from its start's answer to its last byte; the order turns each round.
   const throughput = { command: [], reserved: [] };
-  for (let round = 0; round < 3; round += 1) {
-    let start = process.hrtime.bigint();
+  const commandRound = async () => {
     const command = await sandbox.exec(sh(`head -c ${THROUGHPUT_BYTES} /dev/zero`), { stdin: false });
+    const start = process.hrtime.bigint();
     command.stderr.resume();
     const got = await drain(command.stdout);
     await command.exit;
     throughput.command.push((got / 1024 ** 2) / (ms(start) / 1000));
+  };
+  const reservedRound = async () => {
     const other = await backend.reserve({ policy }, { kind: 'in_process' }).start();
     try {
       const streams = await other.reserveProcess(sh(`head -c ${THROUGHPUT_BYTES} /dev/zero`)).start();
       streams.stdin.end();
       streams.stderr.resume();
-      start = process.hrtime.bigint();
+      const start = process.hrtime.bigint();
       const bytes = await drain(streams.stdout);
       await streams.exit;
       throughput.reserved.push((bytes / 1024 ** 2) / (ms(start) / 1000));
@@ -152,6 +159,9 @@ try {
       await other.stop();
       await other.destroy();
     }
+  };
+  for (let round = 0; round < 5; round += 1) {
+    for (const one of round % 2 === 0 ? [commandRound, reservedRound] : [reservedRound, commandRound]) await one();
   }
   out.throughput = {
     commandMiBps: round(quantile(throughput.command, 0.5)),

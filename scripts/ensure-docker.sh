@@ -42,7 +42,14 @@ remove_stale_pid_files() {
   fi
 }
 
-if ! engine_answers; then
+# dockerd started here, up to three times: one that exits before answering (its containerd timed
+# out starting, as when a killed engine's containerd is still going away) is started again once
+# that containerd is gone.
+attempts=3
+for attempt in $(seq 1 "${attempts}"); do
+  if engine_answers; then
+    exit 0
+  fi
   dockerd_pid=""
   if ! pgrep -x dockerd >/dev/null 2>&1; then
     remove_stale_pid_files
@@ -50,18 +57,28 @@ if ! engine_answers; then
     nohup dockerd >"${log_file}" 2>&1 </dev/null &
     dockerd_pid=$!
   fi
+  exited=""
   for _ in $(seq 1 "${wait_seconds}"); do
     if engine_answers; then
       exit 0
     fi
     if [ -n "${dockerd_pid}" ] && ! kill -0 "${dockerd_pid}" 2>/dev/null; then
-      echo "ensure-docker: dockerd exited before answering; see ${log_file}" >&2
-      tail -n 20 "${log_file}" >&2 || true
-      exit 1
+      exited=1
+      break
     fi
     sleep 1
   done
-  echo "ensure-docker: dockerd did not answer within ${wait_seconds}s; see ${log_file}" >&2
-  tail -n 20 "${log_file}" >&2 || true
-  exit 1
-fi
+  if [ -z "${exited}" ]; then
+    echo "ensure-docker: dockerd did not answer within ${wait_seconds}s; see ${log_file}" >&2
+    tail -n 20 "${log_file}" >&2 || true
+    exit 1
+  fi
+  echo "ensure-docker: dockerd exited before answering (attempt ${attempt} of ${attempts}); see ${log_file}" >&2
+  tail -n 5 "${log_file}" >&2 || true
+  # The engine's own containerd (under /var/run/docker) left by the dockerd that exited.
+  for _ in $(seq 1 15); do
+    pgrep -f '^containerd --config /var/run/docker/containerd/' >/dev/null 2>&1 || break
+    sleep 1
+  done
+done
+exit 1
