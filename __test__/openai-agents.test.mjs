@@ -159,6 +159,8 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       await assert.rejects(session.readFile({ path: 'a' }), /not a file/);
       assert.deepEqual(await session.listDir({ path: 'a' }), [{ name: 'c.txt', path: 'a/c.txt', type: 'file' }]);
       assert.deepEqual(await session.listDir({ path: '/sandbox/workspace/a' }), [{ name: 'c.txt', path: 'a/c.txt', type: 'file' }], 'below the root: relative, as the SDK says it');
+      await editor.createFile({ type: 'create_file', path: '..dots/x.txt', diff: '+x\n' });
+      assert.deepEqual(await session.listDir({ path: '..dots' }), [{ name: 'x.txt', path: '..dots/x.txt', type: 'file' }], 'a name starting with .. is below the root');
       await assert.rejects(session.listDir({ path: 'nowhere' }), SandboxWorkspaceReadNotFoundError);
       assert.equal(await session.directoryExists('a'), true);
       assert.equal(await session.directoryExists('a/c.txt'), false);
@@ -181,6 +183,7 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       const serialized = JSON.parse(JSON.stringify(await client.serializeSessionState(session.state)));
       assert.equal(serialized.recoveryRecord.sandboxId, session.state.sandboxId);
       assert.deepEqual(serialized.environment, { GREETING: 'hi' });
+      assert.equal(serialized.recoveryRecord.phase, 'ready');
       assert.doesNotMatch(JSON.stringify(serialized), /do-not-keep/);
       const other = createOpenAiAgentsSandboxClient({ backend, request: request() });
       assert.equal(await other.resume(await other.deserializeSessionState(serialized)), session, 'the same live session');
@@ -188,6 +191,11 @@ describe('OpenAI Agents adapter: the session member by member', () => {
     } finally {
       await session.close();
     }
+    // Closed, it is forgotten: its state still serializes with its record (a reconcile of which
+    // now finds nothing).
+    const closed = await client.serializeSessionState(session.state);
+    assert.equal(closed.recoveryRecord.sandboxId, session.state.sandboxId);
+    assert.equal((await backend.reconcile(closed.recoveryRecord)).kind, 'absent');
   });
 
   test('resume after the controller was killed: the recorded sandbox is proven and removed, a new one has the manifest and environment', async () => {
@@ -218,7 +226,7 @@ describe('OpenAI Agents adapter: the session member by member', () => {
     assert.deepEqual(leftovers(namespace), NOTHING);
   });
 
-  test('refusals: unknown options, per-session options, runAs, tty, host entries; a refused create leaves nothing', async () => {
+  test('refusals: unknown options, per-session options, runAs, host entries, bad permissions; a refused create leaves nothing; tty runs on pipes', async () => {
     assert.throws(
       () => createOpenAiAgentsSandboxClient({ backend, request: request(), mounts: ['/'] }),
       (error) => error instanceof SandboxValidationError && error.issues.some((issue) => issue.path.join('.') === 'options.mounts'),
@@ -228,9 +236,15 @@ describe('OpenAI Agents adapter: the session member by member', () => {
     await assert.rejects(client.create({ manifest: new Manifest({ root: '/elsewhere' }) }), /not the sandbox's workspace/);
     await withSession(async (session) => {
       await assert.rejects(session.exec({ cmd: 'id', runAs: 'root' }), SandboxUnsupportedFeatureError);
-      await assert.rejects(session.exec({ cmd: 'id', tty: true }), SandboxUnsupportedFeatureError);
+      // Permissions the SDK cannot read (its Manifest refuses them too), before anything is written.
+      await assert.rejects(session.materializeEntry({ path: 'a.sh', entry: { type: 'file', content: 'x', permissions: 'rwx' } }), /permissions are not the SDK's/);
+      assert.equal(await session.pathExists('a.sh'), false);
       // No terminal, but write_stdin is offered: the model's way to a command past its yield.
+      // tty: true (as the SDK's instructions ask for a command to interrupt) runs on pipes.
       assert.equal(session.supportsPty(), true);
+      const interruptible = await session.exec({ cmd: 'test -t 0 && echo terminal; echo ready; sleep 30', tty: true, yieldTimeMs: 300 });
+      assert.equal(interruptible.output, 'ready\n');
+      assert.match(await session.writeStdin({ sessionId: interruptible.sessionId, chars: '\u0003', yieldTimeMs: 5_000 }), /Process exited with code 130/);
     });
     assert.deepEqual(leftovers(namespace), NOTHING);
   });

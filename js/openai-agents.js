@@ -147,7 +147,10 @@ export function openAiAgentsClientFactory(framework) {
     state;
     #client;
     #reservation;
+    /** The running sandbox, until the session closes. */
     #sandbox;
+    /** The sandbox as started, kept after the close for its record. */
+    #started;
     /** Commands kept under a session id for the framework to look at again. */
     #commands = new Map();
     /** Every command not ended yet, under a session id or still inside its exec's yield. */
@@ -159,6 +162,7 @@ export function openAiAgentsClientFactory(framework) {
       this.#client = client;
       this.#reservation = reservation;
       this.#sandbox = sandbox;
+      this.#started = sandbox;
       this.state = state;
     }
 
@@ -184,8 +188,8 @@ export function openAiAgentsClientFactory(framework) {
 
     /**
      * True, so the runtime offers the model `write_stdin`: the only way it has to look at a
-     * command still running past its yield, or feed it. There is no terminal: `tty: true` is
-     * refused, and commands read and write pipes.
+     * command still running past its yield, feed it or interrupt it. There is no terminal:
+     * commands read and write pipes, `tty: true` included.
      */
     supportsPty() {
       return true;
@@ -202,9 +206,11 @@ export function openAiAgentsClientFactory(framework) {
     }
 
     async exec(args) {
-      const { cmd, workdir, shell, tty = false, yieldTimeMs = EXEC_YIELD_MS, maxOutputTokens, runAs } = args ?? {};
+      // `tty` is read as the SDK's shell instructions use it (a command to interrupt with ^C
+      // later): there is no terminal, the command runs on pipes either way, and `\u0003` through
+      // writeStdin interrupts it.
+      const { cmd, workdir, shell, yieldTimeMs = EXEC_YIELD_MS, maxOutputTokens, runAs } = args ?? {};
       if (typeof cmd !== 'string') throw invalid(['cmd'], 'invalid_type', 'cmd must be a string');
-      if (tty) throw new sdk.SandboxUnsupportedFeatureError('native-sandbox runs commands without a terminal: run it again with tty false (write_stdin still feeds and reads it)', { feature: 'tty' });
       refuseRunAs(runAs);
       const sandbox = this.live();
       const started = Date.now();
@@ -281,7 +287,8 @@ export function openAiAgentsClientFactory(framework) {
       if (entries === null) throw new sdk.SandboxWorkspaceReadNotFoundError(`Directory not found: ${path}`, { path });
       // As the SDK's clients say them: relative to the root below it, absolute elsewhere.
       const relative = posix.relative(this.state.manifest.root, guest);
-      const base = relative === '' ? '' : relative.startsWith('..') ? guest : relative;
+      const outside = relative === '..' || relative.startsWith('../');
+      const base = relative === '' ? '' : outside ? guest : relative;
       return entries.map(({ name, kind }) => ({ name, path: base === '' ? name : `${base}/${name}`, type: kind === 'directory' ? 'dir' : kind === 'file' ? 'file' : 'other' }));
     }
 
@@ -298,6 +305,7 @@ export function openAiAgentsClientFactory(framework) {
     async materializeEntry(args) {
       const { path, entry, runAs } = args ?? {};
       refuseRunAs(runAs);
+      checkManifestContents({ entries: { [path]: entry } });
       await writeEntry(this.live().files, this.guestPath(path), entry, path);
       this.state.manifest = new sdk.Manifest({ ...manifestInit(this.state.manifest), entries: { ...this.state.manifest.entries, [path]: entry } });
     }
@@ -342,19 +350,25 @@ export function openAiAgentsClientFactory(framework) {
     async close() {
       this.#sandbox = undefined;
       this.#commands.clear();
-      this.#closing ??= this.#reservation.destroy().then(
-        () => this.#client.forget(this),
-        (error) => {
-          this.#closing = undefined;
-          throw error;
-        },
-      );
+      // Forgotten at once: a resume or serialize meanwhile finds the sandbox by its record.
+      this.#client.forget(this);
+      this.#closing ??= this.#reservation.destroy().catch((error) => {
+        this.#closing = undefined;
+        throw error;
+      });
       await this.#closing;
+    }
+
+    /** The sandbox's current recovery record (its started face's: the reservation's stops at start). */
+    recoveryRecord() {
+      return this.#started.recoveryRecord;
     }
   }
 
   /** Live sessions by sandbox id, whichever client made them: a resume in this process gets the same session. */
   const live = new Map();
+  /** Every session by its state, closed ones too: a serialize finds its record. */
+  const sessionOf = new WeakMap();
 
   class NativeSandboxClient {
     backendId = 'native-sandbox';
@@ -401,6 +415,7 @@ export function openAiAgentsClientFactory(framework) {
         };
         const session = new NativeSandboxSession(this, reservation, sandbox, state);
         live.set(sandbox.id, session);
+        sessionOf.set(state, session);
         return session;
       } catch (error) {
         await reservation.destroy().catch(() => {});
@@ -413,8 +428,8 @@ export function openAiAgentsClientFactory(framework) {
     }
 
     async serializeSessionState(state) {
-      const session = live.get(state.sandboxId);
-      const record = session?.live().recoveryRecord ?? state.recoveryRecord;
+      const session = live.get(state.sandboxId) ?? sessionOf.get(state);
+      const record = session?.recoveryRecord() ?? state.recoveryRecord;
       return {
         format: STATE_FORMAT,
         sandboxId: state.sandboxId,
@@ -508,6 +523,7 @@ export function openAiAgentsClientFactory(framework) {
         const name = prefix === '' ? path : `${prefix}/${path}`;
         if (entry?.type === 'dir') visit(entry.children, name);
         else if (entry?.type !== 'file') throw unsupportedEntry(name, entry);
+        else if (entry.permissions !== undefined) modeOf(entry.permissions, name);
       }
     };
     visit(manifest.entries, '');
@@ -560,26 +576,19 @@ async function feed(active, bytes, deadline) {
   while (at < bytes.length && !active.done && stdin?.writable) {
     const piece = bytes.subarray(at, at + pieceBytes);
     at += piece.length;
-    if (stdin.write(piece, () => {})) continue;
-    const room = new AbortController();
-    const drained = await Promise.race([
-      new Promise((resolve) => {
-        const done = (value) => () => {
-          stdin.off('drain', onDrain);
-          stdin.off('close', onClose);
-          resolve(value);
-        };
-        const onDrain = done(true);
-        const onClose = done(false);
-        stdin.once('drain', onDrain);
-        stdin.once('close', onClose);
-        room.signal.addEventListener('abort', done(false), { once: true });
-      }),
-      sleep(Math.max(0, deadline - Date.now()), false, { signal: room.signal }).catch(() => false),
+    const taken = new Promise((resolve) => stdin.write(piece, (error) => resolve(!error)));
+    // Another piece at once only while what the native side has not taken yet stays under the
+    // stream's high-water mark, so the policy's buffered input is never passed.
+    if (stdin.writableLength + pieceBytes <= stdin.writableHighWaterMark) continue;
+    // Else until this piece (and every one before it) is taken, the deadline, or the exit.
+    const timer = new AbortController();
+    const wentOn = await Promise.race([
+      taken,
+      sleep(Math.max(0, deadline - Date.now()), false, { signal: timer.signal }).catch(() => false),
       active.exited.then(() => false),
     ]);
-    room.abort();
-    if (!drained) break;
+    timer.abort();
+    if (!wentOn) break;
   }
   return bytes.length - at;
 }
