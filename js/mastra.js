@@ -5,7 +5,7 @@
 // framework's classes come in as `workspace` (the entry point loads them), so nothing here runs
 // without it.
 import { posix } from 'node:path';
-import { SandboxValidationError } from './errors.js';
+import { invalid, isStringRecord, readAdapterOptions } from './adapter-options.js';
 import { native } from './native.js';
 
 const OPTION_NAMES = ['backend', 'request', 'recovery', 'id', 'name', 'workingDirectory', 'shell', 'env', 'timeout', 'instructions', 'onStart', 'onStop', 'onDestroy'];
@@ -256,19 +256,9 @@ export function mastraSandboxFactory(workspace) {
   };
 }
 
-function invalid(path, code, message) {
-  return new SandboxValidationError([{ code, path, message }]);
-}
-
 function parseOptions(options) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid(['options'], 'invalid_type', 'options must be an object');
-  const issues = Object.keys(options)
-    .filter((name) => !OPTION_NAMES.includes(name))
-    .map((name) => ({ code: 'unknown_field', path: ['options', name], message: `unknown option ${name}: the sandbox's policy is its request's, and no option widens it` }));
+  const { check, done } = readAdapterOptions(options, OPTION_NAMES);
   const { backend, request, recovery = { kind: 'in_process' }, id, name, workingDirectory, shell = '/bin/sh', env = {}, timeout = 300_000, instructions, onStart, onStop, onDestroy } = options;
-  const check = (ok, field, message) => {
-    if (!ok) issues.push({ code: 'invalid_value', path: ['options', field], message });
-  };
   check(backend !== null && typeof backend?.reserve === 'function', 'backend', 'backend must be a sandbox backend (createDockerSandboxBackend)');
   check(request !== null && typeof request === 'object', 'request', 'request must be a sandbox request ({ policy })');
   check(id === undefined || (typeof id === 'string' && id.length > 0), 'id', 'id must be a non-empty string');
@@ -280,8 +270,8 @@ function parseOptions(options) {
   for (const [field, hook] of [['onStart', onStart], ['onStop', onStop], ['onDestroy', onDestroy]]) {
     check(hook === undefined || typeof hook === 'function', field, `${field} must be a function`);
   }
-  check(env !== null && typeof env === 'object' && !Array.isArray(env) && Object.values(env).every((v) => typeof v === 'string'), 'env', 'env must be an object of strings');
-  if (issues.length > 0) throw new SandboxValidationError(issues);
+  check(isStringRecord(env), 'env', 'env must be an object of strings');
+  done();
   const chosenId = id ?? `native-sandbox-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 8)}`;
   return { backend, request, recovery, id: chosenId, name: name ?? 'NativeSandbox', workingDirectory, shell, env: { ...env }, timeout, instructions, onStart, onStop, onDestroy };
 }

@@ -5,7 +5,7 @@
 // in as `framework` (the entry point loads them), so nothing here runs without it.
 import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SandboxValidationError } from './errors.js';
+import { invalid, isStringRecord, readAdapterOptions } from './adapter-options.js';
 import { native } from './native.js';
 
 const OPTION_NAMES = ['backend', 'request', 'recovery', 'shell', 'env'];
@@ -621,23 +621,13 @@ function exitCodeOf(exit) {
   return 137;
 }
 
-function invalid(path, code, message) {
-  return new SandboxValidationError([{ code, path, message }]);
-}
-
 function parseOptions(options) {
-  if (options === null || typeof options !== 'object' || Array.isArray(options)) throw invalid(['options'], 'invalid_type', 'options must be an object');
-  const issues = Object.keys(options)
-    .filter((name) => !OPTION_NAMES.includes(name))
-    .map((name) => ({ code: 'unknown_field', path: ['options', name], message: `unknown option ${name}: the sandbox's policy is its request's, and no option widens it` }));
+  const { check, done } = readAdapterOptions(options, OPTION_NAMES);
   const { backend, request, recovery = { kind: 'in_process' }, shell = '/bin/sh', env = {} } = options;
-  const check = (ok, field, message) => {
-    if (!ok) issues.push({ code: 'invalid_value', path: ['options', field], message });
-  };
   check(backend !== null && typeof backend?.reserve === 'function' && typeof backend?.reconcile === 'function', 'backend', 'backend must be a sandbox backend (createDockerSandboxBackend)');
   check(request !== null && typeof request === 'object', 'request', 'request must be a sandbox request ({ policy })');
   check(typeof shell === 'string' && shell.startsWith('/'), 'shell', 'shell must be an absolute path');
-  check(env !== null && typeof env === 'object' && !Array.isArray(env) && Object.values(env).every((v) => typeof v === 'string'), 'env', 'env must be an object of strings');
-  if (issues.length > 0) throw new SandboxValidationError(issues);
+  check(isStringRecord(env), 'env', 'env must be an object of strings');
+  done();
   return { backend, request, recovery, shell, env: { ...env } };
 }
