@@ -556,6 +556,41 @@ export declare function withSandbox<T>(
   options: SandboxRunOptions,
 ): Promise<T>;
 
+export interface SandboxPoolOptions {
+  /** The one policy every member has; parsed at `createSandboxPool`. */
+  readonly request: SandboxRequestInput;
+  /** Members kept ready, 1..64. */
+  readonly size: number;
+  /** A member unclaimed this long (milliseconds) is destroyed and replaced; none by default. */
+  readonly idleMs?: number;
+  /** Aborting it closes the pool. */
+  readonly signal?: AbortSignal;
+}
+
+export interface SandboxPool {
+  /**
+   * A started sandbox, used once: yours to stop and destroy, never returned to the pool. A ready
+   * member is read back from its engine first (one that no longer applies what it started with
+   * is destroyed, never handed out); with none ready the claim starts one at once, as `reserve`
+   * and `start` would (a cold claim), never waiting for a refill. `SandboxStateError` once the
+   * pool is closed.
+   */
+  claim(options?: { readonly signal?: AbortSignal }): Promise<Sandbox>;
+  /** Destroys every unclaimed member (and any being made); claims after it are refused. */
+  close(): Promise<void>;
+  /** Members ready now. */
+  readonly ready: number;
+}
+
+/**
+ * Keeps `options.size` sandboxes of one request reserved and started (`in_process`, owned by
+ * the reaper like any other), with what runs their commands already up on a backend with
+ * sessions, so a claim's first command is one frame away. Refills run at most four at once.
+ * Bad options are a `SandboxValidationError` naming each field, and a request the backend
+ * cannot honour a `SandboxUnsupportedError`, before any engine object.
+ */
+export declare function createSandboxPool(backend: SandboxBackend, options: SandboxPoolOptions): SandboxPool;
+
 /**
  * Throws `SandboxUnsupportedError` when `support` cannot enforce `request` (a network kind or
  * execution kind it does not offer, a required disk quota it cannot apply); what every backend's

@@ -29,6 +29,12 @@ const MODES = {
     }
     void sandbox.importTree(files());`,
   idle: `report();`,
+  // A full pool of three beside the sandbox: every member is the reaper's like any other.
+  pool: `
+    const { createSandboxPool } = await import('native-sandbox');
+    const pool = createSandboxPool(backend, { request: request(), size: 3 });
+    while (pool.ready < 3) await new Promise((resolve) => setTimeout(resolve, 50));
+    report();`,
 };
 /** A controller that destroyed its sandbox before it died. */
 const DESTROYED = `await sandbox.destroy(); report();`;
@@ -139,13 +145,15 @@ function removeByLabel(namespace) {
 
 for (const mode of Object.keys(MODES)) {
   for (const signal of ['SIGINT', 'SIGKILL']) {
-    test(`a controller ended by ${signal} ${mode === 'process' ? 'with a process running' : mode === 'import' ? 'mid-import' : 'that never destroys'} leaves nothing within 10 s`, async () => {
+    const doing = { process: 'with a process running', import: 'mid-import', idle: 'that never destroys', pool: 'with a full pool' }[mode];
+    test(`a controller ended by ${signal} ${doing} leaves nothing within 10 s`, async () => {
       const namespace = uniqueNamespace(`reap-${mode}-${signal.toLowerCase()}`);
       const running = controller(namespace, mode);
       const ids = await running.ready;
       assert.equal(ids.length, 1);
       const before = leftovers(namespace);
-      assert.ok(before.containers.length >= 1 && before.volumes.length === 1, JSON.stringify(before));
+      const sandboxes = mode === 'pool' ? 4 : 1;
+      assert.ok(before.containers.length >= sandboxes && before.volumes.length === sandboxes, JSON.stringify(before));
       if (mode === 'process') {
         const processes = execFileSync('docker', ['ps', '-q', '--filter', `label=dev.native-sandbox.sandbox=${ids[0]}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
         assert.notEqual(processes, '', 'the process container runs');

@@ -30,6 +30,7 @@ const ROOT_EXPORTS = [
   'parseSandboxSupport',
   'parseTransferOptions',
   'withSandbox',
+  'createSandboxPool',
   'fileFromBytes',
 ];
 

@@ -4,7 +4,8 @@
 //     API (create + start, attached), one of each per iteration; p50 and p99 of each;
 //   - 64 `run`s at once;
 //   - `files.read` of a 4 KiB file against `docker cp` of it out of the container;
-//   - stdout throughput of a command against the reserved process's, 5 rounds interleaved;
+//   - stdout throughput of a command against the reserved process's, 9 rounds interleaved (the
+//     ratio is the median of each round's pair, taken back to back), with the host's CPU per GiB;
 //   - host RSS over NATIVE_SANDBOX_BENCH_SOAK commands after a warm-up, then the guest's zombies
 //     and the supervisor's descriptors.
 // `npm run bench:sessions` (NATIVE_SANDBOX_BENCH_CALLS, default 1,000). Writes
@@ -136,14 +137,17 @@ try {
 
   // 4. stdout throughput: a command's against the reserved process's (its own sandbox), interleaved.
   // Each timed from its start's answer to its last byte; the order turns each round.
-  const throughput = { command: [], reserved: [] };
+  const throughput = { command: [], reserved: [], commandCpuSecondsPerGiB: [], reservedCpuSecondsPerGiB: [] };
+  const cpuSecondsPerGiB = (cpu, bytes) => ((cpu.user + cpu.system) / 1e6) / (bytes / 1024 ** 3);
   const commandRound = async () => {
     const command = await sandbox.exec(sh(`head -c ${THROUGHPUT_BYTES} /dev/zero`), { stdin: false });
     const start = process.hrtime.bigint();
+    const cpu = process.cpuUsage();
     command.stderr.resume();
     const got = await drain(command.stdout);
     await command.exit;
     throughput.command.push((got / 1024 ** 2) / (ms(start) / 1000));
+    throughput.commandCpuSecondsPerGiB.push(cpuSecondsPerGiB(process.cpuUsage(cpu), got));
   };
   const reservedRound = async () => {
     const other = await backend.reserve({ policy }, { kind: 'in_process' }).start();
@@ -152,20 +156,31 @@ try {
       streams.stdin.end();
       streams.stderr.resume();
       const start = process.hrtime.bigint();
+      const cpu = process.cpuUsage();
       const bytes = await drain(streams.stdout);
       await streams.exit;
       throughput.reserved.push((bytes / 1024 ** 2) / (ms(start) / 1000));
+      throughput.reservedCpuSecondsPerGiB.push(cpuSecondsPerGiB(process.cpuUsage(cpu), bytes));
     } finally {
       await other.stop();
       await other.destroy();
     }
   };
-  for (let round = 0; round < 5; round += 1) {
+  const ROUNDS = 9;
+  for (let round = 0; round < ROUNDS; round += 1) {
     for (const one of round % 2 === 0 ? [commandRound, reservedRound] : [reservedRound, commandRound]) await one();
   }
+  // Each round's two contenders ran back to back: their ratio sees the same moment of the machine.
+  const pairRatios = throughput.command.map((mibps, i) => mibps / throughput.reserved[i]);
   out.throughput = {
     commandMiBps: round(quantile(throughput.command, 0.5)),
     reservedMiBps: round(quantile(throughput.reserved, 0.5)),
+    commandRoundsMiBps: throughput.command.map(round),
+    reservedRoundsMiBps: throughput.reserved.map(round),
+    roundRatios: pairRatios.map(round),
+    medianRoundRatio: round(quantile(pairRatios, 0.5)),
+    commandHostCpuSecondsPerGiB: round(quantile(throughput.commandCpuSecondsPerGiB, 0.5)),
+    reservedHostCpuSecondsPerGiB: round(quantile(throughput.reservedCpuSecondsPerGiB, 0.5)),
   };
 
   // 5. RSS over many commands, after a warm-up; then what the guest holds.
@@ -190,7 +205,8 @@ try {
     runP50OverApi: round(out.commands.run.p50Ms / out.commands.engineExecApi.p50Ms),
     runP99OverApi: round(out.commands.run.p99Ms / out.commands.engineExecApi.p99Ms),
     readP50OverCp: round(out.files.filesRead.p50Ms / out.files.dockerCp.p50Ms),
-    commandOverReservedThroughput: round(out.throughput.commandMiBps / out.throughput.reservedMiBps),
+    commandOverReservedThroughput: out.throughput.medianRoundRatio,
+    commandOverReservedMedians: round(out.throughput.commandMiBps / out.throughput.reservedMiBps),
   };
 } finally {
   await sandbox.stop();

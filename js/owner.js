@@ -153,6 +153,14 @@ export function nativeTransfersOf(sandbox) {
   return nativeSandboxes.get(sandbox);
 }
 
+/** Every started sandbox of ours, with its native owner: a pool's members (js/pool.js). */
+const startedOwners = shared('startedOwners', () => new WeakMap());
+
+/** `{ owner, context }` of a started sandbox of ours, for a pool's calls on its member. */
+export function poolMemberOf(sandbox) {
+  return startedOwners.get(sandbox);
+}
+
 function startedSandbox({ id, ready, lifecycle, owner, context, request, processPort, readyPort, ports }) {
   const driverPort = { owner, context, readyPort, request };
   const sessions = sessionMembers({ owner, context, request, sandboxId: id });
@@ -207,6 +215,7 @@ function startedSandbox({ id, ready, lifecycle, owner, context, request, process
     destroy: lifecycle.destroy,
   });
   if (processPort) nativeSandboxes.set(sandbox, { owner, context, request });
+  startedOwners.set(sandbox, { owner, context });
   return sandbox;
 }
 

@@ -1,6 +1,7 @@
 //! The incremental decoder: bytes in whatever pieces they arrive, frames out in order.
 
 use crate::frame::{Frame, FrameError, Kind, HEADER_LEN, MAX_PAYLOAD, VERSION};
+use crate::message::Message;
 
 /// Holds what `push` was given until `next_frame` hands it out; a caller that pushes at most
 /// `wanted()` bytes at a time keeps that to one frame (a header and `MAX_PAYLOAD` bytes).
@@ -44,6 +45,29 @@ impl Decoder {
     /// The next whole frame, `None` until its bytes are all there, or why the stream is
     /// malformed (then every later call says the same).
     pub fn next_frame(&mut self) -> Result<Option<Frame>, FrameError> {
+        self.next_with(|kind, channel, payload| {
+            Ok(Frame {
+                kind,
+                channel,
+                payload: payload.to_vec(),
+            })
+        })
+    }
+
+    /// The next whole frame decoded as its channel and message, read where the decoder holds it
+    /// (no copy of the payload but the message's own), `None` until its bytes are all there,
+    /// or why the stream or the message is malformed (then every later call says the same).
+    pub fn next_message(&mut self) -> Result<Option<(u32, Message)>, FrameError> {
+        self.next_with(|kind, channel, payload| {
+            Message::decode_payload(kind, payload).map(|message| (channel, message))
+        })
+    }
+
+    /// Hands the next whole frame's kind, channel and payload to `read`, then drops its bytes.
+    fn next_with<T>(
+        &mut self,
+        read: impl FnOnce(Kind, u32, &[u8]) -> Result<T, FrameError>,
+    ) -> Result<Option<T>, FrameError> {
         if let Some(failed) = &self.failed {
             return Err(failed.clone());
         }
@@ -51,28 +75,29 @@ impl Decoder {
         if held.len() < HEADER_LEN {
             return Ok(None);
         }
-        let header = match check_header(held) {
+        let (kind, channel, len) = match check_header(held) {
             Ok(header) => header,
             Err(error) => {
                 self.failed = Some(error.clone());
                 return Err(error);
             }
         };
-        let (kind, channel, len) = header;
         if held.len() < HEADER_LEN + len {
             return Ok(None);
         }
-        let payload = held[HEADER_LEN..HEADER_LEN + len].to_vec();
+        let read = read(kind, channel, &held[HEADER_LEN..HEADER_LEN + len]);
         self.start += HEADER_LEN + len;
         if self.start == self.buffer.len() {
             self.buffer.clear();
             self.start = 0;
         }
-        Ok(Some(Frame {
-            kind,
-            channel,
-            payload,
-        }))
+        match read {
+            Ok(read) => Ok(Some(read)),
+            Err(error) => {
+                self.failed = Some(error.clone());
+                Err(error)
+            }
+        }
     }
 
     /// Bytes given and not handed out yet (a connection that ends with some ended mid-frame).

@@ -176,8 +176,13 @@ impl Message {
 
     /// What `frame` says.
     pub fn decode(frame: &Frame) -> Result<Message, FrameError> {
-        let mut c = Cursor::new(frame.kind, &frame.payload);
-        let message = match frame.kind {
+        Message::decode_payload(frame.kind, &frame.payload)
+    }
+
+    /// The message a frame of `kind` carries in `payload`.
+    pub fn decode_payload(kind: Kind, payload: &[u8]) -> Result<Message, FrameError> {
+        let mut c = Cursor::new(kind, payload);
+        let message = match kind {
             Kind::Spawn => {
                 let stdin = match c.u8("stdin flag")? {
                     0 => false,

@@ -82,6 +82,61 @@ fn every_message_round_trips_through_the_decoder_fed_byte_by_byte() {
 }
 
 #[test]
+fn next_message_gives_what_next_frame_and_decode_give_in_pieces_of_any_size() {
+    let messages = every_message();
+    let mut wire = Vec::new();
+    for (channel, message) in messages.iter().enumerate() {
+        encode(channel as u32, message, &mut wire);
+    }
+    let expected: Vec<_> = messages
+        .into_iter()
+        .enumerate()
+        .map(|(c, m)| (c as u32, m))
+        .collect();
+    for piece in [1, 7, 12, 13, 64, wire.len()] {
+        let mut decoder = Decoder::new();
+        let mut decoded = Vec::new();
+        for chunk in wire.chunks(piece) {
+            decoder.push(chunk);
+            while let Some(message) = decoder.next_message().expect("well-formed") {
+                decoded.push(message);
+            }
+        }
+        assert_eq!(decoder.pending(), 0);
+        assert_eq!(decoded, expected, "pieces of {piece} bytes");
+    }
+}
+
+#[test]
+fn next_message_fails_on_a_malformed_payload_and_stays_failed() {
+    let mut wire = Vec::new();
+    // An output frame whose stream byte is neither stdout nor stderr, then a good one.
+    wire.extend_from_slice(&crate::frame::header(Kind::Output, 3, 2));
+    wire.extend_from_slice(&[9, b'x']);
+    encode(
+        3,
+        &Message::OutputEnd {
+            stream: Stream::Stdout,
+        },
+        &mut wire,
+    );
+    let mut decoder = Decoder::new();
+    decoder.push(&wire);
+    let first = decoder.next_message();
+    assert!(
+        matches!(
+            first,
+            Err(FrameError::Payload {
+                kind: Kind::Output,
+                ..
+            })
+        ),
+        "{first:?}"
+    );
+    assert_eq!(decoder.next_message(), first);
+}
+
+#[test]
 fn wanted_asks_for_the_header_then_exactly_the_payload() {
     let wire = frame_of(
         7,

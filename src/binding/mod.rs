@@ -12,6 +12,7 @@ mod js_driver;
 mod js_value;
 mod owner;
 mod parsers;
+mod pool_member;
 mod process_feed;
 mod process_streams;
 mod reaper;

@@ -298,6 +298,12 @@ impl NativeOwner {
         crate::binding::files::NativeFiles::new(self.owner.clone())
     }
 
+    /// One pool call on this sandbox (`createSandboxPool`).
+    #[napi(js_name = "poolMember")]
+    pub fn pool_member(&self) -> crate::binding::pool_member::NativePoolMember {
+        crate::binding::pool_member::NativePoolMember::new(self.owner.clone())
+    }
+
     /// Writes one chunk to stdin; resolves when the bounded staging accepted it.
     #[napi(js_name = "processWrite")]
     pub async fn process_write(&self, chunk: Buffer) -> JsData {

@@ -244,6 +244,15 @@ pub trait DriverReservation: Send + Sync + 'static {
         unsupported("reading and writing the sandbox's files while it runs")
     }
 
+    /// Reads the started sandbox back from its engine once more (a pool's claim): the effective
+    /// policy it applies now, or why it no longer matches what startup read. `None` for a
+    /// driver that reads nothing again (startup's reading stands).
+    fn read_back(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<Option<SandboxEffectivePolicy>, OwnerError>> {
+        Box::pin(async { Ok(None) })
+    }
+
     /// Freezes the running process where it stands (storage and streams stay); idempotent.
     fn pause(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         unsupported("pausing a sandbox")

@@ -4,6 +4,7 @@
 
 use std::sync::Arc;
 
+use super::read_back::ComputeReading;
 use super::{gateway, DockerSandbox};
 use crate::docker::attach::{attach_error, attach_streams, Attached};
 use crate::docker::engine::engine_error;
@@ -144,6 +145,12 @@ impl DockerSandbox {
                 "the process container was not given the sandbox's effective policy (read back on it: its limits, placement and hardening)".into(),
             ));
         }
+        self.state.lock().await.compute_reading = Some(ComputeReading {
+            id: id.clone(),
+            asked,
+            user: launch.user,
+            image: inspect.image,
+        });
         cancel.check()?;
         Ok(id)
     }

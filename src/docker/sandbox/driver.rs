@@ -13,6 +13,7 @@ use crate::lifecycle::driver::{
     StartContext, StartedCommand, TransferSettings,
 };
 use crate::lifecycle::error::OwnerError;
+use crate::policy::effective::SandboxEffectivePolicy;
 use crate::policy::network::NetworkKind;
 use crate::process::spec::SandboxProcessSpec;
 
@@ -50,6 +51,12 @@ impl DriverReservation for DockerSandbox {
         paths: Vec<String>,
     ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
         async move { self.run_open_export_files(paths).await }.boxed()
+    }
+
+    fn read_back(
+        self: Arc<Self>,
+    ) -> BoxFuture<'static, Result<Option<SandboxEffectivePolicy>, OwnerError>> {
+        async move { self.run_read_back().await.map(Some) }.boxed()
     }
 
     fn applied_runtime(&self) -> Option<String> {

@@ -22,6 +22,7 @@ mod import_helper;
 mod last_words;
 mod pending;
 mod process;
+mod read_back;
 mod startup;
 mod supervisor;
 
@@ -98,6 +99,8 @@ struct Progress {
     journal: Option<Arc<Journal>>,
     effective: Option<SandboxEffectivePolicy>,
     compute: Option<String>,
+    /// What the process container was created with, to read it again at a pool's claim.
+    compute_reading: Option<read_back::ComputeReading>,
     /// Set when a stop removed compute: the leader's exit is then unknowable.
     stopped_by_owner: bool,
     /// An allowlist sandbox's gateway address on its internal network: the guest's resolver.
@@ -120,6 +123,7 @@ impl DockerSandbox {
                 journal: None,
                 effective: None,
                 compute: None,
+                compute_reading: None,
                 stopped_by_owner: false,
                 gateway: None,
                 helper: None,

@@ -21,6 +21,7 @@ use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{ReadyFacts, StartContext};
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::journal::Journal;
+use crate::policy::effective::SandboxEffectivePolicy;
 use crate::policy::network::NetworkKind;
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
 
@@ -96,37 +97,11 @@ impl DockerSandbox {
             .await?;
         context.cancel.check()?;
 
-        let inspect = docker
-            .inspect_container(&holder, None)
-            .await
-            .map_err(|e| engine_error("inspecting the workspace holder", e))?;
-        let host = inspect.host_config.clone().unwrap_or_default();
-        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
-        let expected = self
-            .container_body(
-                &self.record().await,
-                Role::Holder,
-                &volume,
-                network.as_deref(),
-            )
-            .host_config
-            .unwrap_or_default();
-        let effective = applied(
-            &host,
-            user.as_deref(),
-            &self.settings.user,
-            &expected,
-            &self.request.policy.network,
-        )?;
-        // An allowlist's holder is its gateway, with a budget of its own.
-        let effective = match kind {
-            NetworkKind::Allowlist => {
-                gateway::guest_policy_from_gateway(effective, &self.request.policy.resources)?
-            }
-            _ => effective,
-        };
+        let (effective, runtime) = self
+            .read_holder(&holder, &volume, network.as_deref())
+            .await?;
         check_exact(&self.request.policy, &effective)?;
-        if let Some(runtime) = host.runtime.clone() {
+        if let Some(runtime) = runtime {
             let _ = self.runtime.set(runtime);
         }
         // Started only once the engine was read back applying exactly the hardening asked.
@@ -146,6 +121,44 @@ impl DockerSandbox {
             effective,
             workspace: WORKSPACE.to_owned(),
         })
+    }
+
+    /// Reads the holder `holder` back: the policy the engine applies to it (for an allowlist,
+    /// the guest's share of the gateway's budget) and its runtime. Anything but exactly the
+    /// hardening asked is an error. At startup, and again at a pool's claim.
+    pub(super) async fn read_holder(
+        &self,
+        holder: &str,
+        volume: &str,
+        network: Option<&str>,
+    ) -> Result<(SandboxEffectivePolicy, Option<String>), OwnerError> {
+        let inspect = self
+            .settings
+            .docker
+            .inspect_container(holder, None)
+            .await
+            .map_err(|e| engine_error("inspecting the workspace holder", e))?;
+        let host = inspect.host_config.clone().unwrap_or_default();
+        let user = inspect.config.as_ref().and_then(|c| c.user.clone());
+        let expected = self
+            .container_body(&self.record().await, Role::Holder, volume, network)
+            .host_config
+            .unwrap_or_default();
+        let effective = applied(
+            &host,
+            user.as_deref(),
+            &self.settings.user,
+            &expected,
+            &self.request.policy.network,
+        )?;
+        // An allowlist's holder is its gateway, with a budget of its own.
+        let effective = match self.request.policy.network.kind {
+            NetworkKind::Allowlist => {
+                gateway::guest_policy_from_gateway(effective, &self.request.policy.resources)?
+            }
+            _ => effective,
+        };
+        Ok((effective, host.runtime))
     }
 
     /// A named runtime must be one the engine has: otherwise startup fails before any object

@@ -23,6 +23,7 @@ use crate::recovery::record::SandboxRecoveryRecord;
 mod destroy;
 mod execution;
 mod freeze;
+mod pool_member;
 mod process;
 pub mod sessions;
 mod startup;

@@ -231,14 +231,10 @@ async fn read_frames(
             return;
         };
         loop {
-            match decoder.next_frame() {
-                Ok(Some(frame)) => match Message::decode(&frame) {
-                    Ok(message) => dispatch(&shared, frame.channel, message),
-                    Err(error) => {
-                        shared.end(lost(format!("it sent a malformed frame: {error}")));
-                        return;
-                    }
-                },
+            // Decoded where the decoder holds it: an output's bytes are copied once, into its
+            // message.
+            match decoder.next_message() {
+                Ok(Some((channel, message))) => dispatch(&shared, channel, message),
                 Ok(None) => break,
                 Err(error) => {
                     shared.end(lost(format!("it sent a malformed frame: {error}")));
