@@ -168,7 +168,7 @@ describe('createSandboxPool (runc)', () => {
     assert.deepEqual(leftovers(namespace), NOTHING);
   });
 
-  test('a member whose process container was killed is never handed out', async () => {
+  test('a member that no longer applies what it started with, or whose container stopped, is never handed out', async () => {
     const { namespace, backend } = backendOf('readback');
     const pool = createSandboxPool(backend, { request: request(), size: 1 });
     const computeOfId = (id) => execFileSync('docker', ['ps', '-q', '--filter', `label=dev.native-sandbox.sandbox=${id}`, '--filter', 'label=dev.native-sandbox.role=compute'], { encoding: 'utf8' }).trim();
@@ -177,6 +177,7 @@ describe('createSandboxPool (runc)', () => {
       // Each alteration, then its sight in the engine's own reading (the engine answers a kill
       // before the container stopped).
       for (const [what, alter, seen] of [
+        ['another memory limit', (c) => execFileSync('docker', ['update', '--memory', '256m', '--memory-swap', '256m', c]), (c) => inspect(c, '{{.HostConfig.Memory}}') === String(256 * 1024 * 1024)],
         ['its process container killed', (c) => execFileSync('docker', ['kill', c]), (c) => inspect(c, '{{.State.Running}}') === 'false'],
       ]) {
         await waitFor(() => pool.ready === 1, 60_000, 'the pool is full');

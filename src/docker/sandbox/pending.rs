@@ -128,6 +128,15 @@ impl DriverReservation for PendingDockerSandbox {
         self.resolved.get()?.applied_runtime()
     }
 
+    fn read_back(
+        self: Arc<Self>,
+    ) -> BoxFuture<
+        'static,
+        Result<Option<crate::policy::effective::SandboxEffectivePolicy>, OwnerError>,
+    > {
+        async move { self.resolved()?.read_back().await }.boxed()
+    }
+
     fn egress(
         self: Arc<Self>,
     ) -> BoxFuture<'static, Result<Option<crate::lifecycle::egress_report::EgressReport>, OwnerError>>
