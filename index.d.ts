@@ -561,7 +561,7 @@ export interface SandboxPoolOptions {
   readonly request: SandboxRequestInput;
   /** Members kept ready, 1..64. */
   readonly size: number;
-  /** A member unclaimed this long (milliseconds) is destroyed and replaced; none by default. */
+  /** A member unclaimed this long (milliseconds, 1 to 2³¹−1) is destroyed and replaced; none by default. */
   readonly idleMs?: number;
   /** Aborting it closes the pool. */
   readonly signal?: AbortSignal;

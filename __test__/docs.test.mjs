@@ -149,6 +149,9 @@ const RECIPES = {
       /^absent: null$/m,
     ],
   },
+  'warm-pool': {
+    expect: [/^first task \{ kind: 'exited', code: 0 \}$/m, /^second task \{ kind: 'exited', code: 0 \}$/m, /^third task \{ kind: 'exited', code: 0 \}$/m, /^pool closed, ready: 0$/m],
+  },
   'recover-after-crash': { expect: [/controller: started sbx-\S+, now crashing/, /recovery: sbx-\S+ is matched/, /recovery: destroyed/] },
   'swap-in': {
     links: { '@agen-ai/sandbox': root, '@agen-ai/sandbox-docker': join(root, 'packages', 'docker') },

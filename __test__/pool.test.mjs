@@ -9,6 +9,7 @@ import { after, describe, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { createSandboxPool, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+import { localProcessBackend } from './fixtures/local-process-backend.mjs';
 
 const sh = (script) => ({ executable: '/bin/sh', args: ['-c', script], env: {}, cwd: '/sandbox/workspace' });
 const namespaces = [];
@@ -42,6 +43,23 @@ function runningSandboxes(namespace) {
 function computeOf(sandbox) {
   const filters = ['--filter', `label=dev.native-sandbox.sandbox=${sandbox.id}`, '--filter', 'label=dev.native-sandbox.role=compute'];
   return execFileSync('docker', ['ps', '-q', '--no-trunc', ...filters], { encoding: 'utf8' }).trim();
+}
+
+/** The real `backend`, each reservation's start made by `start(reservation, options)`. */
+function withStarts(backend, start) {
+  return {
+    support: backend.support,
+    reconcile: (...args) => backend.reconcile(...args),
+    reserve(req, recovery) {
+      const reservation = backend.reserve(req, recovery);
+      return {
+        ...reservation,
+        start: (options) => start(reservation, options),
+        stop: () => reservation.stop(),
+        destroy: () => reservation.destroy(),
+      };
+    },
+  };
 }
 
 async function finish(sandbox) {
@@ -130,27 +148,15 @@ describe('createSandboxPool (runc)', () => {
     let starting = 0;
     let most = 0;
     // The real backend, its starts counted: what the pool starts for refills and cold claims.
-    const counted = {
-      support: backend.support,
-      reconcile: (...args) => backend.reconcile(...args),
-      reserve(req, recovery) {
-        const reservation = backend.reserve(req, recovery);
-        return {
-          ...reservation,
-          async start(options) {
-            starting += 1;
-            most = Math.max(most, starting);
-            try {
-              return await reservation.start(options);
-            } finally {
-              starting -= 1;
-            }
-          },
-          stop: () => reservation.stop(),
-          destroy: () => reservation.destroy(),
-        };
-      },
-    };
+    const counted = withStarts(backend, async (reservation, options) => {
+      starting += 1;
+      most = Math.max(most, starting);
+      try {
+        return await reservation.start(options);
+      } finally {
+        starting -= 1;
+      }
+    });
     const pool = createSandboxPool(counted, { request: request(), size: 8 });
     const claimed = [];
     try {
@@ -204,6 +210,44 @@ describe('createSandboxPool (runc)', () => {
     assert.deepEqual(leftovers(namespace), NOTHING);
   });
 
+  test('refills that fail partway fail no claim with a member ready, are tried again, and leave nothing', async () => {
+    const { namespace, backend } = backendOf('faults');
+    let starts = 0;
+    // The real backend, but once the pool is full every start is cut off 20 ms in (partway: the
+    // engine objects it made by then are the owner's to remove) until three have failed.
+    let failing = false;
+    let failed = 0;
+    const faulty = withStarts(backend, (reservation, options) => {
+      starts += 1;
+      if (!failing) return reservation.start(options);
+      const cut = new AbortController();
+      options?.signal?.addEventListener('abort', () => cut.abort(options.signal.reason), { once: true });
+      setTimeout(() => cut.abort(new Error('the engine failed partway (test)')), 20);
+      return reservation.start({ signal: cut.signal }).catch((error) => {
+        failed += 1;
+        if (failed >= 3) failing = false;
+        throw error;
+      });
+    });
+    const pool = createSandboxPool(faulty, { request: request(), size: 2 });
+    const claimed = [];
+    try {
+      await waitFor(() => pool.ready === 2, 60_000, 'the pool is full');
+      failing = true;
+      // Both members are claimed while the refills behind them fail: neither claim fails.
+      claimed.push(await pool.claim(), await pool.claim());
+      for (const [i, sandbox] of claimed.entries()) assert.equal((await sandbox.run(sh(`echo claim-${i}`))).stdout.toString(), `claim-${i}\n`);
+      await waitFor(() => failed >= 3, 60_000, 'three refills failed');
+      // After the failures (and the pauses after them), the pool fills again.
+      await waitFor(() => pool.ready === 2, 60_000, 'the pool refills after the failures');
+      assert.ok(starts >= 2 + 3 + 2, `the pool tried again after each failure (${starts} starts)`);
+    } finally {
+      await Promise.all(claimed.map(finish));
+      await pool.close();
+    }
+    assert.deepEqual(leftovers(namespace), NOTHING, 'every refill cut off partway was cleaned up');
+  });
+
   test('an idle member is replaced, and the signal closes the pool', async () => {
     const { namespace, backend } = backendOf('idle');
     const controller = new AbortController();
@@ -224,8 +268,18 @@ describe('createSandboxPool (runc)', () => {
     try {
       await waitFor(() => pool.ready === 1, 60_000, 'the pool is full');
       const reason = new Error('changed my mind');
-      await assert.rejects(pool.claim({ signal: AbortSignal.abort(reason) }), (error) => error === reason || error.cause === reason);
+      await assert.rejects(pool.claim({ signal: AbortSignal.abort(reason) }), (error) => error === reason);
       assert.equal(pool.ready, 1);
+      // Aborted while its member is read back (the claim's first step runs at once): the claim
+      // rejects with the reason all the same, and the member goes back to the pool.
+      const controller = new AbortController();
+      const claiming = pool.claim({ signal: controller.signal });
+      controller.abort(reason);
+      await assert.rejects(claiming, (error) => error === reason);
+      assert.equal(pool.ready, 1);
+      const sandbox = await pool.claim();
+      assert.equal((await sandbox.run(sh('echo after'))).stdout.toString(), 'after\n');
+      await finish(sandbox);
     } finally {
       await pool.close();
     }
@@ -249,5 +303,32 @@ describe('createSandboxPool (runsc)', () => {
       await pool.close();
     }
     assert.deepEqual(leftovers(namespace), NOTHING);
+  });
+});
+
+describe('createSandboxPool (a JavaScript driver)', () => {
+  test('members are started sandboxes of the driver, claimed once, and close destroys the rest', async () => {
+    const local = localProcessBackend();
+    try {
+      const pool = createSandboxPool(local.backend, { request: request((p) => (p.network = { kind: 'outbound' })), size: 2 });
+      await waitFor(() => pool.ready === 2, 10_000, 'the pool is full');
+      assert.equal(local.census().length, 2);
+      const sandbox = await pool.claim();
+      assert.equal(sandbox.state.kind, 'ready');
+      assert.throws(() => sandbox.files.stat('.'), SandboxUnsupportedError, 'a driver without sessions says so');
+      const process = sandbox.reserveProcess({ executable: '/bin/sh', args: ['-c', 'echo from the driver'], env: {}, cwd: sandbox.workspace });
+      const streams = await process.start();
+      streams.stdin.end();
+      let out = '';
+      for await (const chunk of streams.stdout) out += chunk;
+      assert.equal(out, 'from the driver\n');
+      await sandbox.stop();
+      await sandbox.destroy();
+      await waitFor(() => pool.ready === 2, 10_000, 'the pool refills');
+      await pool.close();
+      assert.deepEqual(local.census(), [], 'close destroyed every unclaimed member');
+    } finally {
+      local.close();
+    }
   });
 });

@@ -5,21 +5,26 @@
 // byte), and every 100 lifecycles (after a forced GC) the host's RSS, the V8 heap, the native
 // owners alive and the C heap as glibc sees it (bytes in use, held, free: a leak grows the bytes
 // in use, fragmentation only those held).
-// Usage: node --expose-gc bench/soak.mjs [--sequential]
-//   (NATIVE_SANDBOX_SOAK_LIFECYCLES, _CONCURRENCY, _OUTPUT_BYTES, _REPORT_EVERY)
+// Usage: node --expose-gc bench/soak.mjs [--sequential | --pool]
+//   (NATIVE_SANDBOX_SOAK_LIFECYCLES, _CONCURRENCY, _OUTPUT_BYTES, _REPORT_EVERY, _POOL_SIZE)
 // --sequential: one lifecycle after another, each process writing 100 KB (the defaults of the
 // concurrent mode are 16 at a time and `echo`).
+// --pool: each lifecycle is a claim from a warm pool (NATIVE_SANDBOX_SOAK_POOL_SIZE, default 16,
+// filled before the clock starts), one command (`exec`), stop, destroy: 2,000 by default, 16 at a
+// time; first byte is claim to the command's first stdout byte.
 import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
+import { createSandboxPool, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
 import { native } from '../js/native.js';
 
 const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
 const SEQUENTIAL = process.argv.includes('--sequential');
-const LIFECYCLES = Number(process.env.NATIVE_SANDBOX_SOAK_LIFECYCLES ?? 1000);
+const POOL = process.argv.includes('--pool');
+const POOL_SIZE = Number(process.env.NATIVE_SANDBOX_SOAK_POOL_SIZE ?? 16);
+const LIFECYCLES = Number(process.env.NATIVE_SANDBOX_SOAK_LIFECYCLES ?? (POOL ? 2000 : 1000));
 const CONCURRENCY = SEQUENTIAL ? 1 : Number(process.env.NATIVE_SANDBOX_SOAK_CONCURRENCY ?? 16);
 const OUTPUT_BYTES = Number(process.env.NATIVE_SANDBOX_SOAK_OUTPUT_BYTES ?? (SEQUENTIAL ? 100 * 1024 : 0));
 const REPORT_EVERY = Number(process.env.NATIVE_SANDBOX_SOAK_REPORT_EVERY ?? 100);
@@ -44,7 +49,32 @@ const request = {
   },
 };
 
+const pool = POOL ? createSandboxPool(backend, { request, size: POOL_SIZE }) : undefined;
+
+/** A claim, one command read to its end, stop, destroy; claim to first byte. */
+async function pooled() {
+  const t0 = performance.now();
+  const sandbox = await pool.claim();
+  try {
+    const command = await sandbox.exec({ executable: '/bin/sh', args: ['-c', SCRIPT], env: {}, cwd: sandbox.workspace }, { stdin: false });
+    command.stderr.resume();
+    let firstByte;
+    let bytes = 0;
+    for await (const chunk of command.stdout) {
+      firstByte ??= performance.now() - t0;
+      bytes += chunk.length;
+    }
+    if (bytes !== Math.max(OUTPUT_BYTES, 5)) throw new Error(`read ${bytes} bytes of stdout`);
+    await command.exit;
+    await sandbox.stop();
+    return firstByte;
+  } finally {
+    await sandbox.destroy();
+  }
+}
+
 async function lifecycle() {
+  if (POOL) return pooled();
   const t0 = performance.now();
   const sandbox = await backend.reserve(request, { kind: 'in_process' }).start();
   try {
@@ -85,6 +115,7 @@ async function memory() {
 
 const percentile = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))];
 
+if (POOL) while (pool.ready < POOL_SIZE) await sleep(20);
 const firstBytes = [];
 const samples = [{ lifecycles: 0, ...(await memory()) }];
 console.log(JSON.stringify(samples[0]));
@@ -113,10 +144,12 @@ async function worker() {
 }
 await Promise.all(Array.from({ length: CONCURRENCY }, worker));
 const seconds = (performance.now() - t0) / 1000;
+await pool?.close();
 const sorted = [...firstBytes].sort((a, b) => a - b);
 const afterWarmup = samples.filter((s) => s.lifecycles >= 200);
 const summary = {
   lifecycles: done,
+  mode: POOL ? `pool of ${POOL_SIZE}` : SEQUENTIAL ? 'sequential' : 'concurrent',
   concurrency: CONCURRENCY,
   outputBytes: OUTPUT_BYTES,
   mallocArenaMax: process.env.MALLOC_ARENA_MAX ?? null,

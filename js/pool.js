@@ -6,13 +6,15 @@
 import { invalid } from './adapter-options.js';
 import { admitReservation } from './backend.js';
 import { settle } from './driver-port.js';
-import { errorFromDescriptor, SandboxStateError, SandboxValidationError, withSignalReason } from './errors.js';
+import { errorFromDescriptor, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from './errors.js';
 import { onAbort } from './options.js';
 import { poolMemberOf } from './owner.js';
 import { parseSandboxRequest } from './parsers.js';
 
 /** The most members a pool keeps. */
 export const POOL_MAX_SIZE = 64;
+/** The longest `idleMs`: the longest delay a Node.js timer keeps (about 24.8 days). */
+export const POOL_MAX_IDLE_MS = 2 ** 31 - 1;
 /** The most refills started at once: a burst of claims never starts more than this many. */
 export const POOL_REFILL_CONCURRENCY = 4;
 /** The wait after a refill failed, doubled on each failure in a row up to the last. */
@@ -32,8 +34,8 @@ function readOptions(backend, options) {
   if (!Number.isSafeInteger(size) || size < 1 || size > POOL_MAX_SIZE) {
     issues.push({ code: 'invalid_value', path: ['options', 'size'], message: `size must be an integer from 1 to ${POOL_MAX_SIZE}` });
   }
-  if (idleMs !== undefined && (!Number.isSafeInteger(idleMs) || idleMs < 1)) {
-    issues.push({ code: 'invalid_value', path: ['options', 'idleMs'], message: 'idleMs must be a positive safe integer (milliseconds)' });
+  if (idleMs !== undefined && (!Number.isSafeInteger(idleMs) || idleMs < 1 || idleMs > POOL_MAX_IDLE_MS)) {
+    issues.push({ code: 'invalid_value', path: ['options', 'idleMs'], message: `idleMs must be an integer from 1 to ${POOL_MAX_IDLE_MS} (milliseconds; a timer's longest)` });
   }
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     issues.push({ code: 'invalid_type', path: ['options', 'signal'], message: 'signal must be an AbortSignal' });
@@ -87,19 +89,43 @@ async function discard(sandbox) {
   await sandbox.destroy().catch(() => {});
 }
 
+/** Whether a read-back failed because the member no longer matches (not an engine fault). */
+const mismatched = (error) => error instanceof SandboxUnsupportedError || error instanceof SandboxStateError;
+
 /** See index.d.ts. */
 export function createSandboxPool(backend, options) {
   const { request, size, idleMs, signal } = readOptions(backend, options);
   const closing = new AbortController();
-  /** Ready members, oldest first: `{ sandbox, timer }`. */
+  /** Ready members, oldest first: `{ sandbox, readyAt, timer }`. */
   const ready = [];
+  /** Members out for a claim's read-back: they count toward `size` until the claim decides. */
+  let reading = 0;
   /** Refills under way: each one's promise, settled once its sandbox is kept or discarded. */
   const refills = new Set();
+  /** Destructions under way (members discarded), which `close()` waits for. */
+  const discarding = new Set();
+  /** Claims reading a member back, which `close()` waits for. */
+  const claiming = new Set();
   let failures = 0;
   let retryTimer;
   let closed;
 
-  const cold = (claimSignal) => backend.reserve(request, IN_PROCESS).start({ signal: claimSignal });
+  function drop(sandbox) {
+    const done = discard(sandbox);
+    discarding.add(done);
+    done.then(() => discarding.delete(done));
+  }
+
+  /** A cold claim: reserve and start now; a start that fails leaves nothing (its owner is destroyed). */
+  async function cold(claimSignal) {
+    const reservation = backend.reserve(request, IN_PROCESS);
+    try {
+      return await reservation.start({ signal: claimSignal });
+    } catch (error) {
+      await reservation.destroy().catch(() => {});
+      throw error;
+    }
+  }
 
   async function makeMember() {
     const reservation = backend.reserve(request, IN_PROCESS);
@@ -116,24 +142,40 @@ export function createSandboxPool(backend, options) {
     }
   }
 
+  /** Arms `member`'s idle timer for what is left of its `idleMs` since it became ready. */
+  function arm(member) {
+    if (idleMs === undefined) return;
+    member.timer = setTimeout(() => {
+      const at = ready.indexOf(member);
+      if (at < 0) return;
+      ready.splice(at, 1);
+      drop(member.sandbox);
+      refill();
+    }, Math.max(0, member.readyAt + idleMs - Date.now()));
+    member.timer.unref?.();
+  }
+
   function keep(sandbox) {
-    const member = { sandbox, timer: undefined };
-    if (idleMs !== undefined) {
-      member.timer = setTimeout(() => {
-        const at = ready.indexOf(member);
-        if (at < 0) return;
-        ready.splice(at, 1);
-        discard(sandbox);
-        refill();
-      }, idleMs);
-      member.timer.unref?.();
-    }
+    const member = { sandbox, readyAt: Date.now(), timer: undefined };
+    arm(member);
     ready.push(member);
+  }
+
+  /** After a refill failed: one pause for the failures of one burst, doubling while they last. */
+  function pause() {
+    if (retryTimer !== undefined) return;
+    const wait = RETRY_MS[Math.min(failures, RETRY_MS.length - 1)];
+    failures += 1;
+    retryTimer = setTimeout(() => {
+      retryTimer = undefined;
+      refill();
+    }, wait);
+    retryTimer.unref?.();
   }
 
   function refill() {
     if (closed !== undefined || retryTimer !== undefined) return;
-    while (ready.length + refills.size < size && refills.size < POOL_REFILL_CONCURRENCY) {
+    while (ready.length + reading + refills.size < size && refills.size < POOL_REFILL_CONCURRENCY) {
       const made = makeMember().then(
         (sandbox) => {
           refills.delete(made);
@@ -144,19 +186,55 @@ export function createSandboxPool(backend, options) {
         },
         () => {
           refills.delete(made);
-          if (closed !== undefined) return;
           // An engine fault: claims go cold meanwhile; the pool tries again after a pause.
-          const wait = RETRY_MS[Math.min(failures, RETRY_MS.length - 1)];
-          failures += 1;
-          retryTimer = setTimeout(() => {
-            retryTimer = undefined;
-            refill();
-          }, wait);
-          retryTimer.unref?.();
+          if (closed === undefined) pause();
         },
       );
       refills.add(made);
     }
+  }
+
+  /**
+   * Reads `member` back for a claim: its sandbox when it still matches; `undefined` when it no
+   * longer does (it is destroyed) or the engine could not say (it goes back, unclaimed).
+   */
+  async function readBack(member, claimSignal) {
+    reading += 1;
+    const putBack = () => {
+      // Read back only: the member is as it was, and goes back to the front.
+      if (closed === undefined) {
+        arm(member);
+        ready.unshift(member);
+      } else drop(member.sandbox);
+    };
+    try {
+      await memberCall(member.sandbox, 'readBack', claimSignal);
+    } catch (error) {
+      reading -= 1;
+      if (claimSignal?.aborted || !mismatched(error)) {
+        putBack();
+        // An abort rejects with the signal's reason, as one before the claim does.
+        claimSignal?.throwIfAborted();
+        return { fault: error };
+      }
+      // A member that no longer matches what it started with is never handed out.
+      drop(member.sandbox);
+      refill();
+      return undefined;
+    }
+    reading -= 1;
+    if (claimSignal?.aborted) {
+      // Aborted before the claim settled, though after the read-back: still not handed out.
+      putBack();
+      claimSignal.throwIfAborted();
+    }
+    if (closed !== undefined) {
+      // Closed while it was read back: the pool's members are destroyed, this one too.
+      drop(member.sandbox);
+      throw new SandboxStateError('the pool was closed during the claim');
+    }
+    refill();
+    return { sandbox: member.sandbox };
   }
 
   async function claim(options) {
@@ -166,37 +244,42 @@ export function createSandboxPool(backend, options) {
     while (ready.length > 0) {
       const member = ready.shift();
       clearTimeout(member.timer);
-      refill();
-      try {
-        await memberCall(member.sandbox, 'readBack', claimSignal);
-        return member.sandbox;
-      } catch (error) {
-        if (claimSignal?.aborted) {
-          // Read back only: the member is as it was, and goes back to the front.
-          if (closed === undefined) ready.unshift(member);
-          else discard(member.sandbox);
-          throw withSignalReason(error, claimSignal);
-        }
-        // A member that no longer matches what it started with is never handed out.
-        discard(member.sandbox);
-      }
+      const read = readBack(member, claimSignal);
+      claiming.add(read);
+      read.catch(() => {}).then(() => claiming.delete(read));
+      const outcome = await read;
+      if (outcome?.sandbox !== undefined) return outcome.sandbox;
+      // The engine could not read it back: no member is handed out unread; this claim goes cold.
+      if (outcome?.fault !== undefined) break;
     }
+    if (closed !== undefined) throw new SandboxStateError('the pool is closed: no claim is admitted');
     refill();
     return cold(claimSignal);
   }
 
+  let detachSignal = () => {};
   async function close() {
     if (closed !== undefined) return closed;
     closing.abort(new SandboxStateError('the pool was closed'));
+    detachSignal();
     clearTimeout(retryTimer);
+    retryTimer = undefined;
     const members = ready.splice(0, ready.length);
-    for (const member of members) clearTimeout(member.timer);
-    closed = Promise.all([...members.map((member) => discard(member.sandbox)), ...[...refills].map((made) => made.catch(() => {}))]).then(() => undefined);
+    for (const member of members) {
+      clearTimeout(member.timer);
+      drop(member.sandbox);
+    }
+    closed = (async () => {
+      // Refills and claims under way settle first (each discards what it holds), then every
+      // destruction they and the members started.
+      await Promise.all([...refills, ...claiming].map((work) => work.catch(() => {})));
+      await Promise.all([...discarding]);
+    })();
     return closed;
   }
 
   if (signal?.aborted) close();
-  else onAbort(signal, () => close());
+  else detachSignal = onAbort(signal, () => close());
   if (closed === undefined) refill();
   return Object.freeze({
     claim,

@@ -24,6 +24,7 @@ import {
 } from 'native-sandbox';
 import { createSandboxBackend, type SandboxBackendDriver, type SandboxDriverReservation } from 'native-sandbox/backend';
 import { withSandbox } from 'native-sandbox';
+import { createSandboxPool, type SandboxPool } from 'native-sandbox';
 import type { DockerEngineTls, DockerSandboxBackendOptions } from 'native-sandbox/docker';
 
 const input: SandboxRequestInput = {
@@ -115,6 +116,13 @@ const driver: SandboxBackendDriver = {
   },
 };
 const backend = createSandboxBackend(driver);
+const pool: SandboxPool = createSandboxPool(backend, { request: input, size: 4, idleMs: 60_000, signal: new AbortController().signal });
+const claimed: Promise<Sandbox> = pool.claim({ signal: AbortSignal.timeout(1000) });
+const readyNow: number = pool.ready;
+const closing: Promise<void> = pool.close();
+// @ts-expect-error the pool's size is required
+createSandboxPool(backend, { request: input });
+void [claimed, readyNow, closing];
 const answer: Promise<number> = withSandbox(backend, input, async (sandbox) => sandbox.workspace.length, { recovery: { kind: 'in_process' } });
 
 void [timeout, spec, plain, total, recovery, limit, describeFailure, useSandbox, answer];

@@ -33,7 +33,7 @@ impl NativePoolMember {
     #[napi]
     pub fn abort(&self) {
         self.cancel.cancel(OwnerError::cancelled(
-            "the pool's call on its member was aborted",
+            "the pool's call on its member was cancelled through its signal",
         ));
     }
 

@@ -108,6 +108,7 @@ impl DockerSandbox {
         }
         body.user = Some(launch.user.clone());
         let asked = body.host_config.clone().unwrap_or_default();
+        let image = launch.image.clone();
         body.image = Some(launch.image);
         body.env = Some(launch.env);
         body.entrypoint = Some(launch.entrypoint);
@@ -149,7 +150,7 @@ impl DockerSandbox {
             id: id.clone(),
             asked,
             user: launch.user,
-            image: inspect.image,
+            image,
         });
         cancel.check()?;
         Ok(id)

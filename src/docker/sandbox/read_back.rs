@@ -11,7 +11,7 @@ use super::DockerSandbox;
 use crate::docker::engine::engine_error;
 use crate::docker::hardening::applied;
 use crate::docker::objects::name_of;
-use crate::lifecycle::error::OwnerError;
+use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::policy::effective::SandboxEffectivePolicy;
 use crate::policy::network::NetworkKind;
 use crate::recovery::record::Role;
@@ -23,9 +23,13 @@ pub(super) struct ComputeReading {
     /// The host configuration asked, and the entry's user.
     pub asked: HostConfig,
     pub user: String,
-    /// The image ID the engine created it from.
-    pub image: Option<String>,
+    /// The image it was asked to run: the ID of the image made from the backend's image (the
+    /// guest helper added), resolved when the backend was created.
+    pub image: String,
 }
+
+/// How long a read-back waits for a supervisor's start in flight.
+const GATE_WAIT: std::time::Duration = std::time::Duration::from_secs(1);
 
 fn mismatch(what: &str) -> OwnerError {
     OwnerError::Unsupported(format!(
@@ -76,10 +80,20 @@ impl DockerSandbox {
         if computed.is_some_and(|computed| computed != expected) {
             return Err(mismatch("the process container's limits or network"));
         }
-        let supervisor_gone = self
-            .compute_gate
-            .try_lock()
-            .is_ok_and(|gate| gate.as_ref().is_some_and(|live| live.link.gone().is_some()));
+        // The gate is held only while a supervisor starts: a ready member's is free at once.
+        let gate = tokio::time::timeout(GATE_WAIT, self.compute_gate.lock())
+            .await
+            .map_err(|_| {
+                OwnerError::operation(
+                    OperationCode::DeadlineExceeded,
+                    format!(
+                        "the sandbox's supervisor was still starting after {} ms: it could not be read back",
+                        GATE_WAIT.as_millis()
+                    ),
+                )
+            })?;
+        let supervisor_gone = gate.as_ref().is_some_and(|live| live.link.gone().is_some());
+        drop(gate);
         if supervisor_gone {
             return Err(mismatch("its process supervisor is gone"));
         }
@@ -102,7 +116,7 @@ impl DockerSandbox {
         if running != Some(true) {
             return Err(mismatch("the process container is not running"));
         }
-        if inspect.image != reading.image {
+        if inspect.image.as_deref() != Some(reading.image.as_str()) {
             return Err(mismatch("the process container's image"));
         }
         let host = inspect.host_config.clone().unwrap_or_default();
