@@ -75,7 +75,7 @@ test('an installed consumer imports every entry point, loading the platform pack
     console.log(JSON.stringify({ root: Object.keys(root).length, subpaths, parsed, addon }));
   `;
   const out = JSON.parse(run(process.execPath, ['--input-type=module', '-e', script], project));
-  assert.equal(out.root, 26);
+  assert.equal(out.root, 27);
   assert.deepEqual(out.subpaths, { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'] });
   assert.equal(out.parsed, '/sandbox/workspace');
   assert.equal(out.addon.length, 1);
