@@ -1,5 +1,5 @@
 // native-sandbox/openai-agents: a SandboxClient of OpenAI Agents JS on this package's sandboxes.
-import type { SandboxClient, SandboxClientOptions, SandboxSessionState } from '@openai/agents-core/sandbox';
+import type { SandboxArchiveLimits, SandboxClient, SandboxClientOptions, SandboxSessionState } from '@openai/agents-core/sandbox';
 import type { SandboxBackend, SandboxRecoveryPolicy, SandboxRecoveryRecord, SandboxRequestInput } from './index.js';
 
 export interface NativeOpenAiAgentsClientOptions {
@@ -16,6 +16,13 @@ export interface NativeOpenAiAgentsClientOptions {
   readonly shell?: string;
   /** Environment every command gets, under the manifest's. */
   readonly env?: Readonly<Record<string, string>>;
+  /**
+   * What bounds a session's `persistWorkspace` and `hydrateWorkspace` (a create's own
+   * `archiveLimits`, then a hydrate's, take precedence): unset fields take the SDK's defaults
+   * (1 GiB of archive, 4 GiB extracted, 100,000 members), and so does an unset option; `null`
+   * sets no limit.
+   */
+  readonly archiveLimits?: SandboxArchiveLimits | null;
 }
 
 /** A session's state: the framework's, with the sandbox it runs in. */

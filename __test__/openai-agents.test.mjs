@@ -11,11 +11,15 @@
 // error).
 import assert from 'node:assert/strict';
 import { execFileSync, spawn } from 'node:child_process';
+import { mkdtempSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { once } from 'node:events';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { run, setTracingDisabled } from '@openai/agents';
-import { Manifest, SandboxAgent, SandboxUnsupportedFeatureError, SandboxWorkspaceReadNotFoundError, filesystem, shell } from '@openai/agents/sandbox';
+import { Manifest, SandboxAgent, SandboxArchiveError, SandboxUnsupportedFeatureError, SandboxWorkspaceReadNotFoundError, filesystem, shell } from '@openai/agents/sandbox';
 import { ScriptedModel, assistantMessage, functionCall } from '@openai/agents-core/testing';
 import { SandboxValidationError } from 'native-sandbox';
 import { createOpenAiAgentsSandboxClient } from 'native-sandbox/openai-agents';
@@ -173,6 +177,87 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       assert.equal(new TextDecoder().decode(await session.readFile({ path: 'more/x.txt' })), 'x');
       assert.equal((await session.exec({ cmd: 'stat -c %a more/run.sh; ./more/run.sh' })).stdout, '750\nran\n');
     });
+  });
+
+  test('persistWorkspace and hydrateWorkspace: a tar of the workspace carried whole to another session; links, FIFOs and ephemeral entries left out', async () => {
+    const manifest = new Manifest({ entries: { 'kept.txt': { type: 'file', content: 'kept' }, 'secret.txt': { type: 'file', content: 'secret', ephemeral: true } } });
+    await withSession(async (source) => {
+      const made = await source.exec({ cmd: "mkdir -p src/deep empty && head -c 300000 /dev/urandom > src/big.bin && printf hi > src/deep/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod 755 run.sh && ln -s /etc/passwd link && mkfifo fifo && sha256sum src/big.bin" });
+      assert.equal(made.exitCode, 0, made.output);
+      const archive = await source.persistWorkspace();
+      assert.ok(archive instanceof Uint8Array);
+      const names = execFileSync('tar', ['-tf', '-'], { input: archive }).toString().trim().split('\n').sort();
+      assert.deepEqual(names, ['empty/', 'kept.txt', 'run.sh', 'src/', 'src/big.bin', 'src/deep/', 'src/deep/a.txt'], 'a plain tar: links, the FIFO and the ephemeral entry left out');
+      await withSession(async (target) => {
+        await target.exec({ cmd: 'mkdir old && printf old > old/file.txt && ln -s /etc old/etc' });
+        await target.hydrateWorkspace(archive);
+        const seen = await target.exec({ cmd: 'sha256sum src/big.bin; cat src/deep/a.txt kept.txt; ./run.sh; ls -A | sort | tr "\\n" " "' });
+        assert.equal(seen.stdout, `${made.stdout}hikeptran\nempty kept.txt run.sh src `, 'the same bytes, the executable bit, nothing the target held before');
+        // A tar made by any tool of directories and regular files goes in the same way.
+        const host = mkdtempSync(join(tmpdir(), 'hydrate-'));
+        try {
+          mkdirSync(join(host, 'lib'));
+          writeFileSync(join(host, 'lib', 'x.js'), 'export const x = 1;\n');
+          await target.hydrateWorkspace(execFileSync('tar', ['-cf', '-', '-C', host, '.']).buffer);
+        } finally {
+          rmSync(host, { recursive: true, force: true });
+        }
+        assert.equal((await target.exec({ cmd: 'cat lib/x.js; ls -A | tr "\\n" " "' })).stdout, 'export const x = 1;\nlib ');
+      });
+    }, manifest);
+  });
+
+  test('workspace archives past their limits or refused are the SDK\'s SandboxArchiveError, and leave the workspace as it was', async () => {
+    await withSession(async (session) => {
+      await session.exec({ cmd: 'mkdir d && printf one > d/1 && printf two > d/2 && printf three > d/3' });
+      const archive = await session.persistWorkspace();
+      await session.exec({ cmd: 'printf still > here.txt' });
+      const unchanged = async () => assert.equal((await session.exec({ cmd: 'cat here.txt; ls -A | tr "\\n" " "' })).stdout, 'stilld here.txt ');
+      const refusals = [
+        [{ maxMembers: 3 }, 'archive member count exceeds limit', /\(4\) exceeds archiveLimits\.maxMembers \(3\) at member "d\/3"/],
+        [{ maxExtractedBytes: 10 }, 'archive extracted size exceeds limit', /\(11\) exceeds archiveLimits\.maxExtractedBytes \(10\) at member "d\/3"/],
+        [{ maxInputBytes: archive.byteLength - 1 }, 'archive input size exceeds limit', /maxInputBytes/],
+      ];
+      for (const [archiveLimits, reason, says] of refusals) {
+        const error = await session.hydrateWorkspace(archive, { archiveLimits }).then(() => null, (e) => e);
+        assert.ok(error instanceof SandboxArchiveError, `${reason}: ${error}`);
+        assert.equal(error.details.reason, reason);
+        assert.match(error.message, says);
+        await unchanged();
+      }
+      session.setArchiveLimits({ maxMembers: 3 });
+      await assert.rejects(session.persistWorkspace(), (error) => error instanceof SandboxArchiveError && error.details.reason === 'archive member count exceeds limit' && error.details.limit === 3);
+      session.setArchiveLimits(null);
+      assert.ok((await session.persistWorkspace()).byteLength > archive.byteLength, 'null: no limit');
+      await assert.rejects(session.hydrateWorkspace('{"version":1,"directories":[],"files":[]}'), (error) => error instanceof SandboxArchiveError && /not a readable tar archive/.test(error.message));
+      const escaping = Buffer.alloc(1536);
+      escaping.write('../escape.txt');
+      escaping.write('0000644\0', 100);
+      escaping.write('00000000000\0', 124);
+      escaping.write('00000000000\0', 136);
+      escaping.write('0', 156);
+      escaping.write('        ', 148);
+      let sum = 0;
+      for (const byte of escaping.subarray(0, 512)) sum += byte;
+      escaping.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
+      await assert.rejects(session.hydrateWorkspace(escaping), (error) => error instanceof SandboxArchiveError && /"\.\.\/escape\.txt"/.test(error.message));
+      await assert.rejects(session.hydrateWorkspace(42), SandboxValidationError);
+      await unchanged();
+    });
+  });
+
+  test('a workspace archive under way is cancelled by the session\'s shutdown, and nothing is left', async () => {
+    const session = await client.create({ manifest: new Manifest() });
+    try {
+      await session.exec({ cmd: 'for i in 1 2 3 4 5 6 7 8; do head -c 50000000 /dev/zero > f$i; done' });
+      const persisting = session.persistWorkspace().then(() => 'persisted', (error) => error);
+      await sleep(30);
+      await session.shutdown();
+      const outcome = await persisting;
+      assert.ok(outcome instanceof Error && /cancel|destroy|stop/i.test(outcome.message), `the persist ended with the sandbox: ${outcome}`);
+    } finally {
+      await session.close();
+    }
   });
 
   test('serialize, then resume: in this process the live session, whichever client asks; nothing ephemeral is kept', async () => {

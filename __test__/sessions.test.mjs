@@ -221,6 +221,8 @@ for (const [name, backend] of [
         assert.equal(await files.stat('nope'), null);
         assert.deepEqual(await files.list('deep'), [{ name: 'er', kind: 'directory' }]);
         assert.equal(await files.list('nope'), null);
+        // A root listed again (its descriptor held by the supervisor) lists whole each time.
+        for (const root of ['.', '/sandbox/workspace', '.']) assert.deepEqual(await files.list(root), [{ name: 'deep', kind: 'directory' }], root);
         await assert.rejects(files.read('deep/er/a.txt', { maxBytes: 4 }), (error) => error instanceof SandboxOperationError);
         await files.mkdir('/sandbox/home/made/here', { recursive: true });
         await files.write('/sandbox/tmp/t.bin', new Uint8Array([0, 1, 2, 255]), { mode: 0o600 });

@@ -7,8 +7,10 @@ import { posix } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { invalid, isStringRecord, readAdapterOptions } from './adapter-options.js';
 import { native } from './native.js';
+import { SandboxValidationError } from './errors.js';
+import { hydrateWorkspaceArchive, persistWorkspaceArchive } from './workspace-archive.js';
 
-const OPTION_NAMES = ['backend', 'request', 'recovery', 'shell', 'env'];
+const OPTION_NAMES = ['backend', 'request', 'recovery', 'shell', 'env', 'archiveLimits'];
 const EXEC_YIELD_MS = 10_000;
 const STDIN_YIELD_MS = 250;
 /** Characters of a running command's output kept between two looks at it (the framework's bound). */
@@ -19,6 +21,12 @@ const EDIT_READ_BYTES = 10 * 1024 * 1024;
 const STOP_GRACE_MS = 250;
 const DEFAULT_ROOT = '/workspace';
 const STATE_FORMAT = 'native-sandbox.openai-agents.v1';
+/** The SDK's reasons for an archive past a limit, by the limit's name. */
+const ARCHIVE_LIMIT_REASONS = {
+  maxInputBytes: 'archive input size exceeds limit',
+  maxExtractedBytes: 'archive extracted size exceeds limit',
+  maxMembers: 'archive member count exceeds limit',
+};
 /** Pieces a writeStdin's text is written in, each after the last drained. */
 const STDIN_PIECE_BYTES = 64 * 1024;
 
@@ -157,13 +165,43 @@ export function openAiAgentsClientFactory(framework) {
     #running = new Set();
     #nextSessionId = 1;
     #closing;
+    /** What bounds a workspace archive, as the SDK resolves them (`null`: nothing). */
+    #archiveLimits;
 
-    constructor(client, reservation, sandbox, state) {
+    constructor(client, reservation, sandbox, state, archiveLimits) {
       this.#client = client;
       this.#reservation = reservation;
       this.#sandbox = sandbox;
       this.#started = sandbox;
       this.state = state;
+      this.#archiveLimits = archiveLimits;
+    }
+
+    /** The limits of this session's workspace archives: `undefined` for the SDK's defaults, `null` for none. */
+    setArchiveLimits(limits) {
+      this.#archiveLimits = resolveArchiveLimits(limits);
+    }
+
+    /**
+     * The workspace as a tar archive: directories and regular files (links, devices and FIFOs
+     * left out, as the SDK's own clients leave them out), without the manifest's ephemeral
+     * paths, within the session's archive limits.
+     */
+    async persistWorkspace() {
+      const exclude = [...this.state.manifest.ephemeralPersistencePaths()];
+      const archive = await archiveErrors(this.#archiveLimits, () => persistWorkspaceArchive(this.live(), { exclude, archiveLimits: this.#archiveLimits }));
+      return new Uint8Array(archive.buffer, archive.byteOffset, archive.byteLength);
+    }
+
+    /**
+     * Replaces the workspace's contents with a tar archive (`persistWorkspace`'s, or any tar of
+     * directories and regular files), judged whole against the archive limits first: a refused
+     * archive leaves the workspace as it was.
+     */
+    async hydrateWorkspace(data, options = {}) {
+      const sandbox = this.live();
+      const archiveLimits = options?.archiveLimits === undefined ? this.#archiveLimits : resolveArchiveLimits(options.archiveLimits);
+      await archiveErrors(archiveLimits, () => hydrateWorkspaceArchive(sandbox, archiveBytes(data), { archiveLimits }));
     }
 
     /** The running sandbox; a closed session says so. */
@@ -392,11 +430,12 @@ export function openAiAgentsClientFactory(framework) {
       if (normalized.snapshot !== undefined && normalized.snapshot?.type !== 'noop') {
         throw new sdk.SandboxUnsupportedFeatureError('native-sandbox takes no snapshot spec: a session resumes from its recovery record', { feature: 'snapshot' });
       }
-      return this.#open(normalized.manifest, {});
+      const archiveLimits = normalized.archiveLimits === undefined ? this.#settings.archiveLimits : resolveArchiveLimits(normalized.archiveLimits);
+      return this.#open(normalized.manifest, {}, archiveLimits);
     }
 
     /** A new started sandbox for `manifest`, its entries written into the workspace. */
-    async #open(manifest, environment) {
+    async #open(manifest, environment, archiveLimits = this.#settings.archiveLimits) {
       checkManifestContents(manifest);
       const { backend, request, recovery } = this.#settings;
       const reservation = backend.reserve(request, recovery);
@@ -413,7 +452,7 @@ export function openAiAgentsClientFactory(framework) {
           exposedPorts: {},
           sandboxId: sandbox.id,
         };
-        const session = new NativeSandboxSession(this, reservation, sandbox, state);
+        const session = new NativeSandboxSession(this, reservation, sandbox, state, archiveLimits);
         live.set(sandbox.id, session);
         sessionOf.set(state, session);
         return session;
@@ -513,6 +552,43 @@ export function openAiAgentsClientFactory(framework) {
     return workspace;
   }
 
+  /**
+   * Archive limits as the SDK resolves them (each unset one its default), checked by the SDK;
+   * `undefined` stands for the SDK's defaults (an archive here is always bounded unless the
+   * caller says `null`).
+   */
+  function resolveArchiveLimits(limits) {
+    return sdk.resolveSandboxArchiveLimits(limits === undefined ? {} : limits);
+  }
+
+  /**
+   * `fn()`, a crossed archive limit (of `limits`) or a refused archive thrown as the SDK's
+   * `SandboxArchiveError` (the count and the member that crossed it are in its message).
+   */
+  async function archiveErrors(limits, fn) {
+    try {
+      return await fn();
+    } catch (error) {
+      const issue = error instanceof SandboxValidationError ? error.issues[0] : undefined;
+      if (issue?.path[0] === 'archiveLimits') {
+        const reason = ARCHIVE_LIMIT_REASONS[issue.path[1]];
+        throw new sdk.SandboxArchiveError(`Workspace ${reason}: ${issue.message}`, { reason, limit: limits?.[issue.path[1]] ?? null, limitName: issue.path[1], cause: error });
+      }
+      if (issue?.path[0] === 'archive') {
+        throw new sdk.SandboxArchiveError(`Workspace archive refused: ${issue.message}`, { reason: 'invalid archive', cause: error });
+      }
+      throw error;
+    }
+  }
+
+  /** The archive's bytes: a string as UTF-8 (as the SDK's clients read one), else its bytes. */
+  function archiveBytes(data) {
+    if (typeof data === 'string') return new TextEncoder().encode(data);
+    if (data instanceof Uint8Array) return data;
+    if (data instanceof ArrayBuffer) return new Uint8Array(data);
+    throw invalid(['data'], 'invalid_type', 'data must be a string, an ArrayBuffer or a Uint8Array');
+  }
+
   /** What of a manifest no sandbox here honours, refused before any is made. */
   function checkManifestContents(manifest) {
     for (const [field, list] of [['users', manifest.users], ['groups', manifest.groups], ['extraPathGrants', manifest.extraPathGrants]]) {
@@ -560,7 +636,8 @@ export function openAiAgentsClientFactory(framework) {
   }
 
   return function createOpenAiAgentsSandboxClient(options) {
-    return new NativeSandboxClient(parseOptions(options));
+    const settings = parseOptions(options);
+    return new NativeSandboxClient({ ...settings, archiveLimits: resolveArchiveLimits(settings.archiveLimits) });
   };
 }
 
@@ -623,11 +700,12 @@ function exitCodeOf(exit) {
 
 function parseOptions(options) {
   const { check, done } = readAdapterOptions(options, OPTION_NAMES);
-  const { backend, request, recovery = { kind: 'in_process' }, shell = '/bin/sh', env = {} } = options;
+  const { backend, request, recovery = { kind: 'in_process' }, shell = '/bin/sh', env = {}, archiveLimits } = options;
   check(backend !== null && typeof backend?.reserve === 'function' && typeof backend?.reconcile === 'function', 'backend', 'backend must be a sandbox backend (createDockerSandboxBackend)');
   check(request !== null && typeof request === 'object', 'request', 'request must be a sandbox request ({ policy })');
   check(typeof shell === 'string' && shell.startsWith('/'), 'shell', 'shell must be an absolute path');
   check(isStringRecord(env), 'env', 'env must be an object of strings');
   done();
-  return { backend, request, recovery, shell, env: { ...env } };
+  check(archiveLimits === undefined || archiveLimits === null || typeof archiveLimits === 'object', 'archiveLimits', 'archiveLimits must be { maxInputBytes?, maxExtractedBytes?, maxMembers? } or null');
+  return { backend, request, recovery, shell, env: { ...env }, archiveLimits };
 }

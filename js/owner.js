@@ -153,11 +153,11 @@ export function nativeTransfersOf(sandbox) {
   return nativeSandboxes.get(sandbox);
 }
 
-/** Every started sandbox of ours, with its native owner: a pool's members (js/pool.js). */
+/** Every started sandbox of ours, with its native owner: a pool's members (js/pool.js), an adapter's workspace archives (js/workspace-archive.js). */
 const startedOwners = shared('startedOwners', () => new WeakMap());
 
-/** `{ owner, context }` of a started sandbox of ours, for a pool's calls on its member. */
-export function poolMemberOf(sandbox) {
+/** `{ owner, context }` of a started sandbox of ours (none for another backend's). */
+export function startedOwnerOf(sandbox) {
   return startedOwners.get(sandbox);
 }
 

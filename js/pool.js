@@ -8,7 +8,7 @@ import { admitReservation } from './backend.js';
 import { settle } from './driver-port.js';
 import { errorFromDescriptor, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from './errors.js';
 import { onAbort } from './options.js';
-import { poolMemberOf } from './owner.js';
+import { startedOwnerOf } from './owner.js';
 import { parseSandboxRequest } from './parsers.js';
 
 /** The most members a pool keeps. */
@@ -69,7 +69,7 @@ function readClaimOptions(options) {
 
 /** Runs one call of a member's native pool face, ended by `signal`; a foreign sandbox has none. */
 async function memberCall(sandbox, name, signal) {
-  const face = poolMemberOf(sandbox);
+  const face = startedOwnerOf(sandbox);
   if (face === undefined) {
     if (name === 'readBack' && sandbox.state?.kind !== 'ready') throw new SandboxStateError(`the pool's member is ${sandbox.state?.kind}, not ready`);
     return;

@@ -114,6 +114,10 @@ pub fn names_in(directory: &OwnedFd, path: &[u8]) -> Result<Vec<Vec<u8>>, Failur
         unsafe { libc::close(duplicate) };
         return Err(failure);
     }
+    // The duplicate shares the directory's offset with `directory`, which a long-held root's
+    // earlier listing left at its end: read from the start.
+    // SAFETY: `stream` is a valid directory stream until `closedir`.
+    unsafe { libc::rewinddir(stream) };
     let mut names = Vec::new();
     loop {
         // `readdir` says "end" and "failed" both with NULL: only errno tells them apart.
@@ -317,5 +321,27 @@ pub fn open_as_owner(
             widened.restore()?;
             Ok(Err(code))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_directory_listed_again_through_one_descriptor_lists_whole() {
+        let dir = std::env::temp_dir().join(format!("names-in-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        std::fs::write(dir.join("b"), b"").expect("b");
+        std::fs::write(dir.join("a"), b"").expect("a");
+        let held = OwnedFd::from(std::fs::File::open(&dir).expect("open"));
+        let first = names_in(&held, b"dir").ok().expect("first");
+        let again = names_in(&held, b"dir").ok().expect("again");
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        assert_eq!(first, vec![b"a".to_vec(), b"b".to_vec()]);
+        assert_eq!(
+            again, first,
+            "the second listing starts from the first entry"
+        );
     }
 }

@@ -19,3 +19,4 @@ mod reaper;
 mod runtime;
 mod staging_writer;
 mod transfers;
+mod workspace_archive;

@@ -298,6 +298,12 @@ impl NativeOwner {
         crate::binding::files::NativeFiles::new(self.owner.clone())
     }
 
+    /// One workspace archive call on this sandbox (an adapter's persist or hydrate).
+    #[napi(js_name = "workspaceArchive")]
+    pub fn workspace_archive(&self) -> crate::binding::workspace_archive::NativeWorkspaceArchive {
+        crate::binding::workspace_archive::NativeWorkspaceArchive::new(self.owner.clone())
+    }
+
     /// One pool call on this sandbox (`createSandboxPool`).
     #[napi(js_name = "poolMember")]
     pub fn pool_member(&self) -> crate::binding::pool_member::NativePoolMember {

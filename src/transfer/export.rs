@@ -63,6 +63,8 @@ pub struct ExportSession {
     body_open: bool,
     /// Whether the driver was asked for one archive of the selected files.
     files_asked: bool,
+    /// Whether links, devices and FIFOs are left out instead of failing the export.
+    skip_others: bool,
 }
 
 fn selection_error(path: Vec<Seg>, code: IssueCode, message: String) -> OwnerError {
@@ -165,7 +167,24 @@ impl ExportSession {
             subtree_root_seen: false,
             body_open: false,
             files_asked: false,
+            skip_others: false,
         })
+    }
+
+    /// An export that leaves out links, devices and FIFOs (a workspace archive's), where an
+    /// `exportTree` refuses them.
+    pub fn skipping_others(mut self) -> Self {
+        self.skip_others = true;
+        self
+    }
+
+    fn reader(&self, download: crate::lifecycle::driver::ArchiveDownload) -> TarReader {
+        let reader = TarReader::new(download);
+        if self.skip_others {
+            reader.skipping_others()
+        } else {
+            reader
+        }
     }
 
     fn archive_bytes(&self) -> u64 {
@@ -194,7 +213,7 @@ impl ExportSession {
                 })
                 .collect();
             if let Some(download) = Arc::clone(&self.driver).open_export_files(paths).await? {
-                self.current = Some((Target::Files, TarReader::new(download), true));
+                self.current = Some((Target::Files, self.reader(download), true));
                 return Ok(true);
             }
         }
@@ -219,7 +238,7 @@ impl ExportSession {
                 format!("{relative} does not exist in the workspace"),
             ));
         };
-        self.current = Some((target, TarReader::new(download), false));
+        self.current = Some((target, self.reader(download), false));
         Ok(true)
     }
 

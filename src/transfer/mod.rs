@@ -15,3 +15,4 @@ pub mod staging_tree;
 pub mod summary;
 pub mod tar_read;
 pub mod tar_write;
+pub mod workspace_archive;

@@ -63,6 +63,8 @@ pub struct TarReader {
     /// Whether the current entry is a file, whose body `read_body` reads (a directory's is
     /// skipped).
     file: bool,
+    /// Whether links, devices and FIFOs are passed over instead of refused (`skipping_others`).
+    skip_others: bool,
     /// Bytes taken from the stream so far: headers, bodies and padding.
     pub consumed: u64,
 }
@@ -75,8 +77,16 @@ impl TarReader {
             framer: Framer::new(FRAMING),
             finished: false,
             file: false,
+            skip_others: false,
             consumed: 0,
         }
+    }
+
+    /// A reader that passes over links, devices and FIFOs (what a workspace archive leaves
+    /// out) instead of refusing them; malformed archives still fail.
+    pub fn skipping_others(mut self) -> Self {
+        self.skip_others = true;
+        self
     }
 
     /// Buffers the stream's next piece; false when the stream ended.
@@ -122,6 +132,17 @@ impl TarReader {
 
     /// The next entry's header, or `None` at the end marker.
     pub async fn next_entry(&mut self) -> Result<Option<RawEntry>, TarError> {
+        loop {
+            match self.next_header().await {
+                Err(TarError::Refused { .. }) if self.skip_others => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// The next entry's header as it is (a link, device or FIFO refused), or `None` at the end
+    /// marker.
+    async fn next_header(&mut self) -> Result<Option<RawEntry>, TarError> {
         self.file = false;
         if self.finished {
             return Ok(None);
@@ -368,6 +389,37 @@ mod tests {
         }
         archive.extend(end_of_archive());
         archive
+    }
+
+    #[tokio::test]
+    async fn a_reader_skipping_others_passes_over_links_and_fifos_only() {
+        let archive = helper_archive(&[
+            ("workspace/", b'5', b""),
+            ("workspace/link", b'2', b""),
+            ("workspace/fifo", b'6', b""),
+            ("workspace/f", b'0', b"body"),
+        ]);
+        let mut skipping = reader(archive.clone(), 7).skipping_others();
+        let mut names = Vec::new();
+        while let Some(entry) = skipping.next_entry().await.expect("read") {
+            let mut body = Vec::new();
+            while let Some(chunk) = skipping.read_body(64).await.expect("body") {
+                body.extend_from_slice(&chunk);
+            }
+            assert_eq!(body, if entry.directory { &b""[..] } else { b"body" });
+            names.push(entry.name);
+        }
+        assert_eq!(names, ["workspace", "workspace/f"]);
+        assert_eq!(skipping.consumed, archive.len() as u64);
+        let mut strict = reader(archive, 7);
+        strict.next_entry().await.expect("read");
+        assert_eq!(
+            strict.next_entry().await,
+            Err(TarError::Refused {
+                name: "workspace/link".into(),
+                what: "symbolic link"
+            })
+        );
     }
 
     #[tokio::test]

@@ -21,6 +21,9 @@ pub(super) struct Admitted {
     operation: Operation,
     ticket: TransferTicket,
     cancel: Cancel,
+    /// A workspace archive's transfer beside running commands (`begin_live_transfer`): stop
+    /// cancels it as it cancels an import.
+    live: bool,
 }
 
 impl SandboxOwner {
@@ -32,7 +35,27 @@ impl SandboxOwner {
                 "File import requires ready compute, no entered import, and no process reservation.",
             ));
         }
-        Ok(Self::admit(&mut core, Operation::Import))
+        Ok(Self::admit(&mut core, Operation::Import, false))
+    }
+
+    /// Admits one workspace archive's transfer while the sandbox runs (`operation`: `Export`
+    /// reads the workspace, `Import` replaces it): ready compute on a backend with sessions,
+    /// whatever runs in it, and no other transfer. Its release never fences execution.
+    pub fn begin_live_transfer(&self, operation: Operation) -> Result<TransferTicket, OwnerError> {
+        if !self.sessions_supported() {
+            return Err(OwnerError::Unsupported(
+                "this backend reads and writes no workspace archive while the sandbox runs (its support.sessions is false)".into(),
+            ));
+        }
+        let mut core = self.core();
+        if core.state != State::Ready || core.transfer.is_some() {
+            return Err(OwnerError::state(format!(
+                "a workspace archive needs a started sandbox whose stop has not begun and no other transfer; it is {}{}",
+                core.state.kind(),
+                if core.transfer.is_some() { " with a transfer under way" } else { "" }
+            )));
+        }
+        Ok(Self::admit(&mut core, operation, true))
     }
 
     /// Admits one export: completely stopped compute and no other transfer.
@@ -43,16 +66,17 @@ impl SandboxOwner {
                 "File export requires stopped compute and no other entered transfer.",
             ));
         }
-        Ok(Self::admit(&mut core, Operation::Export))
+        Ok(Self::admit(&mut core, Operation::Export, false))
     }
 
-    fn admit(core: &mut Core, operation: Operation) -> TransferTicket {
+    fn admit(core: &mut Core, operation: Operation, live: bool) -> TransferTicket {
         core.tickets += 1;
         let ticket = TransferTicket(core.tickets);
         core.transfer = Some(Admitted {
             operation,
             ticket,
             cancel: Cancel::new(),
+            live,
         });
         ticket
     }
@@ -121,15 +145,15 @@ impl SandboxOwner {
         operation.is_some()
     }
 
-    /// Cancels the admitted transfer of kind `only` (any kind when `None`) with `reason`, and
-    /// returns its ticket so cleanup can wait for its release.
+    /// Cancels the admitted transfer of kind `only` (any kind when `None`; a live one whatever
+    /// its kind) with `reason`, and returns its ticket so cleanup can wait for its release.
     pub(super) fn cancel_transfer_locked(
         core: &Core,
         only: Option<Operation>,
         reason: &str,
     ) -> Option<TransferTicket> {
         let admitted = core.transfer.as_ref()?;
-        if only.is_some_and(|operation| operation != admitted.operation) {
+        if !admitted.live && only.is_some_and(|operation| operation != admitted.operation) {
             return None;
         }
         admitted.cancel.cancel(OwnerError::cancelled(reason));
