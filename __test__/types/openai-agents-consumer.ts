@@ -7,7 +7,7 @@ import { createOpenAiAgentsSandboxClient, type NativeOpenAiAgentsClientOptions, 
 
 declare const backend: SandboxBackend;
 
-const options: NativeOpenAiAgentsClientOptions = { backend, request: { policy: {} as never }, shell: '/bin/sh', env: { CI: '1' } };
+const options: NativeOpenAiAgentsClientOptions = { backend, request: { policy: {} as never }, shell: '/bin/sh', env: { CI: '1' }, archiveLimits: { maxMembers: 10_000 } };
 const client = createOpenAiAgentsSandboxClient(options);
 const asClient: SandboxClient<SandboxClientOptions, NativeSandboxSessionState> = client;
 
@@ -20,10 +20,13 @@ export async function consume(): Promise<string> {
   const session = await client.create?.({ manifest: new Manifest() });
   const text = await session?.execCommand?.({ cmd: 'echo hi' });
   const bytes = await session?.readFile?.({ path: 'a.txt' });
+  const archive: Uint8Array | undefined = await session?.persistWorkspace?.();
+  if (archive !== undefined) await session?.hydrateWorkspace?.(archive, { archiveLimits: null });
   const state = session === undefined ? undefined : await client.serializeSessionState?.(session.state);
   await session?.close?.();
   return `${result.finalOutput}${text}${bytes?.length}${state === undefined}${resolved}${asClient.backendId}`;
 }
 
+createOpenAiAgentsSandboxClient({ backend, request: { policy: {} as never }, archiveLimits: null });
 // @ts-expect-error the options are the adapter's own: nothing widens the policy
 createOpenAiAgentsSandboxClient({ backend, request: { policy: {} as never }, image: 'python:3' });
