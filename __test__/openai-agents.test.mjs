@@ -182,9 +182,13 @@ describe('OpenAI Agents adapter: the session member by member', () => {
   test('persistWorkspace and hydrateWorkspace: a tar of the workspace carried whole to another session; links, FIFOs and ephemeral entries left out', async () => {
     const manifest = new Manifest({ entries: { 'kept.txt': { type: 'file', content: 'kept' }, 'secret.txt': { type: 'file', content: 'secret', ephemeral: true } } });
     await withSession(async (source) => {
-      const made = await source.exec({ cmd: "mkdir -p src/deep empty && head -c 300000 /dev/urandom > src/big.bin && printf hi > src/deep/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod 755 run.sh && ln -s /etc/passwd link && mkfifo fifo && sha256sum src/big.bin" });
+      const made = await source.exec({ cmd: "mkdir -p src/deep empty && head -c 20000000 /dev/urandom > src/big.bin && printf hi > src/deep/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod 755 run.sh && ln -s /etc/passwd link && mkfifo fifo && sha256sum src/big.bin" });
       assert.equal(made.exitCode, 0, made.output);
+      // A command runs all along: the archive is read beside it (a body past 16 MiB included).
+      const ticking = await source.exec({ cmd: 'while :; do date > /sandbox/tmp/tick; done', yieldTimeMs: 50 });
+      assert.equal(typeof ticking.sessionId, 'number', 'the command is still running');
       const archive = await source.persistWorkspace();
+      await source.stop();
       assert.ok(archive instanceof Uint8Array);
       const names = execFileSync('tar', ['-tf', '-'], { input: archive }).toString().trim().split('\n').sort();
       assert.deepEqual(names, ['empty/', 'kept.txt', 'run.sh', 'src/', 'src/big.bin', 'src/deep/', 'src/deep/a.txt'], 'a plain tar: links, the FIFO and the ephemeral entry left out');
@@ -242,6 +246,12 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       escaping.write(`${sum.toString(8).padStart(6, '0')}\0 `, 148);
       await assert.rejects(session.hydrateWorkspace(escaping), (error) => error instanceof SandboxArchiveError && /"\.\.\/escape\.txt"/.test(error.message));
       await assert.rejects(session.hydrateWorkspace(42), SandboxValidationError);
+      // Bad limits are refused by name before anything is read or written.
+      const namesLimit = (field) => (error) => error instanceof SandboxValidationError && error.issues.some((issue) => issue.path.join('.') === `archiveLimits.${field}`);
+      await assert.rejects(session.hydrateWorkspace(archive, { archiveLimits: { maxMembers: 0 } }), namesLimit('maxMembers'));
+      assert.throws(() => session.setArchiveLimits({ maxInputBytes: 1.5 }), namesLimit('maxInputBytes'));
+      assert.throws(() => session.setArchiveLimits({ maxFiles: 1 }), namesLimit('maxFiles'));
+      assert.throws(() => createOpenAiAgentsSandboxClient({ backend, request: request(), archiveLimits: 'small' }), (error) => error instanceof SandboxValidationError && error.issues[0].path.join('.') === 'archiveLimits');
       await unchanged();
     });
   });
@@ -258,6 +268,7 @@ describe('OpenAI Agents adapter: the session member by member', () => {
     } finally {
       await session.close();
     }
+    assert.deepEqual(leftovers(namespace), NOTHING, 'nothing of the sandbox is left');
   });
 
   test('serialize, then resume: in this process the live session, whichever client asks; nothing ephemeral is kept', async () => {

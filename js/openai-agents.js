@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { invalid, isStringRecord, readAdapterOptions } from './adapter-options.js';
 import { native } from './native.js';
 import { SandboxValidationError } from './errors.js';
-import { hydrateWorkspaceArchive, persistWorkspaceArchive } from './workspace-archive.js';
+import { checkWorkspaceArchiveOptions, hydrateWorkspaceArchive, persistWorkspaceArchive } from './workspace-archive.js';
 
 const OPTION_NAMES = ['backend', 'request', 'recovery', 'shell', 'env', 'archiveLimits'];
 const EXEC_YIELD_MS = 10_000;
@@ -165,7 +165,7 @@ export function openAiAgentsClientFactory(framework) {
     #running = new Set();
     #nextSessionId = 1;
     #closing;
-    /** What bounds a workspace archive, as the SDK resolves them (`null`: nothing). */
+    /** What bounds a workspace archive (`resolveArchiveLimits`; `null`: nothing). */
     #archiveLimits;
 
     constructor(client, reservation, sandbox, state, archiveLimits) {
@@ -177,7 +177,7 @@ export function openAiAgentsClientFactory(framework) {
       this.#archiveLimits = archiveLimits;
     }
 
-    /** The limits of this session's workspace archives: `undefined` for the SDK's defaults, `null` for none. */
+    /** The limits of this session's workspace archives: unset fields (or `undefined`) the SDK's defaults, `null` for none. */
     setArchiveLimits(limits) {
       this.#archiveLimits = resolveArchiveLimits(limits);
     }
@@ -553,11 +553,13 @@ export function openAiAgentsClientFactory(framework) {
   }
 
   /**
-   * Archive limits as the SDK resolves them (each unset one its default), checked by the SDK;
-   * `undefined` stands for the SDK's defaults (an archive here is always bounded unless the
-   * caller says `null`).
+   * Archive limits judged (a `SandboxValidationError` at `archiveLimits.<field>`), each unset
+   * field given the SDK's default. Where the SDK reads an unset option as no limit at all, an
+   * unset option here is the SDK's defaults too: an archive is bounded unless the caller says
+   * `null`.
    */
   function resolveArchiveLimits(limits) {
+    checkWorkspaceArchiveOptions({ archiveLimits: limits ?? null });
     return sdk.resolveSandboxArchiveLimits(limits === undefined ? {} : limits);
   }
 
@@ -570,7 +572,7 @@ export function openAiAgentsClientFactory(framework) {
       return await fn();
     } catch (error) {
       const issue = error instanceof SandboxValidationError ? error.issues[0] : undefined;
-      if (issue?.path[0] === 'archiveLimits') {
+      if (issue?.path[0] === 'archiveLimits' && issue.code === 'too_large') {
         const reason = ARCHIVE_LIMIT_REASONS[issue.path[1]];
         throw new sdk.SandboxArchiveError(`Workspace ${reason}: ${issue.message}`, { reason, limit: limits?.[issue.path[1]] ?? null, limitName: issue.path[1], cause: error });
       }
@@ -706,6 +708,5 @@ function parseOptions(options) {
   check(typeof shell === 'string' && shell.startsWith('/'), 'shell', 'shell must be an absolute path');
   check(isStringRecord(env), 'env', 'env must be an object of strings');
   done();
-  check(archiveLimits === undefined || archiveLimits === null || typeof archiveLimits === 'object', 'archiveLimits', 'archiveLimits must be { maxInputBytes?, maxExtractedBytes?, maxMembers? } or null');
   return { backend, request, recovery, shell, env: { ...env }, archiveLimits };
 }

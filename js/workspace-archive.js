@@ -3,7 +3,8 @@
 // (src/transfer/workspace_archive): the archive is read through the export path and written
 // through the import path as a transfer beside the running commands, its limits and every
 // member judged there. This file finds the sandbox's native owner and carries the call.
-import { errorFromDescriptor, SandboxUnsupportedError, withSignalReason } from './errors.js';
+import { errorFromDescriptor, SandboxUnsupportedError, SandboxValidationError, withSignalReason } from './errors.js';
+import { native } from './native.js';
 import { settle } from './driver-port.js';
 import { onAbort } from './options.js';
 import { startedOwnerOf } from './owner.js';
@@ -22,13 +23,25 @@ export async function persistWorkspaceArchive(sandbox, { exclude, archiveLimits,
 }
 
 /**
- * Replaces the workspace's contents with the members of the tar archive `archive` (a Uint8Array),
- * judged whole against `archiveLimits` first: a refused archive leaves the workspace as it was.
- * Resolves the import's summary.
+ * Replaces the workspace's contents with the members of the tar archive `archive` (a Uint8Array,
+ * copied at once: the caller may reuse it when this returns), judged whole against
+ * `archiveLimits` first: a refused archive leaves the workspace as it was. Resolves the
+ * import's summary.
  */
 export async function hydrateWorkspaceArchive(sandbox, archive, { archiveLimits, signal } = {}) {
-  const bytes = Buffer.from(archive.buffer, archive.byteOffset, archive.byteLength);
-  return withArchive(sandbox, signal, async (call, outcomeOf) => outcomeOf(await call.hydrate(bytes, { archiveLimits: archiveLimits ?? null })));
+  return withArchive(sandbox, signal, async (call, outcomeOf) => {
+    outcomeOf(call.prepareHydrate(archive, { archiveLimits: archiveLimits ?? null }));
+    return outcomeOf(await call.hydrate());
+  });
+}
+
+/**
+ * Judges workspace archive options (`{ archiveLimits, exclude }`) before any sandbox is used:
+ * a `SandboxValidationError` naming the field (`archiveLimits.maxMembers`, ...).
+ */
+export function checkWorkspaceArchiveOptions(options) {
+  const checked = native.checkWorkspaceArchiveOptions(options);
+  if (!checked.ok) throw new SandboxValidationError(checked.issues);
 }
 
 async function withArchive(sandbox, signal, body) {

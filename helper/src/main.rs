@@ -20,6 +20,9 @@
 //! file of `DEFER_MIN` bytes or more is deferred: a marker entry (typeflag `N`, its body the
 //! file's workspace-relative path) and the file's header, without its body, which the host
 //! reads through the engine's archive endpoint (`src/docker/sandbox/deferred_bodies.rs`).
+//! `/tree-inline` asks for the same archive with every body inline, none deferred: what a
+//! transfer beside running commands asks for, since the engine would reach a deferred file by
+//! its path again, after a command may have swapped a parent for a link.
 //!
 //! A request of `/import` is followed by an import archive, which the helper extracts into the
 //! workspace (`import.rs`); on stdout it only answers the archive's markers, which say that a
@@ -70,6 +73,8 @@ use tar_framing::write::{marker, pax_header, Meta, END, ZEROS};
 const ROOT: &str = "/sandbox/workspace";
 /// The request that asks for a tree.
 const TREE_REQUEST: &[u8] = b"/tree";
+/// The request that asks for a tree with every body inline (none deferred).
+const TREE_INLINE_REQUEST: &[u8] = b"/tree-inline";
 /// The request that asks the helper to extract the import archive that follows it.
 const IMPORT_REQUEST: &[u8] = b"/import";
 /// How much of the import archive is read at once.
@@ -262,6 +267,8 @@ const DEFER_PATH_MAX: usize = 1_024;
 /// back to its workspace-relative path (`strip` removed from its front, `prefix` put there).
 struct Walk<'a> {
     seen: SeenLinks,
+    /// Whether large bodies are deferred to the engine (`/tree`) or written inline.
+    defer: bool,
     buffer: &'a mut [u8],
     strip: Vec<u8>,
     prefix: Vec<u8>,
@@ -320,7 +327,8 @@ fn tree_leaf(
             let path = walk.workspace_path(name);
             // Only a path the host takes as a workspace path is deferred; any other goes inline
             // (and the host refuses it by name as before).
-            if meta.len() >= DEFER_MIN
+            if walk.defer
+                && meta.len() >= DEFER_MIN
                 && path.len() <= DEFER_PATH_MAX
                 && std::str::from_utf8(&path).is_ok()
             {
@@ -398,6 +406,7 @@ fn tree(
     root: &OwnedFd,
     relative: &[u8],
     buffer: &mut [u8],
+    defer: bool,
 ) -> Result<(), Failure> {
     let io = |e: std::io::Error| Failure::Io(format!("writing the archive: {e}"));
     // Entries are named `workspace/…` for the workspace, and from the root's last component
@@ -409,6 +418,7 @@ fn tree(
     };
     let mut walk = Walk {
         seen: SeenLinks::new(),
+        defer,
         buffer,
         strip,
         prefix,
@@ -525,7 +535,7 @@ fn run() -> Result<(), Failure> {
         if path == IMPORT_REQUEST {
             return import::import(&mut requests, &root, &mut out);
         }
-        if path == TREE_REQUEST {
+        if path == TREE_REQUEST || path == TREE_INLINE_REQUEST {
             let mut relative = Vec::new();
             requests
                 .read_until(0, &mut relative)
@@ -535,7 +545,13 @@ fn run() -> Result<(), Failure> {
                     "the tree's root is not NUL-terminated".into(),
                 ));
             }
-            tree(&mut out, &root, &relative, &mut buffer)?;
+            tree(
+                &mut out,
+                &root,
+                &relative,
+                &mut buffer,
+                path == TREE_REQUEST,
+            )?;
             return out.flush().map_err(io);
         }
         match answer(&root, &path)? {

@@ -26,6 +26,16 @@ fn outcome<T>(
     })
 }
 
+/// The options of a workspace archive (`{ archiveLimits, exclude }`), judged only: an
+/// adapter checks its own options with it before any sandbox exists.
+#[napi(js_name = "checkWorkspaceArchiveOptions")]
+pub fn check_workspace_archive_options(input: Unknown<'_>) -> Result<JsData> {
+    Ok(outcome(
+        transfer::workspace_archive::limits::parse_archive_options(&capture(input)?),
+        |_| Value::Null,
+    ))
+}
+
 #[napi(js_name = "parseSandboxRequest")]
 pub fn parse_sandbox_request(input: Unknown<'_>) -> Result<JsData> {
     Ok(outcome(

@@ -8,11 +8,13 @@ use napi_derive::napi;
 
 use super::errors::{failed, outcome};
 use super::js_value::{Captured, JsData};
-use crate::input::ToValue;
+use std::sync::{Mutex, PoisonError};
+
+use crate::input::{ToValue, Value};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::owner::SandboxOwner;
-use crate::transfer::workspace_archive::limits::parse_archive_options;
+use crate::transfer::workspace_archive::limits::{parse_archive_options, ArchiveOptions, Limit};
 use crate::transfer::workspace_archive::{hydrate_workspace, persist_workspace};
 
 #[napi]
@@ -20,6 +22,8 @@ pub struct NativeWorkspaceArchive {
     owner: SandboxOwner,
     /// The caller's signal.
     cancel: Cancel,
+    /// The archive `prepareHydrate` took, with its options, until `hydrate` runs.
+    prepared: Mutex<Option<(Bytes, ArchiveOptions)>>,
 }
 
 impl NativeWorkspaceArchive {
@@ -27,6 +31,7 @@ impl NativeWorkspaceArchive {
         Self {
             owner,
             cancel: Cancel::new(),
+            prepared: Mutex::new(None),
         }
     }
 }
@@ -56,16 +61,45 @@ impl NativeWorkspaceArchive {
         }
     }
 
-    /// Replaces the workspace's contents with the tar archive `archive` (`options`:
-    /// `{ archiveLimits }`); resolves the import's summary or an error descriptor.
+    /// Takes the archive for `hydrate` (`options`: `{ archiveLimits }`), on the JavaScript
+    /// thread: its options are judged and its size checked against `maxInputBytes` before it
+    /// is copied, and the copy is made before the caller can change its bytes. `null`, or an
+    /// error descriptor.
+    #[napi(js_name = "prepareHydrate")]
+    pub fn prepare_hydrate(&self, archive: &[u8], options: Captured) -> JsData {
+        let taken = parse_archive_options(&options.0)
+            .map_err(OwnerError::Validation)
+            .and_then(|options| {
+                options
+                    .limits
+                    .check(Limit::InputBytes, archive.len() as u64, None)?;
+                Ok(options)
+            })
+            .map(|options| {
+                *self.prepared.lock().unwrap_or_else(PoisonError::into_inner) =
+                    Some((Bytes::copy_from_slice(archive), options));
+                Value::Null
+            });
+        JsData(outcome(taken))
+    }
+
+    /// Replaces the workspace's contents with the archive `prepareHydrate` took; resolves the
+    /// import's summary or an error descriptor.
     #[napi]
-    pub async fn hydrate(&self, archive: Buffer, options: Captured) -> JsData {
-        let archive = Bytes::from(archive.to_vec());
-        let result = async {
-            let options = parse_archive_options(&options.0).map_err(OwnerError::Validation)?;
-            hydrate_workspace(&self.owner, archive, options, self.cancel.clone()).await
-        }
-        .await;
+    pub async fn hydrate(&self) -> JsData {
+        let prepared = self
+            .prepared
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let result = match prepared {
+            Some((archive, options)) => {
+                hydrate_workspace(&self.owner, archive, options, self.cancel.clone()).await
+            }
+            None => Err(OwnerError::state(
+                "hydrate needs an archive prepareHydrate took",
+            )),
+        };
         JsData(outcome(result.map(|summary| summary.to_value())))
     }
 }

@@ -157,6 +157,24 @@ pub trait DriverReservation: Send + Sync + 'static {
         })
     }
 
+    /// `open_import` for a transfer beside running commands (a workspace archive's hydrate):
+    /// nothing may reach the workspace by path after a command could have changed it, so a
+    /// driver that writes some bodies by path (the Docker driver's large bodies through the
+    /// engine) writes every one through the descriptors it opened instead. The default is
+    /// `open_import`, for a driver with no such split.
+    fn open_live_import(self: Arc<Self>) -> BoxFuture<'static, Result<ArchiveUpload, OwnerError>> {
+        self.open_import()
+    }
+
+    /// `open_export` beside running commands (a workspace archive's persist), as
+    /// `open_live_import` is to `open_import`.
+    fn open_live_export(
+        self: Arc<Self>,
+        relative: String,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        self.open_export(relative)
+    }
+
     /// Streams one archive of exactly the workspace files `paths` (validated, relative), in that
     /// order, read without following any link: a regular file is an entry named by its path, a
     /// path holding anything else a directory entry of that name, a missing path no entry.

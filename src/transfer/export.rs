@@ -65,6 +65,8 @@ pub struct ExportSession {
     files_asked: bool,
     /// Whether links, devices and FIFOs are left out instead of failing the export.
     skip_others: bool,
+    /// Whether commands may run meanwhile (`open_live_export`).
+    beside_commands: bool,
 }
 
 fn selection_error(path: Vec<Seg>, code: IssueCode, message: String) -> OwnerError {
@@ -168,7 +170,15 @@ impl ExportSession {
             body_open: false,
             files_asked: false,
             skip_others: false,
+            beside_commands: false,
         })
+    }
+
+    /// An export while commands may run (a workspace archive's): the driver reads nothing by
+    /// path again after its walk (`DriverReservation::open_live_export`).
+    pub fn beside_commands(mut self) -> Self {
+        self.beside_commands = true;
+        self
     }
 
     /// An export that leaves out links, devices and FIFOs (a workspace archive's), where an
@@ -201,7 +211,10 @@ impl ExportSession {
     }
 
     async fn open_next(&mut self) -> Result<bool, OwnerError> {
-        if !self.files_asked && matches!(self.targets.front(), Some(Target::File { .. })) {
+        if !self.files_asked
+            && !self.beside_commands
+            && matches!(self.targets.front(), Some(Target::File { .. }))
+        {
             // Exact files: one archive of all of them when the driver can, else one each.
             self.files_asked = true;
             let paths = self
@@ -224,9 +237,12 @@ impl ExportSession {
             Target::Workspace | Target::Files => String::new(),
             Target::File { path, .. } | Target::Subtree { path } => path.clone(),
         };
-        let download = Arc::clone(&self.driver)
-            .open_export(relative.clone())
-            .await?;
+        let driver = Arc::clone(&self.driver);
+        let download = if self.beside_commands {
+            driver.open_live_export(relative.clone()).await?
+        } else {
+            driver.open_export(relative.clone()).await?
+        };
         let Some(download) = download else {
             let at = match &target {
                 Target::File { index, .. } => vec!["paths".into(), (*index).into()],

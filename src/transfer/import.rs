@@ -67,6 +67,16 @@ fn at(index: u32, field: &str) -> Vec<Seg> {
     vec![Seg::Index(index as usize), Seg::Key(field.into())]
 }
 
+/// An import dropped unfinished (its caller's future dropped, as a cancelled transfer's is)
+/// ends as `abort` ends it: the upload first, so the engine sees a broken upload rather than a
+/// short archive that ends cleanly, then the queue.
+impl Drop for ImportSession {
+    fn drop(&mut self) {
+        drop(self.done.take());
+        self.sink.take();
+    }
+}
+
 impl ImportSession {
     pub fn new(
         upload: ArchiveUpload,

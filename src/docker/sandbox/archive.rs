@@ -1,5 +1,7 @@
 //! Archive transfers through the workspace holder: the import upload and the export download.
 
+use std::sync::Arc;
+
 use bollard::body_try_stream;
 use bollard::query_parameters::{
     DownloadFromContainerOptionsBuilder, UploadToContainerOptionsBuilder,
@@ -35,11 +37,31 @@ impl DockerSandbox {
     pub(super) async fn run_open_import(&self) -> Result<ArchiveUpload, OwnerError> {
         // The workspace helper extracts in the holder several times faster than the engine's
         // archive endpoint; a holder without it is uploaded to through the engine.
-        if let Some(upload) = self.run_open_import_helper().await? {
+        let split = super::import_helper::Split::UntilGuestStarts(Arc::clone(&self.guest_started));
+        if let Some(upload) = self.run_open_import_helper(split).await? {
             return Ok(upload);
         }
         let holder = self.holder().await?;
         Ok(engine_upload(&self.settings.docker, holder))
+    }
+
+    /// An import beside running commands: through the helper only, every body written through
+    /// the descriptors it opened (never the engine's endpoint, which writes by path).
+    pub(super) async fn run_open_live_import(&self) -> Result<ArchiveUpload, OwnerError> {
+        self.run_open_import_helper(super::import_helper::Split::Never)
+            .await?
+            .ok_or_else(no_helper)
+    }
+
+    /// An export beside running commands: the helper's tree with every body inline (never
+    /// read again by path through the engine).
+    pub(super) async fn run_open_live_export(
+        &self,
+        relative: String,
+    ) -> Result<Option<ArchiveDownload>, OwnerError> {
+        self.run_open_export_tree(relative, true)
+            .await?
+            .ok_or_else(no_helper)
     }
 
     pub(super) async fn run_open_export(
@@ -49,7 +71,7 @@ impl DockerSandbox {
         // The export helper walks the tree in the holder several times faster than the
         // engine's archive endpoint; only a holder without the helper (one made by an earlier
         // version) is asked through the engine.
-        if let Some(answer) = self.run_open_export_tree(relative.clone()).await? {
+        if let Some(answer) = self.run_open_export_tree(relative.clone(), false).await? {
             return Ok(answer);
         }
         let holder = self.holder().await?;
@@ -83,6 +105,14 @@ impl DockerSandbox {
             futures::stream::iter(first.map(Ok)).chain(rest).boxed(),
         ))
     }
+}
+
+/// A holder made by an earlier version has no workspace helper: no transfer beside running
+/// commands through it.
+fn no_helper() -> OwnerError {
+    OwnerError::Unsupported(
+        "this sandbox's workspace holder has no workspace helper (it was made by an earlier version): a workspace archive beside running commands needs one".into(),
+    )
 }
 
 /// An archive upload into the workspace of `holder` through the engine's archive endpoint.

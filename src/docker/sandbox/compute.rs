@@ -122,6 +122,8 @@ impl DockerSandbox {
         // The last moment a stop can keep the container from existing at all; past it, the
         // container is recorded before anything else happens, so the stop finds and kills it.
         cancel.check()?;
+        self.guest_started
+            .store(true, std::sync::atomic::Ordering::SeqCst);
         let id = self.create_container(&name, body).await?;
         self.state.lock().await.compute = Some(id.clone());
         self.identify_container(&journal, cancel, Role::Compute, &id)

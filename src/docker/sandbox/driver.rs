@@ -46,6 +46,17 @@ impl DriverReservation for DockerSandbox {
         async move { self.run_open_export(relative).await }.boxed()
     }
 
+    fn open_live_import(self: Arc<Self>) -> BoxFuture<'static, Result<ArchiveUpload, OwnerError>> {
+        async move { self.run_open_live_import().await }.boxed()
+    }
+
+    fn open_live_export(
+        self: Arc<Self>,
+        relative: String,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        async move { self.run_open_live_export(relative).await }.boxed()
+    }
+
     fn open_export_files(
         self: Arc<Self>,
         paths: Vec<String>,

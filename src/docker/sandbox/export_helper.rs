@@ -25,6 +25,8 @@ const QUEUE: usize = 4;
 const REQUEST_PIECE: usize = 64 * 1_024;
 /// The request that asks the helper for a whole tree (never a workspace-relative path).
 const TREE_REQUEST: &str = "/tree";
+/// The same with every body inline: nothing read again by path through the engine.
+const TREE_INLINE_REQUEST: &str = "/tree-inline";
 
 impl DockerSandbox {
     /// The archive of exactly `paths` from the workspace helper, or `None` when this holder has
@@ -53,8 +55,14 @@ impl DockerSandbox {
     pub(super) async fn run_open_export_tree(
         &self,
         relative: String,
+        inline: bool,
     ) -> Result<Option<Option<ArchiveDownload>>, OwnerError> {
-        let request = vec![TREE_REQUEST.into(), relative];
+        let asked = if inline {
+            TREE_INLINE_REQUEST
+        } else {
+            TREE_REQUEST
+        };
+        let request = vec![asked.into(), relative];
         let Some(mut archive) = self.run_helper(request).await? else {
             return Ok(None);
         };

@@ -8,7 +8,9 @@
 //! (its long name, header, body and padding, and the end-of-archive blocks) as one archive, and
 //! the helper's archive goes on once the engine has written it. The engine extracts a file as
 //! the helper does (exactly the header's mode, owner and time; the helper already cleared its
-//! place), and imports close before any guest process runs, so nothing else writes meanwhile.
+//! place). The engine reaches the file by its path, so only while no guest command can run:
+//! once the sandbox's first container is made, or for a transfer beside running commands, every
+//! body goes to the helper, which writes through the descriptors it opened (`Split`).
 //! A file after a long name too long to keep stays with the helper, which refuses that name.
 
 use bytes::{Bytes, BytesMut};
@@ -78,6 +80,11 @@ impl ImportFramer {
             trailer: false,
             engine_min,
         }
+    }
+
+    /// No body after this point goes to the engine (a body already going there goes on).
+    pub fn stop_splitting(&mut self) {
+        self.engine_min = u64::MAX;
     }
 
     /// The header block just framed.

@@ -6,6 +6,8 @@
 //! in the page cache.
 
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 
 use bollard::Docker;
 use bytes::{Buf, Bytes};
@@ -38,7 +40,10 @@ impl DockerSandbox {
     /// The import through the helper, or `None` when this holder has no helper (one made by an
     /// earlier version: the caller then uploads through the engine). A holder with the helper
     /// that fails to run it is the import's error.
-    pub(super) async fn run_open_import_helper(&self) -> Result<Option<ArchiveUpload>, OwnerError> {
+    pub(super) async fn run_open_import_helper(
+        &self,
+        split: Split,
+    ) -> Result<Option<ArchiveUpload>, OwnerError> {
         let Some(run) = self.start_helper().await? else {
             return Ok(None);
         };
@@ -46,7 +51,7 @@ impl DockerSandbox {
         let (report, outcome) = oneshot::channel();
         // Dropped with `done` before the outcome arrives: the import was abandoned.
         let (abandon, abandoned) = oneshot::channel::<()>();
-        tokio::spawn(relay(run, pieces, abandoned, report));
+        tokio::spawn(relay(run, pieces, split, abandoned, report));
         let done = async move {
             let _abandon = abandon;
             outcome.await.unwrap_or_else(|_| {
@@ -57,6 +62,26 @@ impl DockerSandbox {
         }
         .boxed();
         Ok(Some(ArchiveUpload { sink, done }))
+    }
+}
+
+/// Whether the relay may write large bodies through the engine's archive endpoint, which
+/// reaches each file by its path: a command that runs meanwhile could swap a parent for a link
+/// between the helper's preparing the file and the engine's writing it.
+pub(super) enum Split {
+    /// Never: a transfer beside running commands (a workspace archive's).
+    Never,
+    /// Until the sandbox's first container is made (`DockerSandbox::guest_started`): no guest
+    /// command runs before it.
+    UntilGuestStarts(Arc<AtomicBool>),
+}
+
+impl Split {
+    fn allowed(&self) -> bool {
+        match self {
+            Split::Never => false,
+            Split::UntilGuestStarts(started) => !started.load(Ordering::SeqCst),
+        }
     }
 }
 
@@ -242,8 +267,13 @@ async fn write_archive(
     holder: &str,
     helper: &mut Helper,
     pieces: &mut mpsc::Receiver<Bytes>,
+    split: &Split,
 ) -> Written {
-    let mut framer = ImportFramer::new(ENGINE_BODY_MIN);
+    let mut framer = ImportFramer::new(if split.allowed() {
+        ENGINE_BODY_MIN
+    } else {
+        u64::MAX
+    });
     let mut engine: Option<EngineFile> = None;
     if let Err(why) = helper.write(IMPORT_REQUEST).await {
         return Written::Failed(why);
@@ -266,6 +296,9 @@ async fn write_archive(
                 Err(e) => Written::Failed(format!("closing the workspace helper's stdin: {e}")),
             };
         };
+        if !split.allowed() {
+            framer.stop_splitting();
+        }
         for step in framer.feed(piece) {
             let done = match step {
                 Step::Helper(bytes) => helper.write(&bytes).await,
@@ -316,6 +349,7 @@ async fn write_archive(
 async fn relay(
     run: HelperRun,
     mut pieces: mpsc::Receiver<Bytes>,
+    split: Split,
     mut abandoned: oneshot::Receiver<()>,
     report: oneshot::Sender<Result<(), OwnerError>>,
 ) {
@@ -339,7 +373,7 @@ async fn relay(
     let written = tokio::select! {
         biased;
         _ = &mut abandoned => Written::Abandoned,
-        written = write_archive(docker, holder, &mut helper, &mut pieces) => written,
+        written = write_archive(docker, holder, &mut helper, &mut pieces, &split) => written,
     };
     drop(pieces);
     let mut abandoned_now = matches!(written, Written::Abandoned);

@@ -75,6 +75,10 @@ pub struct DockerSandbox {
     runtime: std::sync::OnceLock<String>,
     /// One run of the workspace helper at a time (`helper_run.rs`).
     helper_permit: Arc<tokio::sync::Semaphore>,
+    /// Set once the sandbox's first container (the process container, or the supervisor's) is
+    /// about to be made: from then on a guest command may run, and imports write no body by
+    /// path through the engine (`import_helper::Split`).
+    guest_started: Arc<std::sync::atomic::AtomicBool>,
     /// The last run by exec beside an egress gateway (`helper_run.rs`).
     exec_history: helper_run::SharedExecHistory,
     /// An allowlist sandbox's gateway: its last stderr, the task that reads it, and its last
@@ -130,6 +134,7 @@ impl DockerSandbox {
             }),
             runtime: std::sync::OnceLock::new(),
             helper_permit: helper_run::helper_permits(),
+            guest_started: Default::default(),
             exec_history: Default::default(),
             gateway_words: Default::default(),
             gateway_listener: std::sync::Mutex::new(None),

@@ -4,6 +4,8 @@
 //! never its target) and the members go in through the import path, as `importTree` writes
 //! them (owned by the sandbox's user, never through a link).
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use futures::FutureExt;
 
@@ -29,8 +31,21 @@ pub async fn hydrate_workspace(
     let members = read_members(archive, &options.limits).await?;
     caller.check()?;
     let work = async {
-        empty_workspace(owner, caller.clone()).await?;
-        import(owner, members).await
+        // The import is open (its helper running) before anything is removed: a sandbox that
+        // cannot import now keeps its workspace.
+        let driver = owner.driver();
+        let upload = Arc::clone(&driver).open_live_import().await?;
+        let session = ImportSession::new(
+            upload,
+            &driver.transfer_settings(),
+            owner.request().policy.transfers,
+            TransferQuotas::default(),
+        );
+        if let Err(error) = empty_workspace(owner, caller.clone()).await {
+            session.abort().await;
+            return Err(error);
+        }
+        import(owner, session, members).await
     };
     as_live_transfer(owner, Operation::Import, caller.clone(), work).await
 }
@@ -57,13 +72,13 @@ async fn empty_workspace(owner: &SandboxOwner, caller: Cancel) -> Result<(), Own
         .await
 }
 
-async fn import(owner: &SandboxOwner, members: Vec<Member>) -> Result<Summary, OwnerError> {
-    let driver = owner.driver();
-    let settings = driver.transfer_settings();
-    let buffers = owner.request().policy.transfers;
-    let upload = driver.open_import().await?;
-    let mut session = ImportSession::new(upload, &settings, buffers, TransferQuotas::default());
-    let chunk = usize::try_from(buffers.chunk_bytes)
+/// Writes `members` through the open import `session`, then waits for it to be extracted.
+async fn import(
+    owner: &SandboxOwner,
+    mut session: ImportSession,
+    members: Vec<Member>,
+) -> Result<Summary, OwnerError> {
+    let chunk = usize::try_from(owner.request().policy.transfers.chunk_bytes)
         .unwrap_or(usize::MAX)
         .max(1);
     let fed = async {
@@ -76,13 +91,16 @@ async fn import(owner: &SandboxOwner, members: Vec<Member>) -> Result<Summary, O
                     executable,
                     body,
                 } => {
-                    session.begin_file_now(index, path, body.len() as u64, executable)?;
-                    let mut at = 0;
-                    while at < body.len() {
-                        session.drain_if_due().await?;
-                        let end = body.len().min(at + chunk);
-                        session.chunk_now(body.slice(at..end))?;
-                        at = end;
+                    let size = body.iter().map(|piece| piece.len() as u64).sum();
+                    session.begin_file_now(index, path, size, executable)?;
+                    for piece in body {
+                        let mut at = 0;
+                        while at < piece.len() {
+                            session.drain_if_due().await?;
+                            let end = piece.len().min(at + chunk);
+                            session.chunk_now(piece.slice(at..end))?;
+                            at = end;
+                        }
                     }
                     session.drain_if_due().await?;
                     session.end_file_now()?;

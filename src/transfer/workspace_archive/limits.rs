@@ -8,7 +8,7 @@ use crate::limits::PATH_BYTES_MAX;
 use crate::paths::{check, Anchor};
 
 /// Workspace paths a persisted archive may leave out, at most.
-const EXCLUDED_MAX: usize = 4096;
+const EXCLUDED_MAX: usize = 100_000;
 
 /// The bounds of one archive; `None` sets none.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -145,6 +145,11 @@ fn excluded(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Vec<String
         let Some(relative) = string(item, &path, PATH_BYTES_MAX, issues) else {
             continue;
         };
+        // The empty path is the workspace itself: everything is left out.
+        if relative.is_empty() {
+            paths.push(relative);
+            continue;
+        }
         match check(&relative, Anchor::Relative) {
             Ok(()) => paths.push(relative),
             Err((code, message)) => issues.add(code, &path, format!("{relative:?}: {message}")),
@@ -156,7 +161,8 @@ fn excluded(value: &Value, at: &[Seg], issues: &mut Issues) -> Option<Vec<String
 /// Whether `path` is `excluded` or lies below one of them.
 pub fn is_excluded(path: &str, excluded: &[String]) -> bool {
     excluded.iter().any(|root| {
-        path == root
+        root.is_empty()
+            || path == root
             || path
                 .strip_prefix(root.as_str())
                 .is_some_and(|rest| rest.starts_with('/'))
@@ -262,5 +268,6 @@ mod tests {
         assert!(is_excluded("cache/x", &excluded));
         assert!(!is_excluded("cached", &excluded));
         assert!(!is_excluded("a/cache", &excluded));
+        assert!(is_excluded("anything/at/all", &[String::new()]));
     }
 }

@@ -1,7 +1,9 @@
 //! An archive handed in to replace a workspace, read whole before anything is written: within
 //! its limits, regular files and directories only, every name a workspace path (a leading `./`
 //! and the root entry `.` allowed), no path twice, and no file where another entry needs a
-//! directory. Bodies stay slices of the archive's bytes.
+//! directory. The archive is read in pieces of `PIECE_BYTES`: a body is the pieces it spans (or
+//! what the reader buffered of them), never copied into one, so the members hold at most about
+//! the archive's size again.
 
 use std::collections::{HashMap, HashSet};
 
@@ -9,6 +11,9 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::limits::{ArchiveLimits, Limit};
+
+/// The pieces the archive is read in.
+const PIECE_BYTES: usize = 64 * 1024;
 use crate::input::{Issue, IssueCode, Seg};
 use crate::lifecycle::error::OwnerError;
 use crate::paths::{check, Anchor};
@@ -21,7 +26,8 @@ pub enum Member {
     File {
         path: String,
         executable: bool,
-        body: Bytes,
+        /// The body's bytes, in the pieces they were read in.
+        body: Vec<Bytes>,
     },
 }
 
@@ -48,8 +54,11 @@ pub async fn read_members(
     limits: &ArchiveLimits,
 ) -> Result<Vec<Member>, OwnerError> {
     limits.check(Limit::InputBytes, archive.len() as u64, None)?;
-    let size = archive.len();
-    let mut reader = TarReader::new(futures::stream::iter([Ok(archive)]).boxed());
+    let pieces: Vec<Result<Bytes, String>> = (0..archive.len())
+        .step_by(PIECE_BYTES)
+        .map(|at| Ok(archive.slice(at..archive.len().min(at + PIECE_BYTES))))
+        .collect();
+    let mut reader = TarReader::new(futures::stream::iter(pieces).boxed());
     let mut members = Vec::new();
     let mut extracted: u64 = 0;
     let mut kinds: HashMap<String, bool> = HashMap::new();
@@ -82,27 +91,14 @@ pub async fn read_members(
         }
         extracted = extracted.saturating_add(entry.size);
         limits.check(Limit::ExtractedBytes, extracted, Some(&path))?;
-        let mut body = bytes::BytesMut::new();
-        let mut pieces = Vec::new();
+        let mut body = Vec::new();
         while let Some(piece) = reader
-            .read_body(size)
+            .read_body(PIECE_BYTES)
             .await
             .map_err(|error| refused(format!("member {path:?}: {error}")))?
         {
-            pieces.push(piece);
+            body.push(piece);
         }
-        // The archive came as one piece, so a body is one slice of it; only a body the reader
-        // split is joined.
-        let body = match pieces.len() {
-            0 => Bytes::new(),
-            1 => pieces.swap_remove(0),
-            _ => {
-                for piece in pieces {
-                    body.extend_from_slice(&piece);
-                }
-                body.freeze()
-            }
-        };
         members.push(Member::File {
             path,
             executable: entry.mode & 0o100 != 0,
@@ -191,15 +187,30 @@ mod tests {
                 Member::File {
                     path: "src/run.sh".into(),
                     executable: true,
-                    body: Bytes::from_static(b"#!/bin/sh\n"),
+                    body: vec![Bytes::from_static(b"#!/bin/sh\n")],
                 },
                 Member::File {
                     path: "notes.txt".into(),
                     executable: false,
-                    body: Bytes::new(),
+                    body: Vec::new(),
                 },
             ]
         );
+    }
+
+    #[tokio::test]
+    async fn a_body_across_pieces_comes_whole() {
+        let large: Vec<u8> = (0..3 * PIECE_BYTES + 17).map(|i| (i % 251) as u8).collect();
+        let members = read_members(
+            archive(&[("big", Some(&large), 0o644)]),
+            &ArchiveLimits::default(),
+        )
+        .await
+        .expect("read");
+        let Member::File { body, .. } = &members[0] else {
+            panic!("a file");
+        };
+        assert_eq!(body.concat(), large);
     }
 
     #[tokio::test]

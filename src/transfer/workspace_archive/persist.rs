@@ -74,7 +74,8 @@ async fn read(owner: &SandboxOwner, options: ArchiveOptions) -> Result<Vec<u8>, 
         TransferQuotas::default(),
     )
     .await?
-    .skipping_others();
+    .skipping_others()
+    .beside_commands();
     let owned = Ownership {
         uid: settings.uid,
         gid: settings.gid,

@@ -1,0 +1,12 @@
+# Where the test cluster lives and what it is built from (sourced by scripts/cluster/*.sh).
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+KUBERNETES_VERSION="${NATIVE_SANDBOX_KUBERNETES_VERSION:-v1.37.2}"
+ETCD_VERSION="${NATIVE_SANDBOX_ETCD_VERSION:-v3.6.16}"
+CNI_VERSION="${NATIVE_SANDBOX_CNI_VERSION:-1.1.1+ds1-3+b5}"
+GOPROXY_URL="${GOPROXY_URL:-https://proxy.golang.org}"
+CLUSTER_HOME="${NATIVE_SANDBOX_CLUSTER_HOME:-${repo}/target/cluster}"
+CLUSTER_BIN="${CLUSTER_HOME}/bin"
+CLUSTER_BUILD="${CLUSTER_HOME}/build"
+# Everything the running cluster writes (certificates, etcd's data, containerd's root and state,
+# the kubelet's root, logs, pids); `cluster:down` removes it whole.
+CLUSTER_RUN="${CLUSTER_HOME}/run"
