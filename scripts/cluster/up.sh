@@ -25,6 +25,10 @@ bash "${here}/build.sh" || fail "building the cluster's binaries failed"
 bash "${repo}/scripts/ensure-docker.sh" >/dev/null || fail "no Docker engine (the guest image comes from it)"
 bash "${repo}/scripts/build-guest-image.sh" || fail "the guest image could not be built"
 
+# A start that fails partway leaves nothing running and puts the machine back.
+completed=0
+trap '[ "${completed}" = 1 ] || bash "${here}/down.sh" >/dev/null 2>&1' EXIT
+
 NODE=127.0.0.1
 BRIDGE=nstest0
 POD_SUBNET=10.244.77.0/24
@@ -140,7 +144,7 @@ start kube-apiserver "${BIN}/kube-apiserver" --etcd-servers=http://127.0.0.1:123
   --authorization-mode=Node,RBAC --enable-admission-plugins=NodeRestriction \
   --kubelet-client-certificate="${PKI}/apiserver-kubelet.crt" --kubelet-client-key="${PKI}/apiserver-kubelet.key" \
   --kubelet-certificate-authority="${PKI}/ca.crt" --kubelet-preferred-address-types=InternalIP,Hostname \
-  --allow-privileged=false --profiling=false
+  --endpoint-reconciler-type=none --allow-privileged=false --profiling=false
 admin=(--kubeconfig "${RUN}/admin.kubeconfig")
 await kube-apiserver 120 kubectl "${admin[@]}" get --raw /readyz
 
@@ -148,8 +152,7 @@ say "kube-controller-manager and kube-scheduler"
 start kube-controller-manager "${BIN}/kube-controller-manager" --kubeconfig="${RUN}/controller-manager.kubeconfig" \
   --authentication-kubeconfig="${RUN}/controller-manager.kubeconfig" --authorization-kubeconfig="${RUN}/controller-manager.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port=20257 --leader-elect=false \
-  --service-account-private-key-file="${PKI}/sa.key" --root-ca-file="${PKI}/ca.crt" --use-service-account-credentials=true \
-  --controllers='*,-nodeipam,-cloud-node-lifecycle,-service-lb-controller,-route'
+  --service-account-private-key-file="${PKI}/sa.key" --root-ca-file="${PKI}/ca.crt" --use-service-account-credentials=true
 start kube-scheduler "${BIN}/kube-scheduler" --kubeconfig="${RUN}/scheduler.kubeconfig" \
   --authentication-kubeconfig="${RUN}/scheduler.kubeconfig" --authorization-kubeconfig="${RUN}/scheduler.kubeconfig" \
   --bind-address=127.0.0.1 --secure-port=20259 --leader-elect=false
@@ -188,6 +191,9 @@ state = "${RUN}/containerd/state"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "native-sandbox.test/pause:1"
   enable_selinux = false
+  # This machine's root may not lower an OOM score (no CAP_SYS_RESOURCE here): the kubelet's
+  # negative scores are kept at containerd's own instead of failing every pod.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
@@ -208,7 +214,8 @@ images="${RUN}/images"
 mkdir -p "${images}/pause"
 gcc -static -O2 -o "${images}/pause/pause" "${here}/pause.c"
 printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' >"${images}/pause/Dockerfile"
-docker build --quiet --tag native-sandbox.test/pause:1 "${images}/pause" >/dev/null
+docker build --quiet --tag native-sandbox.test/pause:1 "${images}/pause" >"${RUN}/logs/pause-image.log" 2>&1 ||
+  { cat "${RUN}/logs/pause-image.log" >&2; fail "the pause image could not be built"; }
 docker save native-sandbox.test/pause:1 -o "${images}/pause.tar"
 docker save native-sandbox/busybox:1 -o "${images}/busybox.tar"
 "${ctr[@]}" images import "${images}/pause.tar" >/dev/null
@@ -254,5 +261,6 @@ start kubelet "${BIN}/kubelet" --config="${RUN}/kubelet/config.yaml" --kubeconfi
 await kubelet 120 kubectl "${admin[@]}" wait --for=condition=Ready "node/${NODE}" --timeout=1s
 await kube-controller-manager 60 kubectl "${admin[@]}" get serviceaccount default --namespace default
 
+completed=1
 say "up: node ${NODE} Ready"
 echo "${RUN}/admin.kubeconfig"
