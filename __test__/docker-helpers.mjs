@@ -97,6 +97,17 @@ export async function stoppedHolder(sandbox) {
   return state();
 }
 
+/** `check()`'s first truthy value, asked every 50 ms; fails naming `what` after `ms`. */
+export async function waitFor(check, ms, what) {
+  const deadline = Date.now() + ms;
+  for (;;) {
+    const value = check();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** Every container, volume and network labelled with `namespace`. */
 export function leftovers(namespace) {
   const filter = `label=dev.native-sandbox.namespace=${namespace}`;

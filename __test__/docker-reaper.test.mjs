@@ -10,7 +10,7 @@ import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import { once } from 'node:events';
 import { fileURLToPath } from 'node:url';
 import { test } from 'node:test';
-import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace, waitFor } from './docker-helpers.mjs';
 import { startEngineFront } from './engine-front.mjs';
 
 const helpers = new URL('./docker-helpers.mjs', import.meta.url).href;
@@ -99,17 +99,6 @@ function within(promise, ms, what) {
   let timer;
   const late = new Promise((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: not within ${ms} ms`)), ms)));
   return Promise.race([promise, late]).finally(() => clearTimeout(timer));
-}
-
-/** Polls `check` every 100 ms until it returns a truthy value, at most `ms`. */
-async function waitFor(check, ms, what) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 100));
-  }
 }
 
 /** The pids of the reapers a controller's debug output says it started. */

@@ -6,9 +6,8 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { after, describe, test } from 'node:test';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { createSandboxPool, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
-import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace } from './docker-helpers.mjs';
+import { dockerBackend, leftovers, NOTHING, request, uniqueNamespace, waitFor } from './docker-helpers.mjs';
 import { localProcessBackend } from './fixtures/local-process-backend.mjs';
 
 const sh = (script) => ({ executable: '/bin/sh', args: ['-c', script], env: {}, cwd: '/sandbox/workspace' });
@@ -22,17 +21,6 @@ const backendOf = (label, extra) => {
 after(() => {
   for (const namespace of namespaces) assert.deepEqual(leftovers(namespace), NOTHING, `the pool suite leaves nothing behind (${namespace})`);
 });
-
-/** Polls `check` every 50 ms until it is truthy, at most `ms` (no wait here is unbounded). */
-async function waitFor(check, ms, what) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const value = check();
-    if (value) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: not within ${ms} ms`);
-    await sleep(50);
-  }
-}
 
 /** The sandbox IDs with a running container in `namespace`. */
 function runningSandboxes(namespace) {

@@ -16,6 +16,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { createSandboxPool, SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { ms, percentiles, round } from './stats.mjs';
 
 const CLAIMS = Number(process.env.NATIVE_SANDBOX_BENCH_CLAIMS ?? 200);
 const OTHER_CLAIMS = 50;
@@ -31,13 +32,7 @@ const policy = (network = { kind: 'isolated' }) => ({
 });
 const ECHO = { executable: '/bin/echo', args: ['ready'], env: {}, cwd: '/' };
 
-const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function quantile(samples, q) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-}
-const round = (n) => Math.round(n * 1000) / 1000;
-const summary = (samples) => ({ samples: samples.length, p50Ms: round(quantile(samples, 0.5)), p99Ms: round(quantile(samples, 0.99)) });
+const summary = (samples) => ({ samples: samples.length, ...percentiles(samples) });
 const sleep = (t) => new Promise((resolve) => setTimeout(resolve, t));
 
 function firstByte(stream) {

@@ -18,6 +18,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { SANDBOX_DEFAULT_STREAM_LIMITS, SANDBOX_DEFAULT_TRANSFER_BUFFERS } from 'native-sandbox';
 import { createDockerSandboxBackend } from 'native-sandbox/docker';
+import { ms, percentiles, quantile, round } from './stats.mjs';
 
 const CALLS = Number(process.env.NATIVE_SANDBOX_BENCH_CALLS ?? 1000);
 const SOAK = Number(process.env.NATIVE_SANDBOX_BENCH_SOAK ?? 10_000);
@@ -36,13 +37,7 @@ const policy = {
 const TRUE = { executable: '/bin/true', args: [], env: {}, cwd: '/' };
 const sh = (script) => ({ executable: '/bin/sh', args: ['-c', script], env: {}, cwd: '/sandbox/workspace' });
 
-const ms = (start) => Number(process.hrtime.bigint() - start) / 1e6;
-function quantile(samples, q) {
-  const sorted = [...samples].sort((a, b) => a - b);
-  return sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))];
-}
-const summary = (samples) => ({ calls: samples.length, p50Ms: round(quantile(samples, 0.5)), p99Ms: round(quantile(samples, 0.99)) });
-const round = (n) => Math.round(n * 1000) / 1000;
+const summary = (samples) => ({ calls: samples.length, ...percentiles(samples) });
 
 /** One engine request over the socket; resolves with the status and the whole body. */
 function engine(method, path, body) {
