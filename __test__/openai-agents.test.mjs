@@ -182,7 +182,7 @@ describe('OpenAI Agents adapter: the session member by member', () => {
   test('persistWorkspace and hydrateWorkspace: a tar of the workspace carried whole to another session; links, FIFOs and ephemeral entries left out', async () => {
     const manifest = new Manifest({ entries: { 'kept.txt': { type: 'file', content: 'kept' }, 'secret.txt': { type: 'file', content: 'secret', ephemeral: true } } });
     await withSession(async (source) => {
-      const made = await source.exec({ cmd: "mkdir -p src/deep empty && head -c 20000000 /dev/urandom > src/big.bin && printf hi > src/deep/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod 755 run.sh && ln -s /etc/passwd link && mkfifo fifo && sha256sum src/big.bin" });
+      const made = await source.exec({ cmd: "mkdir -p src/deep empty && head -c 20000000 /dev/urandom > src/big.bin && printf hi > src/deep/a.txt && printf '#!/bin/sh\\necho ran\\n' > run.sh && chmod 755 run.sh && ln -s /etc/passwd link && ln src/deep/a.txt hard.txt && mkfifo fifo && sha256sum src/big.bin" });
       assert.equal(made.exitCode, 0, made.output);
       // A command runs all along: the archive is read beside it (a body past 16 MiB included).
       const ticking = await source.exec({ cmd: 'while :; do date > /sandbox/tmp/tick; done', yieldTimeMs: 50 });
@@ -191,12 +191,12 @@ describe('OpenAI Agents adapter: the session member by member', () => {
       await source.stop();
       assert.ok(archive instanceof Uint8Array);
       const names = execFileSync('tar', ['-tf', '-'], { input: archive }).toString().trim().split('\n').sort();
-      assert.deepEqual(names, ['empty/', 'kept.txt', 'run.sh', 'src/', 'src/big.bin', 'src/deep/', 'src/deep/a.txt'], 'a plain tar: links, the FIFO and the ephemeral entry left out');
+      assert.deepEqual(names, ['empty/', 'hard.txt', 'kept.txt', 'run.sh', 'src/', 'src/big.bin', 'src/deep/', 'src/deep/a.txt'], 'a plain tar: a second name written whole; the symbolic link, the FIFO and the ephemeral entry left out');
       await withSession(async (target) => {
         await target.exec({ cmd: 'mkdir old && printf old > old/file.txt && ln -s /etc old/etc' });
         await target.hydrateWorkspace(archive);
-        const seen = await target.exec({ cmd: 'sha256sum src/big.bin; cat src/deep/a.txt kept.txt; ./run.sh; ls -A | sort | tr "\\n" " "' });
-        assert.equal(seen.stdout, `${made.stdout}hikeptran\nempty kept.txt run.sh src `, 'the same bytes, the executable bit, nothing the target held before');
+        const seen = await target.exec({ cmd: 'sha256sum src/big.bin; cat src/deep/a.txt hard.txt kept.txt; ./run.sh; ls -A | sort | tr "\\n" " "' });
+        assert.equal(seen.stdout, `${made.stdout}hihikeptran\nempty hard.txt kept.txt run.sh src `, 'the same bytes, the executable bit, nothing the target held before');
         // A tar made by any tool of directories and regular files goes in the same way.
         const host = mkdtempSync(join(tmpdir(), 'hydrate-'));
         try {

@@ -588,7 +588,8 @@ export function openAiAgentsClientFactory(framework) {
     if (typeof data === 'string') return new TextEncoder().encode(data);
     if (data instanceof Uint8Array) return data;
     if (data instanceof ArrayBuffer) return new Uint8Array(data);
-    throw invalid(['data'], 'invalid_type', 'data must be a string, an ArrayBuffer or a Uint8Array');
+    if (ArrayBuffer.isView(data)) return new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+    throw invalid(['data'], 'invalid_type', 'data must be a string, an ArrayBuffer or an ArrayBuffer view (a Uint8Array)');
   }
 
   /** What of a manifest no sandbox here honours, refused before any is made. */

@@ -20,9 +20,10 @@
 //! file of `DEFER_MIN` bytes or more is deferred: a marker entry (typeflag `N`, its body the
 //! file's workspace-relative path) and the file's header, without its body, which the host
 //! reads through the engine's archive endpoint (`src/docker/sandbox/deferred_bodies.rs`).
-//! `/tree-inline` asks for the same archive with every body inline, none deferred: what a
-//! transfer beside running commands asks for, since the engine would reach a deferred file by
-//! its path again, after a command may have swapped a parent for a link.
+//! `/tree-inline` asks for the same archive with every body inline, none deferred, and every
+//! name of a file written whole (no hard link entry): what a workspace archive beside running
+//! commands asks for, since the engine would reach a deferred file by its path again, after a
+//! command may have swapped a parent for a link, and the archive carries regular files only.
 //!
 //! A request of `/import` is followed by an import archive, which the helper extracts into the
 //! workspace (`import.rs`); on stdout it only answers the archive's markers, which say that a
@@ -267,7 +268,8 @@ const DEFER_PATH_MAX: usize = 1_024;
 /// back to its workspace-relative path (`strip` removed from its front, `prefix` put there).
 struct Walk<'a> {
     seen: SeenLinks,
-    /// Whether large bodies are deferred to the engine (`/tree`) or written inline.
+    /// `/tree`: large bodies deferred to the engine and a file's later names written as hard
+    /// link entries; `/tree-inline` (false): every body inline, every name whole.
     defer: bool,
     buffer: &'a mut [u8],
     strip: Vec<u8>,
@@ -296,7 +298,7 @@ fn tree_leaf(
     match stat.st_mode & libc::S_IFMT {
         libc::S_IFREG => {
             let key = (stat.st_dev, stat.st_ino);
-            if stat.st_nlink > 1 {
+            if walk.defer && stat.st_nlink > 1 {
                 if let Some(first) = walk.seen.get(&key) {
                     return linked_entry(out, name, 0, mode, b'1', first).map_err(io);
                 }

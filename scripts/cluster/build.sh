@@ -2,9 +2,9 @@
 # Builds the test cluster's binaries from the registries only, into target/cluster/bin (kept
 # between runs on one machine; a clean clone builds them): kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubelet and kubectl of Kubernetes ${KUBERNETES_VERSION} and etcd
-# ${ETCD_VERSION} from the Go module proxy, and the CNI plugins and a static pause from Debian's
-# packages (downloaded and unpacked, nothing installed). containerd and runc are Debian's, the
-# ones the machine has.
+# ${ETCD_VERSION} from the Go module proxy, and the CNI plugins from Debian's packages (downloaded
+# and unpacked, nothing installed). containerd and runc are Debian's, the ones the machine has;
+# the pause process is `pause.c`, built static by up.sh.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${here}/env.sh"
@@ -89,7 +89,7 @@ GOMOD
   go build -trimpath -ldflags "-s -w" -o "${CLUSTER_BIN}/etcd" .
 )
 
-# The CNI plugins and busybox's static pause stand-in come from Debian's packages, unpacked here.
+# The CNI plugins come from Debian's package, unpacked here.
 debs="${CLUSTER_BUILD}/debs"
 rm -rf "${debs}" && mkdir -p "${debs}"
 (

@@ -10,3 +10,5 @@ CLUSTER_BUILD="${CLUSTER_HOME}/build"
 # Everything the running cluster writes (certificates, etcd's data, containerd's root and state,
 # the kubelet's root, logs, pids); `cluster:down` removes it whole.
 CLUSTER_RUN="${CLUSTER_HOME}/run"
+# The file up.sh leaves in CLUSTER_RUN: down.sh removes only a directory that holds it.
+CLUSTER_MARK=".native-sandbox-test-cluster"

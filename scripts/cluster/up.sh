@@ -14,7 +14,8 @@ fail() { echo "cluster:up: $*" >&2; exit 1; }
 say() { echo "cluster:up: $*" >&2; }
 
 [ "$(id -u)" = 0 ] || fail "the kubelet and containerd need root"
-if [ -f "${CLUSTER_RUN}/pids/kube-apiserver.pid" ] && kill -0 "$(cat "${CLUSTER_RUN}/pids/kube-apiserver.pid")" 2>/dev/null; then
+if [ -f "${CLUSTER_RUN}/pids/kube-apiserver.pid" ] &&
+  tr '\0' ' ' <"/proc/$(cat "${CLUSTER_RUN}/pids/kube-apiserver.pid")/cmdline" 2>/dev/null | grep -qF "${CLUSTER_BIN}/kube-apiserver"; then
   say "already up"
   echo "${CLUSTER_RUN}/admin.kubeconfig"
   exit 0
@@ -34,6 +35,7 @@ BRIDGE=nstest0
 POD_SUBNET=10.244.77.0/24
 API_PORT=16443
 mkdir -p "${CLUSTER_RUN}"/{pki,pids,logs,etcd,cni/net.d,cni/ipam,containerd,kubelet}
+touch "${CLUSTER_RUN}/${CLUSTER_MARK}"
 RUN="${CLUSTER_RUN}"
 PKI="${RUN}/pki"
 BIN="${CLUSTER_BIN}"
@@ -42,11 +44,18 @@ export PATH="${BIN}:${PATH}"
 # What this run changes outside its own directory, recorded first so `down` puts it back.
 state="${RUN}/machine-before"
 {
-  for key in kernel.panic kernel.panic_on_oops vm.overcommit_memory; do
+  # What the kubelet's kernel tunables set (kernel.panic, panic_on_oops, vm.overcommit_memory,
+  # vm.panic_on_oom, the root keyring's quotas).
+  for key in kernel.panic kernel.panic_on_oops vm.overcommit_memory vm.panic_on_oom kernel.keys.root_maxkeys kernel.keys.root_maxbytes; do
     echo "sysctl ${key} $(sysctl -n "${key}")"
   done
   for path in /var/log/pods /var/log/containers /var/lib/kubelet /var/lib/cni /usr/libexec/kubernetes /run/netns; do
     [ -e "${path}" ] || echo "absent ${path}"
+  done
+  # Network namespaces and kubelet cgroups that were there before are someone else's.
+  for netns in $(ip netns list 2>/dev/null | awk '{print $1}'); do echo "netns ${netns}"; done
+  for hierarchy in /sys/fs/cgroup/* /sys/fs/cgroup; do
+    for cgroup in "${hierarchy}"/kubepods*; do [ -d "${cgroup}" ] && echo "cgroup ${cgroup}"; done
   done
 } >"${state}"
 

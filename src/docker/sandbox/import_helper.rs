@@ -67,7 +67,10 @@ impl DockerSandbox {
 
 /// Whether the relay may write large bodies through the engine's archive endpoint, which
 /// reaches each file by its path: a command that runs meanwhile could swap a parent for a link
-/// between the helper's preparing the file and the engine's writing it.
+/// between the helper's preparing the file and the engine's writing it. Asked before each piece
+/// and at each large file's start; a body the engine is already writing when the first guest
+/// container is made is finished by the engine (that container still has to be created and
+/// started before any command of it runs).
 pub(super) enum Split {
     /// Never: a transfer beside running commands (a workspace archive's).
     Never,
@@ -275,6 +278,8 @@ async fn write_archive(
         u64::MAX
     });
     let mut engine: Option<EngineFile> = None;
+    // Whether the large file being framed goes to the helper after all (`Split` said no more).
+    let mut bypassed = false;
     if let Err(why) = helper.write(IMPORT_REQUEST).await {
         return Written::Failed(why);
     }
@@ -302,6 +307,17 @@ async fn write_archive(
         for step in framer.feed(piece) {
             let done = match step {
                 Step::Helper(bytes) => helper.write(&bytes).await,
+                // Cut out for the engine, but a guest container was made meanwhile: the file
+                // goes to the helper whole (its header without a marker, then its body).
+                Step::EngineStart { header, .. } if !split.allowed() => {
+                    bypassed = true;
+                    helper.write(&header).await
+                }
+                Step::Engine(bytes) if bypassed => helper.write(&bytes).await,
+                Step::EngineEnd if bypassed => {
+                    bypassed = false;
+                    Ok(())
+                }
                 Step::EngineStart {
                     name,
                     long_name,

@@ -15,12 +15,12 @@ use std::future::Future;
 
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::error::OwnerError;
-use crate::lifecycle::owner::SandboxOwner;
+use crate::lifecycle::owner::{SandboxOwner, TransferTicket};
 use crate::lifecycle::state::Operation;
 
 /// Runs `work` as the live transfer `operation` admitted now: until it settles, stop or destroy
 /// (through the transfer's cancellation) or the caller's `cancel` ends it, whichever fires
-/// first; the transfer is released either way.
+/// first; the transfer is released either way (also when this future is dropped).
 async fn as_live_transfer<T>(
     owner: &SandboxOwner,
     operation: Operation,
@@ -28,7 +28,9 @@ async fn as_live_transfer<T>(
     work: impl Future<Output = Result<T, OwnerError>>,
 ) -> Result<T, OwnerError> {
     let ticket = owner.begin_live_transfer(operation)?;
-    let result = match owner.transfer_cancel(ticket) {
+    // Released however this ends: settled, or dropped by its caller.
+    let _release = Release { owner, ticket };
+    match owner.transfer_cancel(ticket) {
         Some(transfer) => tokio::select! {
             biased;
             why = transfer.cancelled() => Err(why),
@@ -38,7 +40,17 @@ async fn as_live_transfer<T>(
         None => Err(OwnerError::cancelled(
             "the workspace archive's transfer was released",
         )),
-    };
-    owner.end_transfer(ticket, false);
-    result
+    }
+}
+
+/// Releases a live transfer's ticket when dropped (never fencing execution).
+struct Release<'a> {
+    owner: &'a SandboxOwner,
+    ticket: TransferTicket,
+}
+
+impl Drop for Release<'_> {
+    fn drop(&mut self) {
+        self.owner.end_transfer(self.ticket, false);
+    }
 }

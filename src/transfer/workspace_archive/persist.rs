@@ -1,7 +1,8 @@
 //! Persisting: the workspace read through the export path, as `exportTree` reads it (every
 //! entry checked on the host), and written again as one tar archive in memory: directories and
-//! regular files, workspace-relative names, the executable bit kept. Links, devices and FIFOs
-//! are left out, as the framework's own clients leave them out; so are the excluded paths.
+//! regular files, workspace-relative names, the executable bit kept; a file with several names
+//! is written whole under each. Symbolic links, devices and FIFOs are left out, as the
+//! framework's own clients leave them out; so are the excluded paths.
 //! The archive stays within the limits a hydrate with the same limits would accept.
 
 use tar_framing::padding;
@@ -135,5 +136,7 @@ async fn read(owner: &SandboxOwner, options: ArchiveOptions) -> Result<Vec<u8>, 
     }
     export.finish().await?;
     written.archive.extend(end_of_archive());
+    // The Buffer keeps the Vec's allocation: no spare capacity kept with it.
+    written.archive.shrink_to_fit();
     Ok(written.archive)
 }
