@@ -183,9 +183,9 @@ export function openAiAgentsClientFactory(framework) {
     }
 
     /**
-     * The workspace as a tar archive: directories and regular files (links, devices and FIFOs
-     * left out, as the SDK's own clients leave them out), without the manifest's ephemeral
-     * paths, within the session's archive limits.
+     * The workspace as a tar archive: directories and regular files (a file with several names
+     * whole under each; symbolic links, devices and FIFOs left out, as the SDK's own clients
+     * leave them out), without the manifest's ephemeral paths, within the session's limits.
      */
     async persistWorkspace() {
       const exclude = [...this.state.manifest.ephemeralPersistencePaths()];

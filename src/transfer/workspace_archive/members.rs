@@ -11,13 +11,13 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use super::limits::{ArchiveLimits, Limit};
-
-/// The pieces the archive is read in.
-const PIECE_BYTES: usize = 64 * 1024;
 use crate::input::{Issue, IssueCode, Seg};
 use crate::lifecycle::error::OwnerError;
 use crate::paths::{check, Anchor};
 use crate::transfer::tar_read::{TarError, TarReader};
+
+/// The pieces the archive is read in.
+const PIECE_BYTES: usize = 64 * 1024;
 
 /// One member of the archive.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -29,14 +29,6 @@ pub enum Member {
         /// The body's bytes, in the pieces they were read in.
         body: Vec<Bytes>,
     },
-}
-
-impl Member {
-    pub fn path(&self) -> &str {
-        match self {
-            Member::Directory(path) | Member::File { path, .. } => path,
-        }
-    }
 }
 
 /// The archive's refusal: a validation issue at `archive`, naming why.

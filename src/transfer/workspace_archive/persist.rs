@@ -6,6 +6,7 @@
 //! The archive stays within the limits a hydrate with the same limits would accept.
 
 use tar_framing::padding;
+use tar_framing::write::END;
 
 use super::as_live_transfer;
 use super::limits::{is_excluded, ArchiveOptions, Limit};
@@ -40,7 +41,7 @@ struct Written {
 impl Written {
     /// Room for `more` bytes of archive (and the end marker after them).
     fn room(&self, more: u64, member: &str) -> Result<(), OwnerError> {
-        let size = self.archive.len() as u64 + more + end_of_archive().len() as u64;
+        let size = self.archive.len() as u64 + more + END.len() as u64;
         if size > PERSIST_MAX_BYTES {
             return Err(OwnerError::operation(
                 OperationCode::OutputLimit,
