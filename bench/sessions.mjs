@@ -4,7 +4,8 @@
 //     API (create + start, attached), one of each per iteration; p50 and p99 of each;
 //   - 64 `run`s at once;
 //   - `files.read` of a 4 KiB file against `docker cp` of it out of the container;
-//   - stdout throughput of a command against the reserved process's, 9 rounds interleaved (the
+//   - stdout throughput of a command against the reserved process's, in rounds interleaved
+//     (NATIVE_SANDBOX_BENCH_ROUNDS, default 9; the
 //     ratio is the median of each round's pair, taken back to back), with the host's CPU per GiB;
 //   - host RSS over NATIVE_SANDBOX_BENCH_SOAK commands after a warm-up, then the guest's zombies
 //     and the supervisor's descriptors.
@@ -23,6 +24,8 @@ import { ms, percentiles, quantile, round } from './stats.mjs';
 const CALLS = Number(process.env.NATIVE_SANDBOX_BENCH_CALLS ?? 1000);
 const SOAK = Number(process.env.NATIVE_SANDBOX_BENCH_SOAK ?? 10_000);
 const THROUGHPUT_BYTES = 256 * 1024 * 1024;
+const ROUNDS = Number(process.env.NATIVE_SANDBOX_BENCH_ROUNDS ?? 9);
+if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new RangeError('NATIVE_SANDBOX_BENCH_ROUNDS must be a positive integer');
 const IMAGE = process.env.NATIVE_SANDBOX_GUEST_IMAGE ?? 'native-sandbox/busybox:1';
 const SOCKET = '/var/run/docker.sock';
 
@@ -161,7 +164,6 @@ try {
       await other.destroy();
     }
   };
-  const ROUNDS = 9;
   for (let round = 0; round < ROUNDS; round += 1) {
     for (const one of round % 2 === 0 ? [commandRound, reservedRound] : [reservedRound, commandRound]) await one();
   }

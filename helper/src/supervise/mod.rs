@@ -22,6 +22,7 @@ mod children;
 mod command;
 mod files;
 mod signals;
+mod spliced_output;
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -36,6 +37,7 @@ use session_frames::{
 use children::{reap, ChildWake};
 use command::{index, Command, STREAMS};
 use files::{Outcome, Roots, Writing};
+use spliced_output::{Pending, Progress, SPLICE_OUTPUT_MIN};
 
 /// Frames queued for the host past which no output is read.
 const QUEUED_MAX: usize = 4 * 1024 * 1024;
@@ -96,6 +98,8 @@ pub fn run(args: &[String]) -> Result<(), String> {
         reads: HashMap::new(),
         writes: HashMap::new(),
         host_gone: false,
+        splice_outputs: spliced_output::is_pipe(CONNECTION_OUT),
+        pending: None,
     };
     supervisor.serve(&wake)
 }
@@ -122,6 +126,11 @@ struct Supervisor {
     /// Files being written, by channel (dropped unfinished: their temporary files go).
     writes: HashMap<u32, Writing>,
     host_gone: bool,
+    /// Whether outputs may be spliced into the connection (a pipe, and no refusal yet).
+    splice_outputs: bool,
+    /// An output frame whose prefix was written and whose bytes are still being spliced:
+    /// nothing else is written, and no output read, until it is done (`spliced_output.rs`).
+    pending: Option<Pending>,
 }
 
 /// A file being read on the host's credit.
@@ -173,12 +182,12 @@ impl Supervisor {
                         wake.drain();
                         self.reaped();
                     }
-                    Slot::Output(channel, stream) => self.read_output(channel, stream),
+                    Slot::Output(channel, stream) => self.read_output(channel, stream)?,
                     Slot::Stdin(channel) => self.write_stdin(channel),
                 }
             }
             self.read_files();
-            self.close_lingering_outputs();
+            self.close_lingering_outputs()?;
             self.commands.retain(|_, command| !command.finished());
             if self.host_gone {
                 for &group in &self.groups {
@@ -203,10 +212,10 @@ impl Supervisor {
         };
         add(CONNECTION_IN, libc::POLLIN, Slot::ConnectionIn);
         add(wake.fd(), libc::POLLIN, Slot::ChildWake);
-        if self.written < self.queued.len() {
+        if self.written < self.queued.len() || self.pending.is_some() {
             add(CONNECTION_OUT, libc::POLLOUT, Slot::ConnectionOut);
         }
-        let room = self.queued.len() - self.written < QUEUED_MAX;
+        let room = self.queued.len() - self.written < QUEUED_MAX && self.pending.is_none();
         for (&channel, command) in &self.commands {
             for stream in STREAMS {
                 if let Some(output) = &command.outputs[index(stream)] {
@@ -261,6 +270,10 @@ impl Supervisor {
     }
 
     fn write_connection(&mut self) -> Result<(), String> {
+        self.advance_pending()?;
+        if self.pending.is_some() {
+            return Ok(());
+        }
         while self.written < self.queued.len() {
             let rest = &self.queued[self.written..];
             // SAFETY: writes from a live buffer of `rest.len()` bytes.
@@ -465,19 +478,88 @@ impl Supervisor {
         }
     }
 
-    fn read_output(&mut self, channel: u32, stream: Stream) {
+    /// Moves the pending output frame's bytes on, as far as the connection takes them.
+    fn advance_pending(&mut self) -> Result<(), String> {
+        let Some(pending) = self.pending.take() else {
+            return Ok(());
+        };
+        match pending.advance(CONNECTION_OUT)? {
+            Progress::Done => {}
+            Progress::Blocked(pending) => self.pending = Some(pending),
+            Progress::Refused(rest) => {
+                // The frame's rest goes before every frame queued meanwhile.
+                self.splice_outputs = false;
+                self.queued.splice(self.written..self.written, rest);
+            }
+            Progress::HostGone => self.host_gone = true,
+        }
+        Ok(())
+    }
+
+    /// Sends what the output's pipe holds by splice, when the connection is idle and the pipe
+    /// holds enough to be worth it; false: read it as usual.
+    fn splice_output(&mut self, channel: u32, stream: Stream, want: usize) -> Result<bool, String> {
+        if !self.splice_outputs || self.pending.is_some() || self.written < self.queued.len() {
+            return Ok(false);
+        }
+        let Some(output) = self
+            .commands
+            .get_mut(&channel)
+            .and_then(|c| c.outputs[index(stream)].as_mut())
+        else {
+            return Ok(false);
+        };
+        let n = spliced_output::held(output.fd.as_raw_fd()).min(want);
+        if n < SPLICE_OUTPUT_MIN {
+            return Ok(false);
+        }
+        let Ok(pending) = Pending::new(&output.fd, n) else {
+            return Ok(false);
+        };
+        let prefix = output_prefix(channel, stream, n);
+        // SAFETY: writes from a live array of its length. A pipe takes a write this small
+        // whole or not at all (it is under PIPE_BUF).
+        let wrote = unsafe { libc::write(CONNECTION_OUT, prefix.as_ptr().cast(), prefix.len()) };
+        if wrote < 0 {
+            let kind = std::io::Error::last_os_error().kind();
+            if !matches!(
+                kind,
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
+            ) {
+                self.host_gone = true;
+                return Ok(true);
+            }
+            return Ok(false);
+        }
+        if wrote as usize != prefix.len() {
+            return Err("the connection took part of a frame's prefix".into());
+        }
+        output.credit -= n as u64;
+        self.pending = Some(pending);
+        self.advance_pending()?;
+        Ok(true)
+    }
+
+    fn read_output(&mut self, channel: u32, stream: Stream) -> Result<(), String> {
+        if self.pending.is_some() {
+            // The pending frame's bytes may be this pipe's next: nothing is read past them.
+            return Ok(());
+        }
         let Some((fd, credit)) = self
             .commands
             .get(&channel)
             .and_then(|c| c.outputs[index(stream)].as_ref())
             .map(|output| (std::os::fd::AsRawFd::as_raw_fd(&output.fd), output.credit))
         else {
-            return;
+            return Ok(());
         };
-        let want = usize::try_from(credit)
+        let most = usize::try_from(credit)
             .unwrap_or(usize::MAX)
-            .min(READ_MAX)
             .min(MAX_PAYLOAD - 1);
+        if self.splice_output(channel, stream, most)? {
+            return Ok(());
+        }
+        let want = most.min(READ_MAX);
         // The output is read straight into the frames for the host, after room for its
         // prefix: no buffer of its own, no copy.
         self.make_room();
@@ -518,7 +600,7 @@ impl Supervisor {
                 );
                 self.queued.set_len(start + OUTPUT_PREFIX_LEN + n);
             }
-            return;
+            return Ok(());
         }
         if n < 0 {
             let kind = std::io::Error::last_os_error().kind();
@@ -526,11 +608,12 @@ impl Supervisor {
                 kind,
                 std::io::ErrorKind::WouldBlock | std::io::ErrorKind::Interrupted
             ) {
-                return;
+                return Ok(());
             }
         }
         // The end (every writer closed it), or a read error: the stream ends here.
         self.end_output(channel, stream);
+        Ok(())
     }
 
     fn in_use(&self, channel: u32) -> bool {
@@ -675,7 +758,7 @@ impl Supervisor {
     /// Once a leader exited, its stdin closes when what is queued was written; its outputs
     /// and its stdin still open `OUTPUT_AFTER_EXIT_MS` after the exit (a background child holding
     /// them) are closed, and stdin nobody read is dropped (and said taken).
-    fn close_lingering_outputs(&mut self) {
+    fn close_lingering_outputs(&mut self) -> Result<(), String> {
         let bound = Duration::from_millis(OUTPUT_AFTER_EXIT_MS);
         let now = Instant::now();
         let mut due = Vec::new();
@@ -710,37 +793,30 @@ impl Supervisor {
             );
         }
         for (channel, stream) in due {
-            self.end_if_drained(channel, stream);
+            self.end_if_drained(channel, stream)?;
         }
+        Ok(())
     }
 
     /// Ends an output past its bound once nothing is left in its pipe; one the host gives no
     /// credit keeps what it holds until the host reads (nothing a command wrote is dropped).
-    fn end_if_drained(&mut self, channel: u32, stream: Stream) {
+    fn end_if_drained(&mut self, channel: u32, stream: Stream) -> Result<(), String> {
         let Some(output) = self
             .commands
             .get(&channel)
             .and_then(|c| c.outputs[index(stream)].as_ref())
         else {
-            return;
+            return Ok(());
         };
         if output.credit == 0 {
-            return;
+            return Ok(());
         }
-        let mut queued: libc::c_int = 0;
-        // SAFETY: FIONREAD writes the bytes the pipe holds into `queued`.
-        let asked = unsafe {
-            libc::ioctl(
-                std::os::fd::AsRawFd::as_raw_fd(&output.fd),
-                libc::FIONREAD,
-                &mut queued,
-            )
-        };
-        if asked == 0 && queued > 0 {
+        if spliced_output::held(output.fd.as_raw_fd()) > 0 {
             // Read first; the next pass ends it.
             return self.read_output(channel, stream);
         }
         self.end_output(channel, stream);
+        Ok(())
     }
 }
 
