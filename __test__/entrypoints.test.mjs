@@ -37,7 +37,7 @@ const ROOT_EXPORTS = [
 test('the package imports itself by name, root and every subpath', async () => {
   const root = await import('native-sandbox');
   assert.deepEqual(Object.keys(root).sort(), [...ROOT_EXPORTS].sort());
-  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'], 'ai-sdk': ['createAiSdkSandbox'] };
+  const built = { backend: ['createSandboxBackend'], node: ['SandboxDirectoryCleanupError', 'createSandboxSpillStore', 'exportSandboxDirectory', 'importSandboxDirectory'], acp: ['createSandboxAcpIntegration'], docker: ['DOCKER_SANDBOX_GUEST', 'createDockerSandboxBackend', 'dockerSandboxEgress', 'dockerSandboxRuntime', 'prepareDockerSandboxImage'], kubernetes: ['KUBERNETES_SANDBOX_GUEST', 'createKubernetesSandboxBackend'], conformance: ['runSandboxConformance'], agentproto: ['SandboxProviderError', 'createDockerSandboxProvider', 'resolveLifecyclePolicy'], 'ai-sdk': ['createAiSdkSandbox'] };
   // Mastra (an ES module entry point, loading the framework at import) needs Node.js 22.13 or later.
   const [major, minor] = process.versions.node.split('.').map(Number);
   if (major > 22 || (major === 22 && minor >= 13)) built.mastra = ['createMastraSandbox'];
@@ -49,7 +49,7 @@ test('the package imports itself by name, root and every subpath', async () => {
 
 test('the exports map lists the entry points of the contract, the adapters\' frameworks optional peers', () => {
   const manifest = JSON.parse(readFileSync(new URL('../package.json', import.meta.url), 'utf8'));
-  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './conformance', './agentproto', './ai-sdk', './mastra', './openai-agents']);
+  assert.deepEqual(Object.keys(manifest.exports).filter((k) => k !== './package.json'), ['.', './backend', './node', './acp', './docker', './kubernetes', './conformance', './agentproto', './ai-sdk', './mastra', './openai-agents']);
   assert.equal(manifest.peerDependenciesMeta['@modelcontextprotocol/sdk'].optional, true);
   assert.match(manifest.peerDependencies['@modelcontextprotocol/sdk'], /^\^1\./);
   assert.equal(manifest.peerDependenciesMeta.ai.optional, true);
@@ -111,7 +111,7 @@ test('the MCP SDK is loaded only when the agentproto provider serves a sandbox',
 test('require() of every entry point gives the same module as import (Node 20.19+ and 22.12+)', async () => {
   const { createRequire } = await import('node:module');
   const require = createRequire(import.meta.url);
-  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/conformance', 'native-sandbox/agentproto', 'native-sandbox/ai-sdk']) {
+  for (const entry of ['native-sandbox', 'native-sandbox/backend', 'native-sandbox/node', 'native-sandbox/acp', 'native-sandbox/docker', 'native-sandbox/kubernetes', 'native-sandbox/conformance', 'native-sandbox/agentproto', 'native-sandbox/ai-sdk']) {
     const required = require(entry);
     const imported = await import(entry);
     assert.deepEqual(Object.keys(required).sort(), Object.keys(imported).sort(), entry);

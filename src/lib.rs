@@ -4,8 +4,11 @@
 pub mod debug;
 pub mod digest;
 pub mod docker;
+pub mod guest_helper;
+pub mod guest_layout;
 pub mod input;
 pub mod json;
+pub mod kubernetes;
 pub mod lifecycle;
 pub mod limits;
 pub mod paths;

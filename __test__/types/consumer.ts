@@ -207,3 +207,24 @@ export async function attachExample(): Promise<string | undefined> {
   await booted.stop();
   return headers?.authorization ?? teardown;
 }
+
+// native-sandbox/kubernetes: the options as documented, the backend a SandboxBackend.
+import { createKubernetesSandboxBackend, KUBERNETES_SANDBOX_GUEST } from 'native-sandbox/kubernetes';
+import type { KubernetesSandboxBackendOptions } from 'native-sandbox/kubernetes';
+const kubernetesOptions: KubernetesSandboxBackendOptions = {
+  namespace: 'sandboxes',
+  scope: 'my-host',
+  image: 'registry.example/agent:1',
+  kubeconfig: '/etc/kube/config',
+  context: 'prod',
+  imagePullPolicy: 'IfNotPresent',
+  user: '65532:65532',
+  runtimeClassName: 'gvisor',
+  networkPolicy: 'enforced',
+  podPidsLimit: 1024,
+  architecture: 'arm64',
+};
+export const kubernetesBackend: Promise<SandboxBackend> = createKubernetesSandboxBackend(kubernetesOptions);
+export const kubernetesWorkspace: string = KUBERNETES_SANDBOX_GUEST.workspace;
+// @ts-expect-error: networkPolicy takes only its two words.
+export const badKubernetes: KubernetesSandboxBackendOptions = { ...kubernetesOptions, networkPolicy: 'yes' };

@@ -256,6 +256,8 @@ containerRuntimeEndpoint: unix://${CONTAINERD_SOCKET}
 makeIPTablesUtilChains: false
 failSwapOn: false
 failCgroupV1: false
+# Every pod's PID limit: the Kubernetes backend's tests report it as the effective resources.pids.
+podPidsLimit: 256
 resolvConf: ""
 imageGCHighThresholdPercent: 100
 imageGCLowThresholdPercent: 99

@@ -10,6 +10,7 @@ mod heap;
 mod host_walk;
 mod js_driver;
 mod js_value;
+mod kubernetes;
 mod owner;
 mod parsers;
 mod pool_member;

@@ -11,7 +11,6 @@ use std::collections::VecDeque;
 use std::ops::Range;
 
 use bytes::Bytes;
-use futures::stream::BoxStream;
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
@@ -24,7 +23,7 @@ pub const FIRST_READ_BYTES: usize = 16 * 1024;
 /// ...and doubles each time a read fills it, up to this.
 pub const READ_BYTES: usize = 128 * 1024;
 
-pub type Chunks = BoxStream<'static, Result<(OutputStream, Bytes), OwnerError>>;
+pub use crate::process::supervised::Chunks;
 
 struct Demux<R> {
     reader: R,

@@ -2,22 +2,7 @@
 
 use std::collections::HashMap;
 
-pub const WORKSPACE: &str = "/sandbox/workspace";
-pub const HOME: &str = "/sandbox/home";
-pub const TMPDIR: &str = "/sandbox/tmp";
-/// Where file calls reach in the guest (`sandbox.files`).
-pub const GUEST_ROOTS: crate::process::supervised::GuestRoots =
-    crate::process::supervised::GuestRoots {
-        workspace: WORKSPACE,
-        home: HOME,
-        tmp: TMPDIR,
-    };
-pub const PATH: &str = "/usr/local/bin:/usr/bin:/bin";
-
-/// The only environment an image may carry, with exactly these values.
-pub fn fixed_environment() -> [(&'static str, &'static str); 3] {
-    [("HOME", HOME), ("TMPDIR", TMPDIR), ("PATH", PATH)]
-}
+pub use crate::guest_layout::{fixed_environment, GUEST_ROOTS, HOME, PATH, TMPDIR, WORKSPACE};
 
 pub const BACKEND_ID: &str = "native-sandbox.docker";
 pub const BACKEND_REVISION: &str = "1";

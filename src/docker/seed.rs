@@ -17,45 +17,8 @@ use crate::lifecycle::error::OwnerError;
 
 const SEED_REPOSITORY: &str = "native-sandbox/workspace-seed";
 
-/// The workspace helper for one engine architecture: a static Linux executable built by
-/// `build.rs` from `helper/`. Every build of the addon carries both, whatever its own platform
-/// (an x64 Mac may drive an arm64 engine, and the reverse).
-#[derive(Debug, PartialEq, Eq)]
-pub struct GuestHelper {
-    /// The engine platform it runs on, as `docker` names it.
-    pub platform: &'static str,
-    bytes: &'static [u8],
-}
+pub use crate::guest_helper::{helper_for, GuestHelper};
 
-const AMD64: GuestHelper = GuestHelper {
-    platform: "linux/amd64",
-    bytes: include_bytes!(env!("NATIVE_SANDBOX_HELPER_AMD64")),
-};
-const ARM64: GuestHelper = GuestHelper {
-    platform: "linux/arm64",
-    bytes: include_bytes!(env!("NATIVE_SANDBOX_HELPER_ARM64")),
-};
-
-/// The helper for the engine's `architecture` (its `Architecture`, as `uname -m` gives it, or
-/// Go's name), or `Unsupported` for any other: checked before any engine object is created.
-pub fn helper_for(architecture: Option<&str>) -> Result<&'static GuestHelper, OwnerError> {
-    let helper = match architecture {
-        Some("x86_64" | "amd64") => &AMD64,
-        Some("aarch64" | "arm64") => &ARM64,
-        other => {
-            return Err(OwnerError::Unsupported(format!(
-                "the engine's architecture is {}; this package's workspace helper runs on linux/amd64 and linux/arm64 engines",
-                other.unwrap_or("not reported")
-            )))
-        }
-    };
-    if helper.bytes.is_empty() {
-        return Err(OwnerError::Unsupported(
-            "this build of the addon carries no workspace helper (it was built without the guest-helper feature)".into(),
-        ));
-    }
-    Ok(helper)
-}
 /// Where the seed image holds the workspace helper (owned by root, read-only like the whole
 /// root filesystem of the holder). A holder whose entrypoint is anything else (one made by a
 /// version whose helper did not extract imports) is used through the engine's archive endpoint.
@@ -166,6 +129,7 @@ fn seed_archive(uid: u64, gid: u64, helper: &GuestHelper) -> Result<Vec<u8>, Own
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::guest_helper::{AMD64, ARM64};
 
     /// The ELF header's machine field (`e_machine`, little-endian at offset 18).
     fn elf_machine(bytes: &[u8]) -> Option<u16> {

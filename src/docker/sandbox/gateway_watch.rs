@@ -9,10 +9,10 @@ use bollard::models::ContainerState;
 use futures::StreamExt;
 
 use super::abort_on_drop::AbortOnDrop;
-use super::last_words::LastWords;
 use crate::docker::attach::Attached;
 use crate::lifecycle::driver::OutputStream;
 use crate::lifecycle::egress_report::GatewayStopped;
+use crate::process::supervised::LastWords;
 
 /// Reads the gateway's attached output as its own task until the attach ends (the gateway
 /// stopped, or was removed), keeping its stderr in `words`. The task ends with the guard.

@@ -19,7 +19,6 @@ mod gateway_watch;
 mod helper_run;
 mod import_bodies;
 mod import_helper;
-mod last_words;
 mod pending;
 mod process;
 mod read_back;
@@ -83,7 +82,7 @@ pub struct DockerSandbox {
     exec_history: helper_run::SharedExecHistory,
     /// An allowlist sandbox's gateway: its last stderr, the task that reads it, and its last
     /// report (`gateway.rs`, `gateway_watch.rs`).
-    gateway_words: Arc<last_words::LastWords>,
+    gateway_words: Arc<crate::process::supervised::LastWords>,
     gateway_listener: std::sync::Mutex<Option<abort_on_drop::AbortOnDrop>>,
     last_report: std::sync::Mutex<Option<crate::lifecycle::egress_report::EgressReport>>,
     /// The process container's gate and its live supervisor (`supervisor.rs`). Held while the

@@ -10,25 +10,23 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bollard::exec::CreateExecOptions;
-use bytes::Bytes;
 use futures::future::{BoxFuture, FutureExt};
-use futures::stream::BoxStream;
 use futures::StreamExt;
 use session_frames::Spawn;
 
 use super::compute::{supervisor_capabilities, Launch, ENTRY_START_USER};
-use super::last_words::LastWords;
 use super::DockerSandbox;
 use crate::docker::attach::{attach_error, memory_kill_told, Attached};
-use crate::docker::demux::{demultiplexed, Chunks};
+use crate::docker::demux::demultiplexed;
 use crate::docker::engine::{engine_error, is_not_running, REQUEST_TIMEOUT};
 use crate::docker::layout::{fixed_environment, HOME, TMPDIR, WORKSPACE};
 use crate::docker::seed::HELPER_PATH;
 use crate::docker::supervised_image::ensure_supervised_image;
+use crate::guest_layout::with_fixed_environment;
 use crate::lifecycle::cancel::Cancel;
-use crate::lifecycle::driver::{OutputStream, ProcessChannels, ProcessExit};
+use crate::lifecycle::driver::{ProcessChannels, ProcessExit};
 use crate::lifecycle::error::{OperationCode, OwnerError};
-use crate::process::supervised::{CommandControl, Link, Spawned};
+use crate::process::supervised::{frames_of, CommandControl, Link, Spawned};
 
 /// The running supervisor: its container and the connection to it.
 #[derive(Clone)]
@@ -236,34 +234,6 @@ impl DockerSandbox {
     }
 }
 
-/// The supervisor's frames: its stdout. Its stderr carries only its last words (why it could not
-/// start, or went), kept bounded: a connection that ends after any fails with them, so the calls
-/// it fails say why.
-fn frames_of(output: Chunks) -> BoxStream<'static, Result<Bytes, OwnerError>> {
-    let words = Arc::new(LastWords::default());
-    let keeper = Arc::clone(&words);
-    let frames = output.filter_map(move |chunk| {
-        futures::future::ready(match chunk {
-            Ok((OutputStream::Stdout, bytes)) => Some(Ok(bytes)),
-            Ok((OutputStream::Stderr, bytes)) => {
-                keeper.keep(&bytes);
-                None
-            }
-            Err(error) => Some(Err(error)),
-        })
-    });
-    let said = futures::stream::once(async move {
-        let last = words.last();
-        (!last.is_empty()).then(|| {
-            Err(OwnerError::driver(format!(
-                "it ended; its last stderr: {last}"
-            )))
-        })
-    })
-    .filter_map(futures::future::ready);
-    frames.chain(said).boxed()
-}
-
 fn stopped() -> OwnerError {
     OwnerError::cancelled("the sandbox stopped: its session supervisor was ended")
 }
@@ -301,60 +271,4 @@ pub(super) fn environment(extra: &[(String, String)]) -> Vec<String> {
         .map(|(k, v)| format!("{k}={v}"))
         .chain(extra.iter().map(|(k, v)| format!("{k}={v}")))
         .collect()
-}
-
-/// `spawn` with the fixed environment (`HOME`, `TMPDIR`, `PATH`) before its own.
-pub(super) fn with_fixed_environment(mut spawn: Spawn) -> Spawn {
-    let fixed: Vec<(Vec<u8>, Vec<u8>)> = fixed_environment()
-        .iter()
-        .map(|(k, v)| (k.as_bytes().to_vec(), v.as_bytes().to_vec()))
-        .collect();
-    spawn.env.splice(0..0, fixed);
-    spawn
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn chunks(items: Vec<Result<(OutputStream, &'static [u8]), OwnerError>>) -> Chunks {
-        futures::stream::iter(
-            items
-                .into_iter()
-                .map(|item| item.map(|(stream, bytes)| (stream, Bytes::from_static(bytes)))),
-        )
-        .boxed()
-    }
-
-    #[tokio::test]
-    async fn a_connection_that_ends_after_stderr_fails_with_the_supervisors_last_words() {
-        let frames: Vec<_> = frames_of(chunks(vec![
-            Ok((OutputStream::Stdout, b"frame")),
-            Ok((
-                OutputStream::Stderr,
-                b"native-sandbox supervisor: setgroups: ",
-            )),
-            Ok((OutputStream::Stderr, b"Operation not permitted\n")),
-        ]))
-        .collect()
-        .await;
-        assert_eq!(frames.len(), 2);
-        assert_eq!(frames[0].as_ref().ok(), Some(&Bytes::from_static(b"frame")));
-        let why = frames[1].as_ref().err().map(ToString::to_string);
-        assert!(
-            why.as_deref().is_some_and(|why| why.ends_with(
-                "it ended; its last stderr: native-sandbox supervisor: setgroups: Operation not permitted"
-            )),
-            "{why:?}"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_quiet_supervisors_connection_simply_ends() {
-        let frames: Vec<_> = frames_of(chunks(vec![Ok((OutputStream::Stdout, b"frame"))]))
-            .collect()
-            .await;
-        assert_eq!(frames.len(), 1);
-        assert!(frames[0].is_ok());
-    }
 }

@@ -17,13 +17,17 @@
 mod command;
 mod credit;
 mod files;
+mod last_words;
 mod link;
 mod paths;
+mod supervisor_output;
 
 pub use command::{spawn_of, CommandControl};
 pub use files::FileStat;
+pub use last_words::LastWords;
 pub use link::{Link, Spawned};
 pub use paths::{guest_path, GuestPath, GuestRoots};
+pub use supervisor_output::{frames_of, Chunks};
 
 /// Output bytes of one stream the supervisor may send before the host reads them.
 pub const CREDIT: u32 = 512 * 1024;

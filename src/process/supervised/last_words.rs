@@ -5,17 +5,17 @@
 use std::sync::{Mutex, PoisonError};
 
 /// The most of the stderr kept: last words, never traffic (the helpers write none there).
-pub(super) const KEPT_BYTES: usize = 4 * 1_024;
+pub const KEPT_BYTES: usize = 4 * 1_024;
 
 /// The last stderr bytes of one helper.
 #[derive(Default)]
-pub(super) struct LastWords {
+pub struct LastWords {
     tail: Mutex<Vec<u8>>,
 }
 
 impl LastWords {
     /// Appends `bytes`, keeping only the last `KEPT_BYTES`.
-    pub(super) fn keep(&self, bytes: &[u8]) {
+    pub fn keep(&self, bytes: &[u8]) {
         let mut tail = self.tail.lock().unwrap_or_else(PoisonError::into_inner);
         let bytes = &bytes[bytes.len().saturating_sub(KEPT_BYTES)..];
         let excess = (tail.len() + bytes.len()).saturating_sub(KEPT_BYTES);
@@ -24,7 +24,7 @@ impl LastWords {
     }
 
     /// What was kept, as text (lossy), trimmed.
-    pub(super) fn last(&self) -> String {
+    pub fn last(&self) -> String {
         let tail = self.tail.lock().unwrap_or_else(PoisonError::into_inner);
         String::from_utf8_lossy(&tail).trim().to_owned()
     }

@@ -1,0 +1,12 @@
+//! The Kubernetes backend (`native-sandbox/kubernetes`): a sandbox is a pod whose entry is the
+//! guest supervisor (the static helper's `--supervise` mode, injected by an init container), the
+//! host speaks to it over one attach stream exactly as on Docker (`process::supervised::Link`),
+//! and every object it makes carries the scope's labels and is proven by its UID.
+
+pub mod backend;
+pub mod client;
+pub mod layout;
+pub mod options;
+pub mod pod;
+pub mod quantity;
+pub mod sandbox;

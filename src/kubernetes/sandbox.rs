@@ -1,0 +1,881 @@
+//! One Kubernetes sandbox as the lifecycle owner's driver.
+//!
+//! Start: the scope's deny-all NetworkPolicy first (`isolated`), then the pod, each announced
+//! (`Creating`) before it is made and identified by its UID after; the helper written through
+//! the init container's attached stdin; the sandbox container's supervisor attached once, as
+//! the `Link` every process, command and file call goes through; the pod read back as the
+//! effective policy. Stop: the link ends from the host's side, so the supervisor kills every
+//! command's process group and exits; if its container is still running after the bound, the
+//! pod is deleted (at once when no supervisor was ever attached: nothing of the guest's ran). Destroy: every object deleted by its UID (a precondition, so never another
+//! object of the same name) and waited for until it is gone.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+use futures::future::{BoxFuture, FutureExt};
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
+use k8s_openapi::api::networking::v1::NetworkPolicy;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, PostParams, Preconditions};
+use session_frames::Spawn;
+use tokio::io::AsyncWriteExt;
+
+use super::client::{Cluster, REQUEST_TIMEOUT};
+use super::layout::{object_name, HELPER_CONTAINER, SANDBOX_CONTAINER};
+use super::pod::{deny_all, effective, pod, PodPlan};
+use crate::guest_layout::{with_fixed_environment, GUEST_ROOTS, WORKSPACE};
+use crate::lifecycle::cancel::Cancel;
+use crate::lifecycle::driver::{
+    DriverReservation, GuestRoots, OutputStream, ProcessChannels, ProcessExit, ReadyFacts,
+    StartContext, StartedCommand, TransferSettings,
+};
+use crate::lifecycle::error::{OperationCode, OwnerError};
+use crate::lifecycle::journal::Journal;
+use crate::policy::network::NetworkKind;
+use crate::policy::request::SandboxRequest;
+use crate::process::spec::SandboxProcessSpec;
+use crate::process::supervised::{frames_of, spawn_of, Chunks, Link};
+use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
+
+/// How often a pod's state is read while waiting for it.
+const POLL: Duration = Duration::from_millis(100);
+/// How long a stop waits for the supervisor's container to end before deleting the pod.
+const STOP_BOUND: Duration = Duration::from_secs(15);
+/// How long a destroy waits for each object to be gone.
+const DESTROY_BOUND: Duration = Duration::from_secs(60);
+
+/// What every sandbox of one backend shares.
+pub struct Settings {
+    pub cluster: Cluster,
+    pub namespace: String,
+    pub scope: String,
+    pub image: String,
+    pub image_pull_policy: &'static str,
+    pub user: String,
+    pub runtime_class_name: Option<String>,
+    pub architecture: &'static str,
+    pub pod_pids_limit: Option<u64>,
+    pub configuration_digest: String,
+}
+
+pub struct KubernetesSandbox {
+    settings: Arc<Settings>,
+    request: SandboxRequest,
+    name: String,
+    state: Mutex<State>,
+    /// Set as a stop begins: no supervisor is made after it.
+    stop_begun: AtomicBool,
+    /// The supervisor's connection once started; held by a gate so one start makes it.
+    link: tokio::sync::Mutex<Option<Live>>,
+}
+
+struct State {
+    record: SandboxRecoveryRecord,
+    pod_uid: Option<String>,
+    policy_uid: Option<String>,
+}
+
+/// The supervisor's connection and the attach stream that carries it (dropping the attach
+/// ends the connection).
+struct Live {
+    link: Link,
+    attached: AttachedProcess,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn stopped() -> OwnerError {
+    OwnerError::cancelled("the sandbox stopped: its session supervisor was ended")
+}
+
+fn api_error(what: &str, error: kube::Error) -> OwnerError {
+    OwnerError::driver(format!("{what}: {error}"))
+}
+
+fn is_not_found(error: &kube::Error) -> bool {
+    matches!(error, kube::Error::Api(status) if status.code == 404)
+}
+
+/// One API request, bounded.
+async fn bounded<T>(
+    what: &str,
+    request: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<T, OwnerError> {
+    tokio::time::timeout(REQUEST_TIMEOUT, request)
+        .await
+        .map_err(|_| {
+            OwnerError::driver(format!(
+                "{what}: the API server did not answer within {} s",
+                REQUEST_TIMEOUT.as_secs()
+            ))
+        })?
+        .map_err(|e| api_error(what, e))
+}
+
+impl KubernetesSandbox {
+    pub fn new(
+        settings: Arc<Settings>,
+        request: SandboxRequest,
+        record: SandboxRecoveryRecord,
+    ) -> Arc<Self> {
+        let name = object_name(&settings.scope, &record.sandbox_id);
+        Arc::new(Self {
+            settings,
+            request,
+            name,
+            state: Mutex::new(State {
+                record,
+                pod_uid: None,
+                policy_uid: None,
+            }),
+            stop_begun: AtomicBool::new(false),
+            link: tokio::sync::Mutex::new(None),
+        })
+    }
+
+    fn pods(&self) -> Api<Pod> {
+        Api::namespaced(
+            self.settings.cluster.client.clone(),
+            &self.settings.namespace,
+        )
+    }
+
+    fn policies(&self) -> Api<NetworkPolicy> {
+        Api::namespaced(
+            self.settings.cluster.client.clone(),
+            &self.settings.namespace,
+        )
+    }
+
+    fn record(&self) -> SandboxRecoveryRecord {
+        lock(&self.state).record.clone()
+    }
+
+    async fn checkpoint(
+        &self,
+        journal: &Journal,
+        next: SandboxRecoveryRecord,
+    ) -> Result<(), OwnerError> {
+        journal.checkpoint(next.clone()).await?;
+        lock(&self.state).record = next;
+        Ok(())
+    }
+
+    async fn announce(
+        &self,
+        journal: &Journal,
+        role: Role,
+        identity: Identity,
+    ) -> Result<(), OwnerError> {
+        let mut next = self.record();
+        for resource in &mut next.resources {
+            if resource.role == role {
+                resource.identity = identity.clone();
+            }
+        }
+        self.checkpoint(journal, next).await
+    }
+
+    async fn run_start(self: Arc<Self>, context: StartContext) -> Result<ReadyFacts, OwnerError> {
+        let journal = &context.journal;
+        let cancel = &context.cancel;
+        let pids = self.settings.pod_pids_limit.ok_or_else(|| {
+            OwnerError::Unsupported(
+                "the cluster's per-pod PID limit is not known: set podPidsLimit to the kubelet's \
+                 podPidsLimit, which bounds every sandbox's processes"
+                    .into(),
+            )
+        })?;
+        let helper = crate::guest_helper::helper_for(Some(self.settings.architecture))?;
+        let mut next = self.record();
+        next.authority = Authority::Verified {
+            backend_identity: format!(
+                "kubernetes:{}/namespaces/{}",
+                self.settings.cluster.server.trim_end_matches('/'),
+                self.settings.namespace
+            ),
+        };
+        next.phase = Phase::Starting;
+        self.checkpoint(journal, next).await?;
+        cancel.check()?;
+
+        let record = self.record();
+        let plan = PodPlan {
+            name: &self.name,
+            scope: &self.settings.scope,
+            sandbox_id: &record.sandbox_id,
+            operation_id: &record.operation_id,
+            configuration: &self.settings.configuration_digest,
+            image: &self.settings.image,
+            image_pull_policy: self.settings.image_pull_policy,
+            user: &self.settings.user,
+            runtime_class_name: self.settings.runtime_class_name.as_deref(),
+            architecture: self.settings.architecture,
+        };
+        let network = self.request.policy.network.kind;
+        if network == NetworkKind::Isolated {
+            let policy = deny_all(&plan)?;
+            self.announce(journal, Role::Network, Identity::Creating)
+                .await?;
+            let made = bounded(
+                "creating the sandbox's NetworkPolicy",
+                self.policies().create(&PostParams::default(), &policy),
+            )
+            .await?;
+            let uid = made.metadata.uid.clone().unwrap_or_default();
+            lock(&self.state).policy_uid = Some(uid.clone());
+            self.announce(
+                journal,
+                Role::Network,
+                Identity::Identified {
+                    id: uid.clone(),
+                    fingerprint: uid,
+                },
+            )
+            .await?;
+        }
+        let manifest = pod(&plan, &self.request)?;
+        self.announce(journal, Role::Compute, Identity::Creating)
+            .await?;
+        let made = bounded(
+            "creating the sandbox's pod",
+            self.pods().create(&PostParams::default(), &manifest),
+        )
+        .await?;
+        let uid =
+            made.metadata.uid.clone().ok_or_else(|| {
+                OwnerError::driver("the API server gave the sandbox's pod no UID")
+            })?;
+        lock(&self.state).pod_uid = Some(uid.clone());
+        self.announce(
+            journal,
+            Role::Compute,
+            Identity::Identified {
+                id: uid.clone(),
+                fingerprint: uid.clone(),
+            },
+        )
+        .await?;
+
+        self.wait_running(HELPER_CONTAINER, true, cancel).await?;
+        self.write_helper(helper.bytes(), cancel).await?;
+        self.wait_running(SANDBOX_CONTAINER, false, cancel).await?;
+        let stored = bounded(
+            "reading the sandbox's pod back",
+            self.pods().get(&self.name),
+        )
+        .await?;
+        self.check_uid(&stored)?;
+        let effective = effective(&stored, pids, network)?;
+        self.connect(cancel).await?;
+
+        let mut ready = self.record();
+        ready.phase = Phase::Ready;
+        self.checkpoint(journal, ready).await?;
+        Ok(ReadyFacts {
+            effective,
+            workspace: WORKSPACE.to_owned(),
+        })
+    }
+
+    fn check_uid(&self, pod: &Pod) -> Result<(), OwnerError> {
+        let expected = lock(&self.state).pod_uid.clone();
+        if pod.metadata.uid.is_some() && pod.metadata.uid == expected {
+            return Ok(());
+        }
+        Err(OwnerError::driver(format!(
+            "the pod {} is no longer the sandbox's (its UID changed): someone deleted it",
+            self.name
+        )))
+    }
+
+    /// Waits until `container` runs (an init container when `init`), failing at once when the
+    /// pod or the container cannot get there (an image that cannot be had, a container that
+    /// ended), or the pod is no longer the sandbox's.
+    async fn wait_running(
+        &self,
+        container: &str,
+        init: bool,
+        cancel: &Cancel,
+    ) -> Result<(), OwnerError> {
+        loop {
+            cancel.check()?;
+            let found = bounded("reading the sandbox's pod", self.pods().get(&self.name)).await?;
+            self.check_uid(&found)?;
+            let status = found.status.as_ref();
+            let statuses = status.and_then(|s| {
+                if init {
+                    s.init_container_statuses.as_ref()
+                } else {
+                    s.container_statuses.as_ref()
+                }
+            });
+            let mine: Option<&ContainerStatus> =
+                statuses.and_then(|all| all.iter().find(|c| c.name == container));
+            if let Some(state) = mine.and_then(|c| c.state.as_ref()) {
+                if state.running.is_some() {
+                    return Ok(());
+                }
+                if let Some(waiting) = &state.waiting {
+                    let reason = waiting.reason.as_deref().unwrap_or_default();
+                    if matches!(
+                        reason,
+                        "ErrImagePull"
+                            | "ImagePullBackOff"
+                            | "ErrImageNeverPull"
+                            | "InvalidImageName"
+                            | "CreateContainerConfigError"
+                            | "CreateContainerError"
+                            | "RunContainerError"
+                    ) {
+                        return Err(OwnerError::driver(format!(
+                            "the sandbox's pod {} cannot start its {container} container: {reason}: {}",
+                            self.name,
+                            waiting.message.as_deref().unwrap_or_default()
+                        )));
+                    }
+                }
+                if let Some(ended) = &state.terminated {
+                    return Err(OwnerError::driver(format!(
+                        "the sandbox's {container} container ended before it served (exit {}, {}): {}",
+                        ended.exit_code,
+                        ended.reason.as_deref().unwrap_or("no reason"),
+                        ended.message.as_deref().unwrap_or_default()
+                    )));
+                }
+            }
+            let unschedulable = status
+                .and_then(|s| s.conditions.as_ref())
+                .into_iter()
+                .flatten()
+                .find(|c| {
+                    c.type_ == "PodScheduled"
+                        && c.status == "False"
+                        && c.reason.as_deref() == Some("Unschedulable")
+                });
+            if let Some(condition) = unschedulable {
+                return Err(OwnerError::driver(format!(
+                    "the sandbox's pod {} cannot be placed on any node: {}",
+                    self.name,
+                    condition.message.as_deref().unwrap_or("Unschedulable")
+                )));
+            }
+            if let Some(phase @ ("Failed" | "Succeeded")) = status.and_then(|s| s.phase.as_deref())
+            {
+                return Err(OwnerError::driver(format!(
+                    "the sandbox's pod {} is {phase}: {}",
+                    self.name,
+                    status
+                        .and_then(|s| s.message.as_deref())
+                        .unwrap_or_default()
+                )));
+            }
+            tokio::select! {
+                reason = cancel.cancelled() => return Err(reason),
+                () = tokio::time::sleep(POLL) => {}
+            }
+        }
+    }
+
+    /// Writes the helper into the init container's stdin and ends it: the container puts it in
+    /// place and exits.
+    async fn write_helper(&self, bytes: &'static [u8], cancel: &Cancel) -> Result<(), OwnerError> {
+        let params = AttachParams::default()
+            .container(HELPER_CONTAINER)
+            .stdin(true)
+            .stdout(false)
+            .stderr(false);
+        let written = async {
+            let pods = self.pods();
+            let mut attached = bounded(
+                "attaching to the sandbox's helper container",
+                pods.attach(&self.name, &params),
+            )
+            .await?;
+            // Taken first: the attach's task hands the server's closing status to it (and fails
+            // when nobody holds it).
+            let status = attached.take_status();
+            let mut stdin = attached
+                .stdin()
+                .ok_or_else(|| OwnerError::driver("the helper container's attach has no stdin"))?;
+            let failed = |why: String| {
+                OwnerError::driver(format!("writing the helper into the sandbox's pod: {why}"))
+            };
+            stdin
+                .write_all(bytes)
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            stdin.shutdown().await.map_err(|e| failed(e.to_string()))?;
+            drop(stdin);
+            let closing = match status {
+                Some(status) => status.await,
+                None => None,
+            };
+            attached.join().await.map_err(|e| failed(e.to_string()))?;
+            match closing {
+                Some(status) if status.status.as_deref() == Some("Failure") => Err(failed(
+                    status.message.unwrap_or_else(|| "the attach failed".into()),
+                )),
+                _ => Ok(()),
+            }
+        };
+        tokio::select! {
+            reason = cancel.cancelled() => Err(reason),
+            done = tokio::time::timeout(REQUEST_TIMEOUT, written) => done.map_err(|_| {
+                OwnerError::driver("writing the helper into the sandbox's pod took too long")
+            })?,
+        }
+    }
+
+    /// Attaches to the supervisor, once: its stdin closes when this attach ends (`stdinOnce`),
+    /// which ends every command.
+    async fn connect(&self, cancel: &Cancel) -> Result<(), OwnerError> {
+        let mut gate = self.link.lock().await;
+        if gate.is_some() {
+            return Ok(());
+        }
+        let params = AttachParams::default()
+            .container(SANDBOX_CONTAINER)
+            .stdin(true)
+            .stdout(true)
+            .stderr(true);
+        let pods = self.pods();
+        let attaching = bounded(
+            "attaching to the sandbox's supervisor",
+            pods.attach(&self.name, &params),
+        );
+        let mut attached = tokio::select! {
+            reason = cancel.cancelled() => return Err(reason),
+            attached = attaching => attached?,
+        };
+        let missing = || OwnerError::driver("the supervisor's attach lacks a stream");
+        let input = attached.stdin().ok_or_else(missing)?;
+        let stdout = attached.stdout().ok_or_else(missing)?;
+        let stderr = attached.stderr().ok_or_else(missing)?;
+        let (sender, received) = tokio::sync::mpsc::channel(16);
+        tokio::spawn(forward(stdout, OutputStream::Stdout, sender.clone()));
+        tokio::spawn(forward(stderr, OutputStream::Stderr, sender));
+        let chunks: Chunks = chunks_of(received);
+        let link = Link::new(Box::pin(ClosedOnDrop(input)), frames_of(chunks));
+        if self.stop_begun.load(Ordering::SeqCst) {
+            link.close(stopped());
+            return Err(stopped());
+        }
+        *gate = Some(Live { link, attached });
+        Ok(())
+    }
+
+    async fn link(&self) -> Result<Link, OwnerError> {
+        let gate = self.link.lock().await;
+        match gate.as_ref() {
+            Some(live) => match live.link.gone() {
+                None => Ok(live.link.clone()),
+                Some(why) => Err(why),
+            },
+            None if self.stop_begun.load(Ordering::SeqCst) => Err(stopped()),
+            None => Err(OwnerError::state("the process needs a started sandbox")),
+        }
+    }
+
+    /// A supervised command's channels as the owner runs them: once a stop began, its output
+    /// ends rather than fails, and its exit is `Unavailable` (the stop ended it, whatever the
+    /// supervisor could still say).
+    fn owned(self: &Arc<Self>, channels: ProcessChannels) -> ProcessChannels {
+        let watching = Arc::clone(self);
+        let output = channels
+            .output
+            .take_while(move |event| {
+                futures::future::ready(event.is_ok() || !watching.stop_begun.load(Ordering::SeqCst))
+            })
+            .boxed();
+        let this = Arc::clone(self);
+        let exit = channels.exit;
+        ProcessChannels {
+            input: channels.input,
+            output,
+            exit: async move {
+                let fate = exit.await;
+                if this.stop_begun.load(Ordering::SeqCst) {
+                    return ProcessExit::Unavailable;
+                }
+                fate
+            }
+            .boxed(),
+        }
+    }
+
+    async fn spawn(
+        self: &Arc<Self>,
+        spawn: Spawn,
+        cancel: &Cancel,
+    ) -> Result<StartedCommand, OwnerError> {
+        let link = self.link().await?;
+        cancel.check()?;
+        let spawned = match link.spawn(with_fixed_environment(spawn)).await {
+            Ok(spawned) => spawned,
+            Err(_) if cancel.is_cancelled() || self.stop_begun.load(Ordering::SeqCst) => {
+                return Err(OwnerError::cancelled(
+                    "the sandbox stopped before the command started",
+                ))
+            }
+            Err(error) => return Err(error),
+        };
+        Ok(StartedCommand {
+            pid: spawned.pid,
+            channels: self.owned(spawned.channels),
+            control: spawned.control,
+        })
+    }
+
+    async fn run_stop(self: Arc<Self>) -> Result<(), OwnerError> {
+        self.stop_begun.store(true, Ordering::SeqCst);
+        let live = self.link.lock().await.take();
+        let Some(uid) = lock(&self.state).pod_uid.clone() else {
+            return Ok(());
+        };
+        let Some(live) = live else {
+            // No supervisor was ever attached (a start that failed or was cancelled): nothing of
+            // the guest's ran, and its stdin would stay open for ever; the pod goes now.
+            return self.delete_pod(&uid).await;
+        };
+        // Closing the link drops its end of the supervisor's stdin: the attach sends the stream's
+        // close, the supervisor kills every command and exits, and the attach ends with it.
+        live.link.close(stopped());
+        let _ = tokio::time::timeout(STOP_BOUND, live.attached.join()).await;
+        let deadline = tokio::time::Instant::now() + STOP_BOUND;
+        loop {
+            let found = match self.pods().get_opt(&self.name).await {
+                Ok(found) => found,
+                Err(e) => return Err(api_error("reading the sandbox's pod at stop", e)),
+            };
+            let Some(found) = found.filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
+            else {
+                return Ok(());
+            };
+            let running = found
+                .status
+                .as_ref()
+                .and_then(|s| s.container_statuses.as_ref())
+                .into_iter()
+                .flatten()
+                .chain(
+                    found
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.init_container_statuses.as_ref())
+                        .into_iter()
+                        .flatten(),
+                )
+                .any(|c| {
+                    c.state
+                        .as_ref()
+                        .is_some_and(|s| s.running.is_some() || s.waiting.is_some())
+                });
+            let phase = found.status.as_ref().and_then(|s| s.phase.as_deref());
+            if !running || matches!(phase, Some("Succeeded" | "Failed")) {
+                return Ok(());
+            }
+            if tokio::time::Instant::now() >= deadline {
+                // The supervisor did not end: the pod goes, and with it every process.
+                return self.delete_pod(&uid).await;
+            }
+            tokio::time::sleep(POLL).await;
+        }
+    }
+
+    async fn delete_pod(&self, uid: &str) -> Result<(), OwnerError> {
+        let params = delete_params(uid);
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.pods().delete(&self.name, &params)).await {
+            Err(_) => return Err(OwnerError::driver("deleting the sandbox's pod: no answer")),
+            Ok(Err(e)) if is_not_found(&e) => return Ok(()),
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => return Ok(()),
+            Ok(Err(e)) => return Err(api_error("deleting the sandbox's pod", e)),
+            Ok(Ok(_)) => {}
+        }
+        let api = self.pods();
+        gone(&self.name, uid, DESTROY_BOUND, move |name| {
+            let api = api.clone();
+            async move {
+                api.get_opt(&name)
+                    .await
+                    .map(|p| p.and_then(|p| p.metadata.uid))
+            }
+        })
+        .await
+    }
+
+    async fn delete_policy(&self, uid: &str) -> Result<(), OwnerError> {
+        let params = delete_params(uid);
+        match tokio::time::timeout(REQUEST_TIMEOUT, self.policies().delete(&self.name, &params))
+            .await
+        {
+            Err(_) => {
+                return Err(OwnerError::driver(
+                    "deleting the sandbox's NetworkPolicy: no answer",
+                ))
+            }
+            Ok(Err(e)) if is_not_found(&e) => return Ok(()),
+            Ok(Err(kube::Error::Api(status))) if status.code == 409 => return Ok(()),
+            Ok(Err(e)) => return Err(api_error("deleting the sandbox's NetworkPolicy", e)),
+            Ok(Ok(_)) => {}
+        }
+        let api = self.policies();
+        gone(&self.name, uid, DESTROY_BOUND, move |name| {
+            let api = api.clone();
+            async move {
+                api.get_opt(&name)
+                    .await
+                    .map(|p| p.and_then(|p| p.metadata.uid))
+            }
+        })
+        .await
+    }
+
+    async fn run_destroy(self: Arc<Self>) -> Result<(), OwnerError> {
+        let (pod_uid, policy_uid, record) = {
+            let state = lock(&self.state);
+            (
+                state.pod_uid.clone(),
+                state.policy_uid.clone(),
+                state.record.clone(),
+            )
+        };
+        // An object announced but never identified (a start that failed as it made it) is
+        // found by name and taken only with the sandbox's labels.
+        let announced = |role: Role| {
+            record
+                .resources
+                .iter()
+                .any(|r| r.role == role && r.identity == Identity::Creating)
+        };
+        let pod_uid = match pod_uid {
+            Some(uid) => Some(uid),
+            None if announced(Role::Compute) => {
+                let found = bounded(
+                    "looking for the sandbox's pod",
+                    self.pods().get_opt(&self.name),
+                )
+                .await?;
+                self.labelled_uid(found.map(|p| p.metadata), "compute")
+            }
+            None => None,
+        };
+        if let Some(uid) = pod_uid {
+            self.delete_pod(&uid).await?;
+        }
+        let policy_uid = match policy_uid {
+            Some(uid) => Some(uid),
+            None if announced(Role::Network) => {
+                let found = bounded(
+                    "looking for the sandbox's NetworkPolicy",
+                    self.policies().get_opt(&self.name),
+                )
+                .await?;
+                self.labelled_uid(found.map(|p| p.metadata), "network")
+            }
+            None => None,
+        };
+        if let Some(uid) = policy_uid {
+            self.delete_policy(&uid).await?;
+        }
+        Ok(())
+    }
+
+    /// The UID of the object found under the sandbox's name, when it carries the sandbox's
+    /// labels for `role`.
+    fn labelled_uid(&self, found: Option<ObjectMeta>, role: &str) -> Option<String> {
+        let record = self.record();
+        found.and_then(|meta| {
+            super::layout::labels_match(
+                meta.labels.as_ref(),
+                &self.settings.scope,
+                &record.sandbox_id,
+                role,
+            )
+            .then_some(meta.uid)
+            .flatten()
+        })
+    }
+}
+
+/// The supervisor's stdin as the link writes it: dropped (the link closed, its writer task
+/// ended), it closes the attach's stdin pipe, so the attach sends the stream's close and the
+/// supervisor sees its end. A split half dropped alone would leave the pipe open for ever.
+struct ClosedOnDrop(tokio::io::WriteHalf<tokio::io::SimplexStream>);
+
+impl tokio::io::AsyncWrite for ClosedOnDrop {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+        bytes: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.0).poll_write(context, bytes)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_flush(context)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        context: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.0).poll_shutdown(context)
+    }
+}
+
+impl Drop for ClosedOnDrop {
+    fn drop(&mut self) {
+        use tokio::io::AsyncWrite;
+        // A simplex pipe's shutdown only marks it closed and wakes its reader: it is ready at
+        // once and never needs the waker.
+        let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+        let _ = std::pin::Pin::new(&mut self.0).poll_shutdown(&mut context);
+    }
+}
+
+/// Hands one attach stream's chunks to the link; once the link is gone, reads them on to the end
+/// and drops them, so the attach never fails on an output nobody reads and still delivers the
+/// stdin close it was given.
+async fn forward(
+    mut reader: impl tokio::io::AsyncRead + Unpin,
+    stream: OutputStream,
+    sender: tokio::sync::mpsc::Sender<Result<(OutputStream, bytes::Bytes), OwnerError>>,
+) {
+    use tokio::io::AsyncReadExt;
+    let mut open = true;
+    loop {
+        let mut buffer = bytes::BytesMut::with_capacity(64 * 1024);
+        match reader.read_buf(&mut buffer).await {
+            Ok(0) => return,
+            Ok(_) if open => open = sender.send(Ok((stream, buffer.freeze()))).await.is_ok(),
+            Ok(_) => {}
+            Err(error) => {
+                let lost = OwnerError::operation(
+                    OperationCode::StreamFailure,
+                    format!("the supervisor's attach stream failed: {error}"),
+                );
+                let _ = sender.send(Err(lost)).await;
+                return;
+            }
+        }
+    }
+}
+
+/// The chunks `forward` hands on, as the link reads them.
+fn chunks_of(
+    mut received: tokio::sync::mpsc::Receiver<Result<(OutputStream, bytes::Bytes), OwnerError>>,
+) -> Chunks {
+    futures::stream::poll_fn(move |context| received.poll_recv(context)).boxed()
+}
+
+fn delete_params(uid: &str) -> DeleteParams {
+    DeleteParams {
+        grace_period_seconds: Some(0),
+        preconditions: Some(Preconditions {
+            uid: Some(uid.to_owned()),
+            resource_version: None,
+        }),
+        ..DeleteParams::default()
+    }
+}
+
+/// Waits until the object `name` is gone or is another object (another UID), within `bound`.
+async fn gone<F, Fut>(name: &str, uid: &str, bound: Duration, get: F) -> Result<(), OwnerError>
+where
+    F: Fn(String) -> Fut,
+    Fut: std::future::Future<Output = Result<Option<String>, kube::Error>>,
+{
+    let deadline = tokio::time::Instant::now() + bound;
+    loop {
+        match tokio::time::timeout(REQUEST_TIMEOUT, get(name.to_owned())).await {
+            Ok(Ok(None)) => return Ok(()),
+            Ok(Ok(Some(found))) if found != uid => return Ok(()),
+            Ok(Ok(Some(_))) => {}
+            Ok(Err(e)) => return Err(api_error(&format!("waiting for {name} to go"), e)),
+            Err(_) => {}
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(OwnerError::driver(format!(
+                "{name} was deleted but is still there after {} s",
+                bound.as_secs()
+            )));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+impl DriverReservation for KubernetesSandbox {
+    fn start(
+        self: Arc<Self>,
+        context: StartContext,
+    ) -> BoxFuture<'static, Result<ReadyFacts, OwnerError>> {
+        self.run_start(context).boxed()
+    }
+
+    fn stop(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        self.run_stop().boxed()
+    }
+
+    fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
+        self.run_destroy().boxed()
+    }
+
+    fn transfer_settings(&self) -> TransferSettings {
+        let (uid, gid) = self
+            .settings
+            .user
+            .split_once(':')
+            .and_then(|(u, g)| Some((u.parse().ok()?, g.parse().ok()?)))
+            .unwrap_or((65532, 65532));
+        TransferSettings {
+            uid,
+            gid,
+            spill_directory: None,
+        }
+    }
+
+    fn start_process(
+        self: Arc<Self>,
+        spec: SandboxProcessSpec,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<ProcessChannels, OwnerError>> {
+        async move {
+            if spec.reattachable {
+                return Err(OwnerError::Unsupported(
+                    "a reattachable process is not supported by the Kubernetes backend".into(),
+                ));
+            }
+            let spawn = spawn_of(&spec.executable, &spec.args, &spec.env, &spec.cwd, true);
+            Ok(self.spawn(spawn, &cancel).await?.channels)
+        }
+        .boxed()
+    }
+
+    fn guest_roots(&self) -> Option<GuestRoots> {
+        Some(GUEST_ROOTS)
+    }
+
+    fn start_command(
+        self: Arc<Self>,
+        spawn: Spawn,
+        cancel: Cancel,
+    ) -> BoxFuture<'static, Result<StartedCommand, OwnerError>> {
+        async move { self.spawn(spawn, &cancel).await }.boxed()
+    }
+
+    fn file_link(self: Arc<Self>, cancel: Cancel) -> BoxFuture<'static, Result<Link, OwnerError>> {
+        async move {
+            cancel.check()?;
+            self.link().await
+        }
+        .boxed()
+    }
+}
