@@ -14,9 +14,9 @@ export interface KubernetesSandboxBackendOptions {
    * touches another scope's objects.
    */
   readonly scope: string;
-  /** The guest image, as the nodes' runtime names it; it must hold `/bin/sh` and `cat` (its init container writes the helper with them). */
+  /** The guest image, as the nodes' runtime names it; it must hold `/bin/sh`, `cat`, `chmod` and `mv` (its init container writes the helper with them). */
   readonly image: string;
-  /** A kubeconfig file. Default: the in-cluster service account, else `KUBECONFIG` or `~/.kube/config`, as kubectl finds them. */
+  /** A kubeconfig file. Default: the in-cluster service account (in a pod, with no `context`), else `KUBECONFIG`, else `~/.kube/config`. */
   readonly kubeconfig?: string;
   /** A context of the kubeconfig; default its current context. */
   readonly context?: string;
@@ -43,8 +43,8 @@ export interface KubernetesSandboxBackendOptions {
 }
 
 /**
- * Connects (within 10 s; a failure is a `SandboxOperationError` naming the kubeconfig and context)
- * and resolves the backend. Sessions are offered; recovery is `in_process` only in this version.
+ * Connects (the configuration loaded and the API server's first answer within 10 s in all; a
+ * failure is a `SandboxOperationError` naming the kubeconfig and context) and resolves the backend. Sessions are offered; recovery is `in_process` only in this version.
  */
 export declare function createKubernetesSandboxBackend(options: KubernetesSandboxBackendOptions): Promise<SandboxBackend>;
 

@@ -12,9 +12,11 @@ node26="$(bash scripts/ensure-node.sh "${NODE_26_VERSION}")" || fail "Node.js ${
 [ -f native-sandbox.linux-x64-gnu.node ] || node scripts/build-addon.mjs || fail "addon build"
 
 source scripts/cluster/env.sh
-started=0
-if ! [ -f "${CLUSTER_RUN}/pids/kube-apiserver.pid" ]; then
-  started=1
+# Up already when its API server's recorded process is alive and is this cluster's (as up.sh checks).
+started=1
+if [ -f "${CLUSTER_RUN}/pids/kube-apiserver.pid" ] &&
+  tr '\0' ' ' <"/proc/$(cat "${CLUSTER_RUN}/pids/kube-apiserver.pid")/cmdline" 2>/dev/null | grep -qF "${CLUSTER_BIN}/kube-apiserver"; then
+  started=0
 fi
 kubeconfig="$(bash scripts/cluster/up.sh)" || fail "the test cluster did not start"
 if [ "${started}" = 1 ] && [ "${NATIVE_SANDBOX_KEEP_CLUSTER:-0}" != 1 ]; then

@@ -30,7 +30,7 @@ pub fn helper_for(architecture: Option<&str>) -> Result<&'static GuestHelper, Ow
         Some("aarch64" | "arm64") => &ARM64,
         other => {
             return Err(OwnerError::Unsupported(format!(
-                "the engine's architecture is {}; this package's workspace helper runs on linux/amd64 and linux/arm64 engines",
+                "the engine's or node's architecture is {}; this package's guest helper runs on linux/amd64 and linux/arm64 only",
                 other.unwrap_or("not reported")
             )))
         }

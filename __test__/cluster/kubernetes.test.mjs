@@ -196,6 +196,43 @@ describe('kubernetes: a sandbox is a pod', () => {
     assert.deepEqual(census(), EMPTY);
   });
 
+  it('a stop while the start makes the pod ends the start and leaves nothing', async () => {
+    for (const delayMs of [0, 150, 400]) {
+      const reservation = backend.reserve(asked(), { kind: 'in_process' });
+      const starting = reservation.start().then((sandbox) => sandbox, (error) => error);
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      await reservation.stop();
+      const outcome = await starting;
+      await reservation.destroy();
+      assert.ok(outcome instanceof SandboxStartError || outcome?.state !== undefined, String(outcome));
+      assert.deepEqual(census(), EMPTY, `stopped ${delayMs} ms into the start`);
+    }
+  });
+
+  it('a pod deleted by someone else fails the calls in flight and later ones with a typed error, and destroy still settles', async () => {
+    const sandbox = await started(backend, asked());
+    try {
+      const sleeper = await sandbox.exec(sh('sleep 600'), { stdin: false });
+      // Its streams fail with the supervisor (stream_failure): read, and their failure kept.
+      const failures = [];
+      for (const stream of [sleeper.stdout, sleeper.stderr]) {
+        stream.on('error', (error) => failures.push(error));
+        stream.resume();
+      }
+      const pod = census().pods[0];
+      kubectl('delete', pod, '-n', NAMESPACE, '--grace-period=0', '--force', '--wait=false');
+      const fate = await Promise.race([sleeper.exit, new Promise((resolve) => setTimeout(() => resolve('still waiting'), 30_000))]);
+      assert.notEqual(fate, 'still waiting');
+      assert.notEqual(fate.kind, 'exited');
+      for (const failure of failures) assert.equal(failure.code, 'stream_failure');
+      await assert.rejects(sandbox.run(sh('true')), SandboxOperationError);
+    } finally {
+      await sandbox.stop().catch(() => {});
+      await sandbox.destroy();
+    }
+    assert.deepEqual(census(), EMPTY);
+  });
+
   it('isolated makes a deny-all NetworkPolicy for the pod alone, gone with it', async () => {
     const enforced = await createKubernetesSandboxBackend({ ...options, networkPolicy: 'enforced' });
     const sandbox = await started(enforced, asked((policy) => { policy.network = { kind: 'isolated' }; }));

@@ -59,6 +59,20 @@ fn configuration_digest(options: &KubernetesOptions) -> String {
                 .map_or(Value::Null, text),
         ),
         ("architecture", text(options.architecture)),
+        (
+            "networkPolicy",
+            text(if options.network_policy_enforced {
+                "enforced"
+            } else {
+                "not_enforced"
+            }),
+        ),
+        (
+            "podPidsLimit",
+            options
+                .pod_pids_limit
+                .map_or(Value::Null, |limit| Value::Number(limit as f64)),
+        ),
     ]))
 }
 

@@ -10,7 +10,8 @@ use kube::{Client, Config};
 use super::options::ClusterSource;
 use crate::lifecycle::error::OwnerError;
 
-/// How long the first answer from the API server may take at backend creation.
+/// How long backend creation may take in all: the configuration loaded and the API server's
+/// first answer.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// How long one API request may take.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
@@ -25,15 +26,15 @@ pub struct Cluster {
     pub server: String,
 }
 
-/// How `source` names the cluster, for errors.
+/// How `source` names the cluster, for errors: in the order `connect` looks.
 pub fn describe(source: &ClusterSource) -> String {
     let file = match &source.kubeconfig {
         Some(path) => format!("kubeconfig {path}"),
+        None if in_cluster() && source.context.is_none() => {
+            return "the in-cluster service account".into()
+        }
         None => match std::env::var("KUBECONFIG") {
             Ok(paths) if !paths.is_empty() => format!("kubeconfig {paths} (KUBECONFIG)"),
-            _ if in_cluster() && source.context.is_none() => {
-                return "the in-cluster service account".into()
-            }
             _ => "kubeconfig ~/.kube/config".into(),
         },
     };
@@ -47,9 +48,20 @@ fn in_cluster() -> bool {
     std::env::var_os("KUBERNETES_SERVICE_HOST").is_some()
 }
 
-/// Loads the configuration and asks the API server its version, within `CONNECT_TIMEOUT`.
+/// Loads the configuration and asks the API server its version, both within `CONNECT_TIMEOUT`.
 pub async fn connect(source: &ClusterSource) -> Result<Cluster, OwnerError> {
     let label = describe(source);
+    tokio::time::timeout(CONNECT_TIMEOUT, connect_unbounded(source, &label))
+        .await
+        .map_err(|_| {
+            OwnerError::driver(format!(
+                "native-sandbox/kubernetes: reaching the cluster ({label}): no answer within {} s",
+                CONNECT_TIMEOUT.as_secs()
+            ))
+        })?
+}
+
+async fn connect_unbounded(source: &ClusterSource, label: &str) -> Result<Cluster, OwnerError> {
     let failed = |what: &str, why: String| {
         OwnerError::driver(format!(
             "native-sandbox/kubernetes: {what} ({label}): {why}"
@@ -59,52 +71,34 @@ pub async fn connect(source: &ClusterSource) -> Result<Cluster, OwnerError> {
         context: source.context.clone(),
         ..KubeConfigOptions::default()
     };
-    let loaded = tokio::time::timeout(CONNECT_TIMEOUT, async {
-        match &source.kubeconfig {
-            Some(path) => {
-                let file = Kubeconfig::read_from(path).map_err(|e| e.to_string())?;
-                Config::from_custom_kubeconfig(file, &options)
-                    .await
-                    .map_err(|e| e.to_string())
-            }
-            None if in_cluster() && source.context.is_none() => {
-                Config::incluster().map_err(|e| e.to_string())
-            }
-            None => Config::from_kubeconfig(&options)
+    let loaded = match &source.kubeconfig {
+        Some(path) => match Kubeconfig::read_from(path) {
+            Ok(file) => Config::from_custom_kubeconfig(file, &options)
                 .await
                 .map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        },
+        None if in_cluster() && source.context.is_none() => {
+            Config::incluster().map_err(|e| e.to_string())
         }
-    })
-    .await
-    .map_err(|_| {
-        failed(
-            "loading the cluster's configuration",
-            "it took too long".into(),
-        )
-    })?
-    .map_err(|why| failed("loading the cluster's configuration", why))?;
-    let mut config = loaded;
+        None => Config::from_kubeconfig(&options)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    let mut config = loaded.map_err(|why| failed("loading the cluster's configuration", why))?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
     config.read_timeout = None;
     config.write_timeout = Some(REQUEST_TIMEOUT);
     let server = config.cluster_url.to_string();
     let client = Client::try_from(config)
         .map_err(|e| failed("making the cluster's client", e.to_string()))?;
-    tokio::time::timeout(CONNECT_TIMEOUT, client.apiserver_version())
+    client
+        .apiserver_version()
         .await
-        .map_err(|_| {
-            failed(
-                "reaching the API server",
-                format!(
-                    "no answer from {server} within {} s",
-                    CONNECT_TIMEOUT.as_secs()
-                ),
-            )
-        })?
         .map_err(|e| failed("reaching the API server", format!("{server}: {e}")))?;
     Ok(Cluster {
         client,
-        label,
+        label: label.to_owned(),
         server,
     })
 }

@@ -12,9 +12,13 @@ pub fn parse(quantity: &str) -> Option<f64> {
         return None;
     }
     let value: f64 = number.parse().ok()?;
+    if suffix == "m" {
+        // Divided, not multiplied by 0.001: a correctly rounded quotient is the very number a
+        // policy's `cpus` (a multiple of 0.001) parses to, so the check finds no looser cpus.
+        return Some(value / 1000.0);
+    }
     let scale = match suffix {
         "" => 1.0,
-        "m" => 1e-3,
         "k" => 1e3,
         "M" => 1e6,
         "G" => 1e9,
@@ -50,6 +54,13 @@ mod tests {
         assert_eq!(parse("1"), Some(1.0));
         assert_eq!(parse("500m"), Some(0.5));
         assert_eq!(parse("1500m"), Some(1.5));
+        // Every millicore count reads back as the cpus it was made from.
+        for millis in 1..=64_000u32 {
+            let cpus: f64 = format!("{}.{:03}", millis / 1000, millis % 1000)
+                .parse()
+                .expect("cpus");
+            assert_eq!(parse(&millicores(cpus)), Some(cpus), "{millis}m");
+        }
         assert_eq!(bytes("128Mi"), Some(128 * 1024 * 1024));
         assert_eq!(bytes("134217728"), Some(134_217_728));
         assert_eq!(bytes("1G"), Some(1_000_000_000));

@@ -43,6 +43,9 @@ use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryR
 const POLL: Duration = Duration::from_millis(100);
 /// How long a stop waits for the supervisor's container to end before deleting the pod.
 const STOP_BOUND: Duration = Duration::from_secs(15);
+/// The attach streams' buffers: a connection's batches go as messages this large (kube-rs takes
+/// 1 KiB otherwise).
+const ATTACH_BUFFER: usize = 256 * 1024;
 /// How long a destroy waits for each object to be gone.
 const DESTROY_BOUND: Duration = Duration::from_secs(60);
 
@@ -77,11 +80,11 @@ struct State {
     policy_uid: Option<String>,
 }
 
-/// The supervisor's connection and the attach stream that carries it (dropping the attach
-/// ends the connection).
+/// The supervisor's connection and the task watching the attach stream that carries it.
 struct Live {
     link: Link,
-    attached: AttachedProcess,
+    /// Ends when the attach does (`watch`).
+    watcher: tokio::task::JoinHandle<()>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -221,12 +224,15 @@ impl KubernetesSandbox {
             let policy = deny_all(&plan)?;
             self.announce(journal, Role::Network, Identity::Creating)
                 .await?;
+            cancel.check()?;
             let made = bounded(
                 "creating the sandbox's NetworkPolicy",
                 self.policies().create(&PostParams::default(), &policy),
             )
             .await?;
-            let uid = made.metadata.uid.clone().unwrap_or_default();
+            let uid = made.metadata.uid.clone().ok_or_else(|| {
+                OwnerError::driver("the API server gave the sandbox's NetworkPolicy no UID")
+            })?;
             lock(&self.state).policy_uid = Some(uid.clone());
             self.announce(
                 journal,
@@ -241,6 +247,7 @@ impl KubernetesSandbox {
         let manifest = pod(&plan, &self.request)?;
         self.announce(journal, Role::Compute, Identity::Creating)
             .await?;
+        cancel.check()?;
         let made = bounded(
             "creating the sandbox's pod",
             self.pods().create(&PostParams::default(), &manifest),
@@ -348,22 +355,6 @@ impl KubernetesSandbox {
                     )));
                 }
             }
-            let unschedulable = status
-                .and_then(|s| s.conditions.as_ref())
-                .into_iter()
-                .flatten()
-                .find(|c| {
-                    c.type_ == "PodScheduled"
-                        && c.status == "False"
-                        && c.reason.as_deref() == Some("Unschedulable")
-                });
-            if let Some(condition) = unschedulable {
-                return Err(OwnerError::driver(format!(
-                    "the sandbox's pod {} cannot be placed on any node: {}",
-                    self.name,
-                    condition.message.as_deref().unwrap_or("Unschedulable")
-                )));
-            }
             if let Some(phase @ ("Failed" | "Succeeded")) = status.and_then(|s| s.phase.as_deref())
             {
                 return Err(OwnerError::driver(format!(
@@ -388,7 +379,8 @@ impl KubernetesSandbox {
             .container(HELPER_CONTAINER)
             .stdin(true)
             .stdout(false)
-            .stderr(false);
+            .stderr(false)
+            .max_stdin_buf_size(ATTACH_BUFFER);
         let written = async {
             let pods = self.pods();
             let mut attached = bounded(
@@ -442,7 +434,10 @@ impl KubernetesSandbox {
             .container(SANDBOX_CONTAINER)
             .stdin(true)
             .stdout(true)
-            .stderr(true);
+            .stderr(true)
+            .max_stdin_buf_size(ATTACH_BUFFER)
+            .max_stdout_buf_size(ATTACH_BUFFER)
+            .max_stderr_buf_size(ATTACH_BUFFER);
         let pods = self.pods();
         let attaching = bounded(
             "attaching to the sandbox's supervisor",
@@ -457,15 +452,27 @@ impl KubernetesSandbox {
         let stdout = attached.stdout().ok_or_else(missing)?;
         let stderr = attached.stderr().ok_or_else(missing)?;
         let (sender, received) = tokio::sync::mpsc::channel(16);
-        tokio::spawn(forward(stdout, OutputStream::Stdout, sender.clone()));
-        tokio::spawn(forward(stderr, OutputStream::Stderr, sender));
+        let ended = Cancel::new();
+        tokio::spawn(forward(
+            stdout,
+            OutputStream::Stdout,
+            sender.clone(),
+            ended.clone(),
+        ));
+        tokio::spawn(forward(
+            stderr,
+            OutputStream::Stderr,
+            sender.clone(),
+            ended.clone(),
+        ));
+        let watcher = tokio::spawn(watch(attached, sender, ended));
         let chunks: Chunks = chunks_of(received);
         let link = Link::new(Box::pin(ClosedOnDrop(input)), frames_of(chunks));
         if self.stop_begun.load(Ordering::SeqCst) {
             link.close(stopped());
             return Err(stopped());
         }
-        *gate = Some(Live { link, attached });
+        *gate = Some(Live { link, watcher });
         Ok(())
     }
 
@@ -534,24 +541,40 @@ impl KubernetesSandbox {
     async fn run_stop(self: Arc<Self>) -> Result<(), OwnerError> {
         self.stop_begun.store(true, Ordering::SeqCst);
         let live = self.link.lock().await.take();
-        let Some(uid) = lock(&self.state).pod_uid.clone() else {
-            return Ok(());
+        let known = lock(&self.state).pod_uid.clone();
+        let uid = match known {
+            Some(uid) => uid,
+            // A start stopped while it made the pod: found by its name and labels, if made.
+            None if self.announced(Role::Compute) => {
+                let found = bounded(
+                    "looking for the sandbox's pod at stop",
+                    self.pods().get_opt(&self.name),
+                )
+                .await?;
+                match self.labelled_uid(found.map(|p| p.metadata), "compute") {
+                    Some(uid) => uid,
+                    None => return Ok(()),
+                }
+            }
+            None => return Ok(()),
         };
         let Some(live) = live else {
-            // No supervisor was ever attached (a start that failed or was cancelled): nothing of
-            // the guest's ran, and its stdin would stay open for ever; the pod goes now.
+            // No supervisor attached now (a start that failed or was cancelled, or a stop
+            // again after one that failed): nothing of the guest's runs through it, and an
+            // unattached supervisor's stdin would stay open for ever; the pod goes now.
             return self.delete_pod(&uid).await;
         };
         // Closing the link drops its end of the supervisor's stdin: the attach sends the stream's
         // close, the supervisor kills every command and exits, and the attach ends with it.
         live.link.close(stopped());
-        let _ = tokio::time::timeout(STOP_BOUND, live.attached.join()).await;
         let deadline = tokio::time::Instant::now() + STOP_BOUND;
+        let _ = tokio::time::timeout_at(deadline, live.watcher).await;
         loop {
-            let found = match self.pods().get_opt(&self.name).await {
-                Ok(found) => found,
-                Err(e) => return Err(api_error("reading the sandbox's pod at stop", e)),
-            };
+            let found = bounded(
+                "reading the sandbox's pod at stop",
+                self.pods().get_opt(&self.name),
+            )
+            .await?;
             let Some(found) = found.filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
             else {
                 return Ok(());
@@ -636,22 +659,13 @@ impl KubernetesSandbox {
     }
 
     async fn run_destroy(self: Arc<Self>) -> Result<(), OwnerError> {
-        let (pod_uid, policy_uid, record) = {
+        let (pod_uid, policy_uid) = {
             let state = lock(&self.state);
-            (
-                state.pod_uid.clone(),
-                state.policy_uid.clone(),
-                state.record.clone(),
-            )
+            (state.pod_uid.clone(), state.policy_uid.clone())
         };
         // An object announced but never identified (a start that failed as it made it) is
         // found by name and taken only with the sandbox's labels.
-        let announced = |role: Role| {
-            record
-                .resources
-                .iter()
-                .any(|r| r.role == role && r.identity == Identity::Creating)
-        };
+        let announced = |role: Role| self.announced(role);
         let pod_uid = match pod_uid {
             Some(uid) => Some(uid),
             None if announced(Role::Compute) => {
@@ -683,6 +697,15 @@ impl KubernetesSandbox {
             self.delete_policy(&uid).await?;
         }
         Ok(())
+    }
+
+    /// Whether the record announced an object of `role` that was never identified.
+    fn announced(&self, role: Role) -> bool {
+        lock(&self.state)
+            .record
+            .resources
+            .iter()
+            .any(|r| r.role == role && r.identity == Identity::Creating)
     }
 
     /// The UID of the object found under the sandbox's name, when it carries the sandbox's
@@ -741,22 +764,32 @@ impl Drop for ClosedOnDrop {
     }
 }
 
-/// Hands one attach stream's chunks to the link; once the link is gone, reads them on to the end
-/// and drops them, so the attach never fails on an output nobody reads and still delivers the
-/// stdin close it was given.
+/// Hands one attach stream's chunks to the link; once the link is gone, reads them on and drops
+/// them, so the attach never fails on an output nobody reads and still delivers the stdin close
+/// it was given. Ends with its stream, or when the attach ended (`ended`: its task may end
+/// without closing the pipes this reads).
 async fn forward(
     mut reader: impl tokio::io::AsyncRead + Unpin,
     stream: OutputStream,
     sender: tokio::sync::mpsc::Sender<Result<(OutputStream, bytes::Bytes), OwnerError>>,
+    ended: Cancel,
 ) {
     use tokio::io::AsyncReadExt;
     let mut open = true;
+    let mut buffer = bytes::BytesMut::new();
     loop {
-        let mut buffer = bytes::BytesMut::with_capacity(64 * 1024);
-        match reader.read_buf(&mut buffer).await {
+        buffer.reserve(ATTACH_BUFFER);
+        let read = tokio::select! {
+            _ = ended.cancelled() => return,
+            read = reader.read_buf(&mut buffer) => read,
+        };
+        match read {
             Ok(0) => return,
-            Ok(_) if open => open = sender.send(Ok((stream, buffer.freeze()))).await.is_ok(),
-            Ok(_) => {}
+            Ok(_) if open => {
+                let chunk = buffer.split().freeze();
+                open = sender.send(Ok((stream, chunk))).await.is_ok();
+            }
+            Ok(_) => buffer.clear(),
             Err(error) => {
                 let lost = OwnerError::operation(
                     OperationCode::StreamFailure,
@@ -766,6 +799,32 @@ async fn forward(
                 return;
             }
         }
+    }
+}
+
+/// Waits for the supervisor's attach to end. Ended cleanly (the stop's stdin close, the
+/// supervisor gone), its task closed the output pipes: the forwarders read them to their end and
+/// the link sees the connection end. Failed (a broken connection), its task may leave them open:
+/// the forwarders stop, and the link is told the connection failed, so no call waits on it. The
+/// server's closing status is held until then (the attach's task fails when nobody holds it).
+async fn watch(
+    mut attached: AttachedProcess,
+    sender: tokio::sync::mpsc::Sender<Result<(OutputStream, bytes::Bytes), OwnerError>>,
+    ended: Cancel,
+) {
+    let _status = attached.take_status();
+    if let Err(error) = attached.join().await {
+        let why = format!("the supervisor's attach failed: {error}");
+        ended.cancel(OwnerError::operation(
+            OperationCode::StreamFailure,
+            why.clone(),
+        ));
+        let _ = sender
+            .send(Err(OwnerError::operation(
+                OperationCode::StreamFailure,
+                why,
+            )))
+            .await;
     }
 }
 
@@ -877,5 +936,48 @@ impl DriverReservation for KubernetesSandbox {
             self.link().await
         }
         .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncReadExt;
+
+    #[tokio::test]
+    async fn dropping_the_link_end_of_stdin_closes_the_pipe() {
+        // The pipe the attach makes: halves of one simplex stream, where dropping the write half
+        // alone would not end the reader.
+        let (mut reader, writer) = tokio::io::simplex(1024);
+        let mut input = ClosedOnDrop(writer);
+        input.write_all(b"frames").await.expect("written");
+        drop(input);
+        let mut got = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), reader.read_to_end(&mut got))
+            .await
+            .expect("the reader sees the end")
+            .expect("read");
+        assert_eq!(got, b"frames");
+    }
+
+    #[tokio::test]
+    async fn a_forwarder_hands_chunks_on_then_stops_when_the_attach_ended() {
+        let (reader, mut writer) = tokio::io::simplex(1024);
+        let (sender, mut received) = tokio::sync::mpsc::channel(4);
+        let ended = Cancel::new();
+        let task = tokio::spawn(forward(reader, OutputStream::Stdout, sender, ended.clone()));
+        writer.write_all(b"abc").await.expect("written");
+        let first = received.recv().await.expect("a chunk").expect("ok");
+        assert_eq!(
+            first,
+            (OutputStream::Stdout, bytes::Bytes::from_static(b"abc"))
+        );
+        // The pipe stays open (its writer is never shut down), as after a failed attach.
+        ended.cancel(OwnerError::driver("gone"));
+        tokio::time::timeout(Duration::from_secs(5), task)
+            .await
+            .expect("the forwarder ends")
+            .expect("joined");
+        drop(writer);
     }
 }

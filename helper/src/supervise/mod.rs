@@ -241,8 +241,13 @@ impl Supervisor {
         (fds, slots)
     }
 
-    /// Milliseconds until the first lingering output's bound, or -1 (none).
+    /// Milliseconds until the first lingering output's bound, or -1 (none). None while a
+    /// spliced frame is pending: no output is read or ended until the connection takes it, and
+    /// the connection's readiness wakes the loop.
     fn next_deadline(&self) -> i32 {
+        if self.pending.is_some() {
+            return -1;
+        }
         let bound = Duration::from_millis(OUTPUT_AFTER_EXIT_MS);
         self.commands
             .values()
