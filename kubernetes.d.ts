@@ -43,6 +43,7 @@ export interface KubernetesSandboxBackendOptions {
 }
 
 /**
+ * Linux hosts only in this version (elsewhere it rejects with `SandboxUnsupportedError`).
  * Connects (the configuration loaded and the API server's first answer within 10 s in all; a
  * failure is a `SandboxOperationError` naming the kubeconfig and context) and resolves the backend. Sessions are offered; recovery is `in_process` only in this version.
  */

@@ -7,6 +7,8 @@ import { reservationFace } from './owner.js';
 import { admitReservation } from './backend.js';
 
 const layout = native.dockerGuestLayout();
+/** Linux hosts only in this version (the addon for macOS carries no Kubernetes client). */
+const built = typeof native.NativeKubernetesBackend === 'function';
 
 /** The fixed guest layout of every Kubernetes sandbox: the same as on Docker. */
 export const KUBERNETES_SANDBOX_GUEST = deepFreeze({
@@ -21,6 +23,9 @@ export const KUBERNETES_SANDBOX_GUEST = deepFreeze({
 
 /** See kubernetes.d.ts. */
 export async function createKubernetesSandboxBackend(options) {
+  if (!built) {
+    throw new SandboxUnsupportedError(`native-sandbox/kubernetes: this version's Kubernetes backend runs on Linux hosts only (this host is ${process.platform})`);
+  }
   const noOwner = { owner: undefined, errors: undefined };
   settle(native.parseKubernetesOptions(options), noOwner, errorFromDescriptor);
   const backend = new native.NativeKubernetesBackend(options);

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # `npm run test:kubernetes`: the Kubernetes backend's suites (__test__/cluster/) on Node.js 26
 # against the single-node test cluster. Starts the cluster when none answers (building it once,
-# cached under target/cluster) and, when it started it, stops it again and puts the machine back.
+# cached per machine under ~/.cache/native-sandbox/cluster) and, when it started it, stops it again and puts the machine back.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 

@@ -8,6 +8,7 @@ pub mod guest_helper;
 pub mod guest_layout;
 pub mod input;
 pub mod json;
+#[cfg(target_os = "linux")]
 pub mod kubernetes;
 pub mod lifecycle;
 pub mod limits;

@@ -5,7 +5,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxStartError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
@@ -13,7 +13,7 @@ import { createKubernetesSandboxBackend, KUBERNETES_SANDBOX_GUEST } from 'native
 import { collect, IMAGE, MiB, request, RUN } from '../docker-helpers.mjs';
 
 const KUBECONFIG = process.env.NATIVE_SANDBOX_KUBECONFIG ?? new URL('../../target/cluster/run/admin.kubeconfig', import.meta.url).pathname;
-const KUBECTL = process.env.NATIVE_SANDBOX_KUBECTL ?? new URL('../../target/cluster/bin/kubectl', import.meta.url).pathname;
+const KUBECTL = process.env.NATIVE_SANDBOX_KUBECTL ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'native-sandbox/cluster/bin/kubectl');
 const NAMESPACE = 'default';
 const scope = `t${RUN}`.toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 30);
 const options = { kubeconfig: KUBECONFIG, namespace: NAMESPACE, scope, image: IMAGE, imagePullPolicy: 'Never', podPidsLimit: 256 };

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Builds the test cluster's binaries from the registries only, into target/cluster/bin (kept
-# between runs on one machine; a clean clone builds them): kube-apiserver, kube-controller-manager,
+# Builds the test cluster's binaries from the registries only, into CLUSTER_BIN (env.sh: kept per
+# machine, outside any checkout, so a fresh clone on the same machine reuses them; a new machine
+# builds them): kube-apiserver, kube-controller-manager,
 # kube-scheduler, kubelet and kubectl of Kubernetes ${KUBERNETES_VERSION} and etcd
 # ${ETCD_VERSION} from the Go module proxy, and the CNI plugins from Debian's packages (downloaded
 # and unpacked, nothing installed). containerd and runc are Debian's, the ones the machine has;

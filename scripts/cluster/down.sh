@@ -3,7 +3,7 @@
 # changed on the machine: its daemons and pod processes stopped (only processes that are its own:
 # a recorded PID is checked against its command line first), its mounts undone, the network
 # namespaces, bridge and kubelet cgroups it made removed, the sysctls the kubelet set restored,
-# and the host paths it made removed. The built binaries stay (target/cluster/bin). Idempotent.
+# and the host paths it made removed. The built binaries stay (~/.cache/native-sandbox/cluster/bin). Idempotent.
 set -uo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 source "${here}/env.sh"

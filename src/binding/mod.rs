@@ -10,6 +10,7 @@ mod heap;
 mod host_walk;
 mod js_driver;
 mod js_value;
+#[cfg(target_os = "linux")]
 mod kubernetes;
 mod owner;
 mod parsers;
