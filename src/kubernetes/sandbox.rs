@@ -611,48 +611,41 @@ impl KubernetesSandbox {
     }
 
     async fn delete_pod(&self, uid: &str) -> Result<(), OwnerError> {
-        let params = delete_params(uid);
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.pods().delete(&self.name, &params)).await {
-            Err(_) => return Err(OwnerError::driver("deleting the sandbox's pod: no answer")),
-            Ok(Err(e)) if is_not_found(&e) => return Ok(()),
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 => return Ok(()),
-            Ok(Err(e)) => return Err(api_error("deleting the sandbox's pod", e)),
-            Ok(Ok(_)) => {}
-        }
-        let api = self.pods();
-        gone(&self.name, uid, DESTROY_BOUND, move |name| {
-            let api = api.clone();
-            async move {
-                api.get_opt(&name)
-                    .await
-                    .map(|p| p.and_then(|p| p.metadata.uid))
-            }
-        })
-        .await
+        self.delete(self.pods(), "pod", uid).await
     }
 
     async fn delete_policy(&self, uid: &str) -> Result<(), OwnerError> {
-        let params = delete_params(uid);
-        match tokio::time::timeout(REQUEST_TIMEOUT, self.policies().delete(&self.name, &params))
+        self.delete(self.policies(), "NetworkPolicy", uid).await
+    }
+
+    /// Deletes the sandbox's object of `kind` by its UID (never another that took the name) and
+    /// waits until it is gone, within `DESTROY_BOUND`.
+    async fn delete<K>(&self, api: Api<K>, kind: &str, uid: &str) -> Result<(), OwnerError>
+    where
+        K: kube::Resource<DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + k8s_openapi::serde::de::DeserializeOwned
+            + Send
+            + Sync
+            + 'static,
+    {
+        let what = format!("deleting the sandbox's {kind}");
+        match tokio::time::timeout(REQUEST_TIMEOUT, api.delete(&self.name, &delete_params(uid)))
             .await
         {
-            Err(_) => {
-                return Err(OwnerError::driver(
-                    "deleting the sandbox's NetworkPolicy: no answer",
-                ))
-            }
+            Err(_) => return Err(OwnerError::driver(format!("{what}: no answer"))),
             Ok(Err(e)) if is_not_found(&e) => return Ok(()),
             Ok(Err(kube::Error::Api(status))) if status.code == 409 => return Ok(()),
-            Ok(Err(e)) => return Err(api_error("deleting the sandbox's NetworkPolicy", e)),
+            Ok(Err(e)) => return Err(api_error(&what, e)),
             Ok(Ok(_)) => {}
         }
-        let api = self.policies();
         gone(&self.name, uid, DESTROY_BOUND, move |name| {
             let api = api.clone();
             async move {
                 api.get_opt(&name)
                     .await
-                    .map(|p| p.and_then(|p| p.metadata.uid))
+                    .map(|found| found.and_then(|object| object.meta().uid.clone()))
             }
         })
         .await
