@@ -3,6 +3,7 @@ import { errorFromDescriptor, SandboxOperationError, SandboxValidationError, wit
 import { settle } from './driver-port.js';
 import { traced } from './debug.js';
 import { deepFreeze } from './freeze.js';
+import { GUEST_LAYOUT } from './guest-layout.js';
 import { native } from './native.js';
 import { onAbort, parseOperationOptions } from './options.js';
 import { nativeTransfersOf, persistPort, recoveredFace, reservationFace } from './owner.js';
@@ -10,7 +11,6 @@ import { admitReservation } from './backend.js';
 import { parseSandboxRecoveryRecord } from './parsers.js';
 import { reaperRuntimeProblem, thisRuntime } from './reaper-runtime.js';
 
-const layout = native.dockerGuestLayout();
 /**
  * How this process's reaper runs (src/docker/reaper/): this Node.js with the package's script.
  * The native side starts it at the first in_process sandbox's first checkpoint; where it cannot
@@ -30,15 +30,7 @@ export function nativeRecoveredOf(owner) {
 }
 
 /** The fixed guest layout of every Docker sandbox. */
-export const DOCKER_SANDBOX_GUEST = deepFreeze({
-  workspace: layout.workspace,
-  home: layout.home,
-  tmpdir: layout.tmpdir,
-  HOME: layout.home,
-  TMPDIR: layout.tmpdir,
-  PATH: layout.path,
-  env: { HOME: layout.home, TMPDIR: layout.tmpdir, PATH: layout.path },
-});
+export const DOCKER_SANDBOX_GUEST = GUEST_LAYOUT;
 
 /** See docker.d.ts. */
 export function createDockerSandboxBackend(options) {

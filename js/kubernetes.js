@@ -2,24 +2,16 @@
 import { errorFromDescriptor, SandboxUnsupportedError } from './errors.js';
 import { settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
+import { GUEST_LAYOUT } from './guest-layout.js';
 import { native } from './native.js';
 import { reservationFace } from './owner.js';
 import { admitReservation } from './backend.js';
 
-const layout = native.dockerGuestLayout();
 /** Linux hosts only in this version (the addon for macOS carries no Kubernetes client). */
 const built = typeof native.NativeKubernetesBackend === 'function';
 
 /** The fixed guest layout of every Kubernetes sandbox: the same as on Docker. */
-export const KUBERNETES_SANDBOX_GUEST = deepFreeze({
-  workspace: layout.workspace,
-  home: layout.home,
-  tmpdir: layout.tmpdir,
-  HOME: layout.home,
-  TMPDIR: layout.tmpdir,
-  PATH: layout.path,
-  env: { HOME: layout.home, TMPDIR: layout.tmpdir, PATH: layout.path },
-});
+export const KUBERNETES_SANDBOX_GUEST = GUEST_LAYOUT;
 
 /** See kubernetes.d.ts. */
 export async function createKubernetesSandboxBackend(options) {
