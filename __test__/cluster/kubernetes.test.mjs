@@ -5,17 +5,23 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import { homedir, tmpdir } from 'node:os';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileFromBytes, SandboxOperationError, SandboxStartError, SandboxStateError, SandboxUnsupportedError, SandboxValidationError } from 'native-sandbox';
 import { createKubernetesSandboxBackend, KUBERNETES_SANDBOX_GUEST } from 'native-sandbox/kubernetes';
 import { collect, IMAGE, MiB, request, RUN } from '../docker-helpers.mjs';
+import { census as censusOf, EMPTY, KUBECONFIG, KUBECTL, kubectl, NAMESPACE, scopeFor } from './cluster.mjs';
 
-const KUBECONFIG = process.env.NATIVE_SANDBOX_KUBECONFIG ?? new URL('../../target/cluster/run/admin.kubeconfig', import.meta.url).pathname;
-const KUBECTL = process.env.NATIVE_SANDBOX_KUBECTL ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'native-sandbox/cluster/bin/kubectl');
-const NAMESPACE = 'default';
-const scope = `t${RUN}`.toLowerCase().replace(/[^a-z0-9-]/g, '-').slice(0, 30);
+const census = () => censusOf(scope);
+
+async function drained(bytes) {
+  const chunks = [];
+  for await (const chunk of bytes) chunks.push(chunk);
+  return Buffer.concat(chunks);
+}
+
+const scope = scopeFor('t');
 const options = { kubeconfig: KUBECONFIG, namespace: NAMESPACE, scope, image: IMAGE, imagePullPolicy: 'Never', podPidsLimit: 256 };
 /** The test cluster's kubelet gives every pod 256 PIDs: a request asks at least that many. */
 const asked = (edit = () => {}) =>
@@ -39,18 +45,6 @@ async function started(from, req) {
     throw error;
   }
 }
-
-function kubectl(...args) {
-  return execFileSync(KUBECTL, ['--kubeconfig', KUBECONFIG, ...args], { encoding: 'utf8' });
-}
-
-/** Every object of the scope still in the cluster, by kind. */
-function census() {
-  const selector = `native-sandbox.dev/scope=${scope}`;
-  const names = (kind) => kubectl('get', kind, '-n', NAMESPACE, '-l', selector, '-o', 'name').split('\n').filter(Boolean);
-  return { pods: names('pods'), networkpolicies: names('networkpolicies') };
-}
-const EMPTY = { pods: [], networkpolicies: [] };
 
 const backend = await createKubernetesSandboxBackend(options);
 
@@ -149,12 +143,37 @@ describe('kubernetes: a sandbox is a pod', () => {
       const seen = await sandbox.run(sh('cat dir/a.txt; stat -c %u dir/a.txt'));
       assert.equal(seen.stdout.toString(), 'hello65532\n');
       await assert.rejects(sandbox.files.read('../../etc/passwd'), SandboxValidationError);
-      // Transfers are not built for clusters yet: refused by type, not half done.
-      await assert.rejects(sandbox.importTree([fileFromBytes('x.txt', Buffer.from('x'))]), SandboxUnsupportedError);
     } finally {
       await sandbox.stop();
       await sandbox.destroy();
     }
+  });
+
+  it('imports as the sandbox user beside running commands, and exports after the stop from the kept workspace', async () => {
+    const sandbox = await started(backend, asked());
+    try {
+      const big = randomBytes(3 * MiB + 17);
+      const sleeper = await sandbox.exec(sh('sleep 600'), { stdin: false });
+      await sandbox.importTree([fileFromBytes('in/big.bin', big), fileFromBytes('in/run.sh', Buffer.from('#!/bin/sh\necho ran\n'), { executable: true })]);
+      const seen = await sandbox.run(sh('stat -c %u in/big.bin; ./in/run.sh; sha256sum in/big.bin | cut -c1-64'));
+      assert.equal(seen.stdout.toString(), `65532\nran\n${createHash('sha256').update(big).digest('hex')}\n`);
+      await sandbox.run(sh('echo made > in/made.txt'));
+      await sandbox.stop();
+      assert.equal((await sleeper.exit).kind, 'unavailable');
+      const entries = new Map();
+      await sandbox.exportTree({ kind: 'subtree', path: 'in' }, async (entry) => {
+        entries.set(entry.path, entry.kind === 'file' ? await drained(entry.bytes) : 'directory');
+      });
+      assert.ok(entries.get('in/big.bin').equals(big), 'every byte of the large file came back');
+      assert.equal(entries.get('in/made.txt').toString(), 'made\n');
+      assert.equal(entries.get('in'), 'directory');
+      const missing = await sandbox.exportTree({ kind: 'subtree', path: 'absent' }, async () => {}).catch((e) => e);
+      assert.ok(missing instanceof SandboxValidationError, String(missing));
+    } finally {
+      await sandbox.stop();
+      await sandbox.destroy();
+    }
+    assert.deepEqual(census(), EMPTY);
   });
 
   it('stop ends every command and everything it started, and nothing is admitted after it', async () => {
@@ -226,6 +245,10 @@ describe('kubernetes: a sandbox is a pod', () => {
       assert.notEqual(fate.kind, 'exited');
       for (const failure of failures) assert.equal(failure.code, 'stream_failure');
       await assert.rejects(sandbox.run(sh('true')), SandboxOperationError);
+      // A transfer names the pod that went.
+      const imported = await sandbox.importTree([fileFromBytes('late.txt', Buffer.from('x'))]).catch((e) => e);
+      assert.ok(imported instanceof SandboxOperationError, String(imported));
+      assert.ok(imported.message.includes(pod.replace('pod/', '')), imported.message);
     } finally {
       await sandbox.stop().catch(() => {});
       await sandbox.destroy();

@@ -44,13 +44,15 @@
 //! controller as execs in the holder, where transfers also run by exec:
 //! `stop_transfers.rs`). `--supervise` runs commands for the host over one framed connection on
 //! its stdin and stdout (`supervise/`, the frames of `session-frames`). `--exec-as` becomes the
-//! sandbox user entirely, then runs the reserved process in its place (`exec_as.rs`). A failing
+//! sandbox user entirely, then runs the reserved process in its place (`exec_as.rs`). `--hold`
+//! only waits, as a Kubernetes sandbox's workspace container, for the pod's end (`hold.rs`). A failing
 //! mode exits 4 with its reason on stderr.
 
 mod exec_as;
 mod failure;
 mod fs;
 mod gateway;
+mod hold;
 mod identity;
 mod import;
 mod interface_addresses;
@@ -588,6 +590,7 @@ fn main() -> ExitCode {
         Some("--stop-transfers") => Some(("workspace helper", stop_transfers::run(&args[1..]))),
         Some("--supervise") => Some(("supervisor", supervise::run(&args[1..]))),
         Some("--exec-as") => Some(("process launcher", exec_as::run(&args[1..]))),
+        Some("--hold") => Some(("workspace holder", hold::run(&args[1..]))),
         Some(other) => Some(("workspace helper", Err(format!("unknown mode {other}")))),
         None => None,
     };

@@ -15,6 +15,8 @@ pub const ANNOTATION_CONFIGURATION: &str = "native-sandbox.dev/configuration";
 /// The pod's containers.
 pub const HELPER_CONTAINER: &str = "helper";
 pub const SANDBOX_CONTAINER: &str = "sandbox";
+/// Holds the pod (and so the workspace) after the sandbox container ended; transfers run in it.
+pub const WORKSPACE_CONTAINER: &str = "workspace";
 /// Where the init container writes the helper, read-only in the sandbox container.
 pub const HELPER_DIRECTORY: &str = "/native-sandbox";
 pub const HELPER_PATH: &str = "/native-sandbox/helper";

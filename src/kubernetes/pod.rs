@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::layout::{
     labels, ANNOTATION_CONFIGURATION, HELPER_CONTAINER, HELPER_DIRECTORY, HELPER_PATH,
-    LABEL_SANDBOX, SANDBOX_CONTAINER,
+    LABEL_SANDBOX, SANDBOX_CONTAINER, WORKSPACE_CONTAINER,
 };
 use super::quantity;
 use crate::guest_layout::{fixed_environment, HOME, TMPDIR, WORKSPACE};
@@ -34,10 +34,19 @@ pub struct PodPlan<'a> {
     pub architecture: &'a str,
 }
 
+/// What the workspace container may use: the workspace helper of one transfer at a time (a
+/// few MiB of buffers) and its waiting entry. Outside the policy's amounts, which are the
+/// sandbox container's alone: these are the controller's, as a Docker sandbox's holder is.
+const WORKSPACE_CPU: &str = "250m";
+const WORKSPACE_MEMORY: &str = "64Mi";
+
 /// The sandbox's pod. The init container writes the helper it reads from stdin into a volume
-/// the sandbox container mounts read-only; the sandbox container starts the helper as root with
+/// the other containers mount read-only; the sandbox container starts the helper as root with
 /// only CAP_SETUID and CAP_SETGID, so the supervisor takes an identity of its own and runs every
-/// command as `user` with no capability (as on Docker). No service account token, no host
+/// command as `user` with no capability (as on Docker). The workspace container, `user` with no
+/// capability and only the workspace mounted, waits (`--hold`) so the pod and its workspace stay
+/// after a stop ended the sandbox container, and runs each transfer's workspace helper by exec,
+/// as a Docker sandbox's holder does. No service account token, no host
 /// namespace, a read-only root filesystem, the runtime's seccomp profile, no privilege gained on
 /// exec; HOME and TMPDIR memory-backed with the policy's sizes, the workspace an `emptyDir`.
 pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerError> {
@@ -63,6 +72,7 @@ pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerErr
     let limits = json!({ "cpu": cpus, "memory": memory });
     // The init container needs little; its limits keep the pod's requests the sandbox's.
     let helper_limits = json!({ "cpu": "100m", "memory": "32Mi" });
+    let workspace_limits = json!({ "cpu": WORKSPACE_CPU, "memory": WORKSPACE_MEMORY });
     let mut spec = json!({
         "restartPolicy": "Never",
         "automountServiceAccountToken": false,
@@ -86,7 +96,7 @@ pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerErr
             "command": ["/bin/sh", "-c",
                 format!("cat > {HELPER_PATH}.part && chmod 0555 {HELPER_PATH}.part && mv {HELPER_PATH}.part {HELPER_PATH}")],
             "stdin": true, "stdinOnce": true, "tty": false,
-            "securityContext": helper_user,
+            "securityContext": helper_user.clone(),
             "resources": { "limits": helper_limits, "requests": helper_limits },
             "volumeMounts": [{ "name": "helper", "mountPath": HELPER_DIRECTORY }],
         }],
@@ -97,7 +107,7 @@ pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerErr
             "command": [HELPER_PATH],
             "args": ["--supervise", "--as-user", plan.user, "--roots", WORKSPACE, HOME, TMPDIR],
             "workingDir": WORKSPACE,
-            "env": env,
+            "env": env.clone(),
             "stdin": true, "stdinOnce": true, "tty": false,
             "securityContext": supervisor,
             "resources": { "limits": limits, "requests": limits },
@@ -106,6 +116,20 @@ pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerErr
                 { "name": "workspace", "mountPath": WORKSPACE },
                 { "name": "home", "mountPath": HOME },
                 { "name": "tmp", "mountPath": TMPDIR },
+            ],
+        }, {
+            "name": WORKSPACE_CONTAINER,
+            "image": plan.image,
+            "imagePullPolicy": plan.image_pull_policy,
+            "command": [HELPER_PATH],
+            "args": ["--hold"],
+            "workingDir": WORKSPACE,
+            "env": env,
+            "securityContext": helper_user,
+            "resources": { "limits": workspace_limits, "requests": workspace_limits },
+            "volumeMounts": [
+                { "name": "helper", "mountPath": HELPER_DIRECTORY, "readOnly": true },
+                { "name": "workspace", "mountPath": WORKSPACE },
             ],
         }],
     });

@@ -5,9 +5,12 @@
 //! the init container's attached stdin; the sandbox container's supervisor attached once, as
 //! the `Link` every process, command and file call goes through; the pod read back as the
 //! effective policy. Stop: the link ends from the host's side, so the supervisor kills every
-//! command's process group and exits; if its container is still running after the bound, the
-//! pod is deleted (at once when no supervisor was ever attached: nothing of the guest's ran). Destroy: every object deleted by its UID (a precondition, so never another
-//! object of the same name) and waited for until it is gone.
+//! command's process group and exits, and its container ends; the pod stays, held by its
+//! workspace container, for exports. If the sandbox container still runs after the bound, the
+//! pod is deleted (at once when no supervisor was ever attached: nothing of the guest's ran).
+//! Transfers: `transfers.rs`, in the workspace container, once the pod is proven the sandbox's.
+//! Destroy: every object deleted by its UID (a precondition, so never another object of the
+//! same name) and waited for until it is gone.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -25,11 +28,12 @@ use tokio::io::AsyncWriteExt;
 use super::client::{Cluster, REQUEST_TIMEOUT};
 use super::layout::{object_name, HELPER_CONTAINER, SANDBOX_CONTAINER};
 use super::pod::{deny_all, effective, pod, PodPlan};
+use super::transfers::{transfer_permits, Workspace};
 use crate::guest_layout::{with_fixed_environment, GUEST_ROOTS, WORKSPACE};
 use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::{
-    DriverReservation, GuestRoots, OutputStream, ProcessChannels, ProcessExit, ReadyFacts,
-    StartContext, StartedCommand, TransferSettings,
+    ArchiveDownload, ArchiveUpload, DriverReservation, GuestRoots, OutputStream, ProcessChannels,
+    ProcessExit, ReadyFacts, StartContext, StartedCommand, TransferSettings,
 };
 use crate::lifecycle::error::{OperationCode, OwnerError};
 use crate::lifecycle::journal::Journal;
@@ -72,6 +76,8 @@ pub struct KubernetesSandbox {
     stop_begun: AtomicBool,
     /// The supervisor's connection once started; held by a gate so one start makes it.
     link: tokio::sync::Mutex<Option<Live>>,
+    /// One transfer at a time (`transfers.rs`).
+    transfer_permits: Arc<tokio::sync::Semaphore>,
 }
 
 struct State {
@@ -137,6 +143,7 @@ impl KubernetesSandbox {
             }),
             stop_begun: AtomicBool::new(false),
             link: tokio::sync::Mutex::new(None),
+            transfer_permits: transfer_permits(),
         })
     }
 
@@ -286,6 +293,33 @@ impl KubernetesSandbox {
         Ok(ReadyFacts {
             effective,
             workspace: WORKSPACE.to_owned(),
+        })
+    }
+
+    /// Where the next transfer runs, once the pod under the sandbox's name is proven its own
+    /// (by UID: never another pod that took the name).
+    async fn workspace(&self) -> Result<Workspace, OwnerError> {
+        if lock(&self.state).pod_uid.is_none() {
+            return Err(OwnerError::state("a transfer needs a started sandbox"));
+        }
+        let found = bounded(
+            "reading the sandbox's pod for a transfer",
+            self.pods().get_opt(&self.name),
+        )
+        .await?;
+        match found {
+            Some(found) => self.check_uid(&found)?,
+            None => {
+                return Err(OwnerError::driver(format!(
+                    "the sandbox's pod {} is gone: someone deleted it",
+                    self.name
+                )))
+            }
+        }
+        Ok(Workspace {
+            pods: self.pods(),
+            name: self.name.clone(),
+            permits: Arc::clone(&self.transfer_permits),
         })
     }
 
@@ -579,12 +613,15 @@ impl KubernetesSandbox {
             else {
                 return Ok(());
             };
+            // The workspace container runs on (it holds the pod for exports): only the guest's
+            // containers must have ended.
             let running = found
                 .status
                 .as_ref()
                 .and_then(|s| s.container_statuses.as_ref())
                 .into_iter()
                 .flatten()
+                .filter(|c| c.name == SANDBOX_CONTAINER)
                 .chain(
                     found
                         .status
@@ -596,7 +633,7 @@ impl KubernetesSandbox {
                 .any(|c| {
                     c.state
                         .as_ref()
-                        .is_some_and(|s| s.running.is_some() || s.waiting.is_some())
+                        .is_none_or(|s| s.running.is_some() || s.waiting.is_some())
                 });
             let phase = found.status.as_ref().and_then(|s| s.phase.as_deref());
             if !running || matches!(phase, Some("Succeeded" | "Failed")) {
@@ -878,6 +915,28 @@ impl DriverReservation for KubernetesSandbox {
 
     fn destroy(self: Arc<Self>) -> BoxFuture<'static, Result<(), OwnerError>> {
         self.run_destroy().boxed()
+    }
+
+    fn open_import(self: Arc<Self>) -> BoxFuture<'static, Result<ArchiveUpload, OwnerError>> {
+        async move { self.workspace().await?.open_import().await }.boxed()
+    }
+
+    fn open_export(
+        self: Arc<Self>,
+        relative: String,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        async move { self.workspace().await?.open_export(relative).await }.boxed()
+    }
+
+    fn open_export_files(
+        self: Arc<Self>,
+        paths: Vec<String>,
+    ) -> BoxFuture<'static, Result<Option<ArchiveDownload>, OwnerError>> {
+        async move {
+            let workspace = self.workspace().await?;
+            workspace.open_export_files(paths).await.map(Some)
+        }
+        .boxed()
     }
 
     fn transfer_settings(&self) -> TransferSettings {
