@@ -1,14 +1,12 @@
 // createDockerSandboxBackend: the Rust Docker driver behind the shared Rust owner.
-import { errorFromDescriptor, SandboxOperationError, SandboxValidationError, withSignalReason } from './errors.js';
+import { errorFromDescriptor, SandboxOperationError, SandboxValidationError } from './errors.js';
 import { settle } from './driver-port.js';
-import { traced } from './debug.js';
 import { deepFreeze } from './freeze.js';
 import { GUEST_LAYOUT } from './guest-layout.js';
 import { native } from './native.js';
-import { onAbort, parseOperationOptions } from './options.js';
-import { nativeTransfersOf, persistPort, recoveredFace, reservationFace } from './owner.js';
+import { nativeTransfersOf, persistPort, reservationFace } from './owner.js';
 import { admitReservation } from './backend.js';
-import { parseSandboxRecoveryRecord } from './parsers.js';
+import { nativeReconcile } from './reconcile.js';
 import { reaperRuntimeProblem, thisRuntime } from './reaper-runtime.js';
 
 /**
@@ -19,8 +17,6 @@ import { reaperRuntimeProblem, thisRuntime } from './reaper-runtime.js';
 const runtime = thisRuntime();
 const reaperCommand = [process.execPath, runtime.script ?? ''];
 const reaperUnavailable = reaperRuntimeProblem(runtime);
-/** Ids of reconciliations in flight, so a signal can end exactly its own. */
-let nextReconciliation = 0;
 /** The native recovered owner behind each reconciled owner face (the agentproto provider's). */
 const recoveredNatives = new WeakMap();
 
@@ -52,36 +48,7 @@ export function createDockerSandboxBackend(options) {
       const context = { owner: undefined, errors: port.errors };
       return reservationFace({ owner, context, request: parsed, processPort: true });
     },
-    async reconcile(record, operation) {
-      const parsed = parseSandboxRecoveryRecord(record);
-      const { signal } = parseOperationOptions(operation);
-      if (parsed.backendId !== support.backendId || parsed.backendRevision !== support.backendRevision) {
-        return Object.freeze({ kind: 'conflict', reason: 'Recovery record belongs to another backend identity or revision.' });
-      }
-      if (signal?.aborted) throw new SandboxOperationError('cancelled', 'Sandbox reconciliation was cancelled before entry.', { cause: signal.reason });
-      // The signal ends the native work too (its engine calls are dropped), and the native side
-      // bounds it by SANDBOX_LIMITS.startupMs, as the original observes reconciliation.
-      const id = nextReconciliation;
-      nextReconciliation = (nextReconciliation + 1) % 2 ** 32;
-      const detach = onAbort(signal, () => backend.cancelReconcile(id));
-      let result;
-      try {
-        result = await traced(parsed.sandboxId, 'reconcile', async () => settle(await backend.reconcile(parsed, id), noOwner, errorFromDescriptor), (answer) => answer.kind);
-      } catch (error) {
-        throw withSignalReason(error, signal);
-      } finally {
-        detach();
-        backend.endReconcile(id);
-      }
-      if (result.kind === 'matched' || result.kind === 'uncertain') {
-        const recovered = backend.recovered(parsed);
-        const context = { owner: undefined, errors: undefined };
-        const owner = recoveredFace({ recovered, context, sandboxId: parsed.sandboxId, currentRecord: () => recovered.recoveryRecord() });
-        recoveredNatives.set(owner, recovered);
-        return Object.freeze({ kind: result.kind, owner });
-      }
-      return deepFreeze(result);
-    },
+    reconcile: nativeReconcile(backend, support, (owner, recovered) => recoveredNatives.set(owner, recovered)),
   });
 }
 

@@ -4,7 +4,8 @@ import { settle } from './driver-port.js';
 import { deepFreeze } from './freeze.js';
 import { GUEST_LAYOUT } from './guest-layout.js';
 import { native } from './native.js';
-import { reservationFace } from './owner.js';
+import { persistPort, reservationFace } from './owner.js';
+import { nativeReconcile } from './reconcile.js';
 import { admitReservation } from './backend.js';
 
 /** Linux hosts only in this version (the addon for macOS carries no Kubernetes client). */
@@ -27,14 +28,11 @@ export async function createKubernetesSandboxBackend(options) {
     support,
     reserve(request, recovery) {
       const { parsed, policy } = admitReservation(request, recovery, support);
-      if (policy.kind !== 'in_process') {
-        throw new SandboxUnsupportedError("native-sandbox/kubernetes: only { kind: 'in_process' } recovery is offered in this version (persisted records cannot be reconciled on a cluster yet)");
-      }
-      const owner = backend.reserve(parsed);
-      return reservationFace({ owner, context: { owner: undefined, errors: undefined }, request: parsed, processPort: true });
+      const port = persistPort(policy);
+      const owner = backend.reserve(parsed, policy.kind === 'persisted', port.invoke);
+      const context = { owner: undefined, errors: port.errors };
+      return reservationFace({ owner, context, request: parsed, processPort: true });
     },
-    async reconcile() {
-      throw new SandboxUnsupportedError('native-sandbox/kubernetes: reconciling records is not offered in this version (only in_process sandboxes are reserved)');
-    },
+    reconcile: nativeReconcile(backend, support),
   });
 }

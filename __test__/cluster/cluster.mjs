@@ -23,3 +23,8 @@ export function census(scope) {
   return { pods: names('pods'), networkpolicies: names('networkpolicies'), persistentvolumeclaims: names('persistentvolumeclaims'), secrets: names('secrets'), configmaps: names('configmaps') };
 }
 export const EMPTY = { pods: [], networkpolicies: [], persistentvolumeclaims: [], secrets: [], configmaps: [] };
+
+/** Deletes whatever `scope` still holds (after a failed test, so that it does not hold the node's room for the next). */
+export function sweep(scope) {
+  kubectl('delete', 'pods,networkpolicies', '-n', NAMESPACE, '-l', `native-sandbox.dev/scope=${scope}`, '--grace-period=0', '--force', '--ignore-not-found', '--wait=true');
+}

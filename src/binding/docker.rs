@@ -5,23 +5,21 @@ use std::sync::Arc;
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
-use super::errors::{describe, failed, ok};
+use super::errors::{failed, ok};
 use super::js_driver::{Invoke, JsPersist, JsPort};
 use super::js_value::{Captured, JsData};
 use super::owner::{record_of, request_of, NativeOwner, NativeRecoveredOwner};
-use crate::docker::backend::{check_spill_directory, DockerBackend, Reconciled};
+use super::reconcile_desk::ReconcileDesk;
+use crate::docker::backend::{check_spill_directory, DockerBackend};
 use crate::docker::layout::{HOME, PATH, TMPDIR, WORKSPACE};
 use crate::docker::options::{parse_docker_options, parse_prepare_options};
 use crate::docker::prepare_image::prepare_image;
 use crate::docker::reaper::link::ReaperCommand;
 use crate::input::{ToValue, Value};
-use crate::lifecycle::cancel::Cancel;
 use crate::lifecycle::driver::Persist;
 use crate::lifecycle::error::OwnerError;
-use crate::lifecycle::observe::bounded;
 use crate::lifecycle::owner::SandboxOwner;
 use crate::lifecycle::recovered::RecoveredOwner;
-use crate::limits::STARTUP_MS_MAX;
 
 /// Parses the backend options, and checks that `spillDirectory` is an existing directory.
 #[napi(js_name = "parseDockerOptions")]
@@ -76,7 +74,7 @@ pub fn docker_guest_layout() -> JsData {
 pub struct NativeDockerBackend {
     backend: Arc<DockerBackend>,
     /// The reconciliations in flight, by the id their caller chose, so its signal can end one.
-    reconciling: std::sync::Mutex<std::collections::HashMap<u32, Cancel>>,
+    reconciling: ReconcileDesk,
 }
 
 #[napi]
@@ -102,7 +100,7 @@ impl NativeDockerBackend {
             .map_err(|e| napi::Error::new(Status::GenericFailure, e.to_string()))?;
         Ok(Self {
             backend: Arc::new(backend),
-            reconciling: std::sync::Mutex::new(std::collections::HashMap::new()),
+            reconciling: ReconcileDesk::default(),
         })
     }
 
@@ -140,67 +138,29 @@ impl NativeDockerBackend {
         )))
     }
 
-    fn reconciling(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<u32, Cancel>> {
-        self.reconciling
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     /// Ends the reconciliation `id` (its caller's signal aborted): it rejects with `cancelled`,
     /// and the engine calls it had in flight are dropped.
     #[napi(js_name = "cancelReconcile")]
     pub fn cancel_reconcile(&self, id: u32) {
-        // The native work registers when it first runs; a cancellation that comes first is
-        // kept for it, so it starts cancelled.
-        self.reconciling()
-            .entry(id)
-            .or_default()
-            .cancel(OwnerError::cancelled(
-                "sandbox reconciliation was cancelled",
-            ));
+        self.reconciling.cancel(id);
     }
 
-    /// Forgets the reconciliation `id` once its caller has its answer (and no longer forwards
-    /// its signal): the entry, and any cancellation that came after the work ended, go here.
+    /// Forgets the reconciliation `id` once its caller has its answer.
     #[napi(js_name = "endReconcile")]
     pub fn end_reconcile(&self, id: u32) {
-        self.reconciling().remove(&id);
+        self.reconciling.end(id);
     }
 
     /// Resolves `{ kind }` (matched, uncertain), `{ kind: 'conflict', reason }` or
-    /// `{ kind: 'absent', record }`. Observed within `SANDBOX_LIMITS.startupMs` (the original's
-    /// bound) and until `cancelReconcile(id)`; past either, the work is dropped with its engine
-    /// calls.
+    /// `{ kind: 'absent', record }`, bounded and cancellable (`ReconcileDesk::run`).
     #[napi]
     pub async fn reconcile(&self, record: Captured, id: u32) -> JsData {
-        let cancel = self.reconciling().entry(id).or_default().clone();
-        let limit = std::time::Duration::from_millis(STARTUP_MS_MAX);
-        let result = match record_of(&record.0) {
-            Err(error) => Err(OwnerError::driver(error.reason.clone())),
-            Ok(record) => tokio::select! {
-                reason = cancel.cancelled() => Err(reason),
-                found = bounded(limit, "sandbox reconciliation", self.backend.reconcile(&record)) => found,
-            }
-            .map(|found| match found {
-                    Reconciled::Matched(_) => Value::object([("kind", Value::string("matched"))]),
-                    Reconciled::Uncertain(_) => {
-                        Value::object([("kind", Value::string("uncertain"))])
-                    }
-                    Reconciled::Conflict(reason) => Value::object([
-                        ("kind", Value::string("conflict")),
-                        ("reason", Value::string(reason)),
-                    ]),
-                Reconciled::Absent(record) => Value::object([
-                    ("kind", Value::string("absent")),
-                    ("record", record.to_value()),
-                ]),
-            }),
-        };
-
-        JsData(match result {
-            Ok(value) => ok(value),
-            Err(error) => Value::object([("ok", Value::Bool(false)), ("error", describe(&error))]),
-        })
+        let backend = &self.backend;
+        self.reconciling
+            .run(&record, id, |record| async move {
+                backend.reconcile(&record).await
+            })
+            .await
     }
 
     /// A cleanup-only owner for a reconciled record; every effect re-proves ownership.

@@ -6,13 +6,17 @@ use napi::bindgen_prelude::*;
 use napi_derive::napi;
 
 use super::errors::{failed, ok};
+use super::js_driver::{Invoke, JsPersist, JsPort};
 use super::js_value::{Captured, JsData};
-use super::owner::{request_of, NativeOwner};
+use super::owner::{record_of, request_of, NativeOwner, NativeRecoveredOwner};
+use super::reconcile_desk::ReconcileDesk;
 use crate::input::{ToValue, Value};
 use crate::kubernetes::backend::{support, KubernetesBackend};
 use crate::kubernetes::options::{parse_kubernetes_options, KubernetesOptions};
+use crate::lifecycle::driver::Persist;
 use crate::lifecycle::error::OwnerError;
 use crate::lifecycle::owner::SandboxOwner;
+use crate::lifecycle::recovered::RecoveredOwner;
 
 /// Parses the backend options; `{ ok: true }` or a failure descriptor naming each bad field.
 #[napi(js_name = "parseKubernetesOptions")]
@@ -27,6 +31,8 @@ pub fn parse_kubernetes_options_js(options: Captured) -> JsData {
 pub struct NativeKubernetesBackend {
     options: KubernetesOptions,
     backend: OnceLock<Arc<KubernetesBackend>>,
+    /// The reconciliations in flight, by the id their caller chose, so its signal can end one.
+    reconciling: ReconcileDesk,
 }
 
 #[napi]
@@ -41,6 +47,7 @@ impl NativeKubernetesBackend {
         Ok(Self {
             options,
             backend: OnceLock::new(),
+            reconciling: ReconcileDesk::default(),
         })
     }
 
@@ -67,20 +74,70 @@ impl NativeKubernetesBackend {
         JsData(support(&self.options).to_value())
     }
 
-    /// Inert: the returned owner has acquired nothing.
+    fn connected(&self) -> Result<&Arc<KubernetesBackend>> {
+        self.backend
+            .get()
+            .ok_or_else(|| napi::Error::new(Status::GenericFailure, "the backend is not connected"))
+    }
+
+    /// Inert: the returned owner has acquired nothing. `invoke` carries `persist` when
+    /// `persisted` is true.
     #[napi]
-    pub fn reserve(&self, request: Captured) -> Result<NativeOwner> {
-        let backend = self.backend.get().ok_or_else(|| {
-            napi::Error::new(Status::GenericFailure, "the backend is not connected")
-        })?;
+    pub fn reserve(
+        &self,
+        request: Captured,
+        persisted: bool,
+        invoke: Invoke,
+    ) -> Result<NativeOwner> {
+        let backend = self.connected()?;
         let request = request_of(&request.0)?;
         let (id, record, reservation) = backend.reserve(&request);
+        let persist: Option<Arc<dyn Persist>> =
+            persisted.then(|| JsPersist::new(JsPort::new(invoke)) as Arc<dyn Persist>);
         Ok(NativeOwner::wrap(SandboxOwner::new(
             id,
             reservation,
             request,
             record,
-            None,
+            persist,
+        )))
+    }
+
+    /// Ends the reconciliation `id` (its caller's signal aborted): it rejects with `cancelled`,
+    /// and the API requests it had in flight are dropped.
+    #[napi(js_name = "cancelReconcile")]
+    pub fn cancel_reconcile(&self, id: u32) {
+        self.reconciling.cancel(id);
+    }
+
+    /// Forgets the reconciliation `id` once its caller has its answer.
+    #[napi(js_name = "endReconcile")]
+    pub fn end_reconcile(&self, id: u32) {
+        self.reconciling.end(id);
+    }
+
+    /// Resolves `{ kind }` (matched, uncertain), `{ kind: 'conflict', reason }` or
+    /// `{ kind: 'absent', record }`, bounded and cancellable (`ReconcileDesk::run`).
+    #[napi]
+    pub async fn reconcile(&self, record: Captured, id: u32) -> JsData {
+        let backend = match self.connected() {
+            Ok(backend) => Arc::clone(backend),
+            Err(error) => return JsData(failed(&OwnerError::driver(error.reason.clone()))),
+        };
+        self.reconciling
+            .run(&record, id, |record| async move {
+                backend.reconcile(&record).await
+            })
+            .await
+    }
+
+    /// A cleanup-only owner for a reconciled record; every effect re-proves ownership.
+    #[napi]
+    pub fn recovered(&self, record: Captured) -> Result<NativeRecoveredOwner> {
+        let record = record_of(&record.0)?;
+        let driver = self.connected()?.recovered(record.clone());
+        Ok(NativeRecoveredOwner::wrap(RecoveredOwner::new(
+            driver, record,
         )))
     }
 }

@@ -18,6 +18,7 @@ mod pool_member;
 mod process_feed;
 mod process_streams;
 mod reaper;
+mod reconcile_desk;
 mod runtime;
 mod staging_writer;
 mod transfers;

@@ -63,13 +63,7 @@ pub fn support(runtime: Option<&str>) -> SandboxSupport {
     }
 }
 
-/// What a reconciliation found.
-pub enum Reconciled {
-    Matched(SandboxRecoveryRecord),
-    Uncertain(SandboxRecoveryRecord),
-    Conflict(String),
-    Absent(SandboxRecoveryRecord),
-}
+pub use crate::recovery::reconciled::Reconciled;
 
 impl DockerBackend {
     /// Connects without waiting on the engine: an image ID is pinned at once, a reference

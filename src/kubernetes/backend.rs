@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use super::client::{connect, Cluster};
 use super::layout::{object_name, BACKEND_ID, BACKEND_REVISION};
+use super::objects::{fingerprint_of, Objects};
 use super::options::KubernetesOptions;
+use super::recovered::KubernetesRecovered;
 use super::sandbox::{KubernetesSandbox, Settings};
 use crate::digest::{fresh_id, sha256_of};
 use crate::input::{ToValue, Value};
@@ -14,6 +16,7 @@ use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::policy::request::SandboxRequest;
 use crate::policy::support::SandboxSupport;
+use crate::recovery::reconciled::Reconciled;
 use crate::recovery::record::{Authority, Identity, Phase, Resource, Role, SandboxRecoveryRecord};
 
 pub struct KubernetesBackend {
@@ -117,7 +120,7 @@ impl KubernetesBackend {
             namespace: self.options.scope.clone(),
             operation_id: fresh_id("op"),
             sandbox_id: sandbox_id.clone(),
-            image_digest: format!("reference:{}", self.options.image),
+            image_digest: image_digest(&self.options),
             policy_digest: sha256_of(&request.to_value()),
             configuration_digest: self.settings.configuration_digest.clone(),
             phase: Phase::Reserved,
@@ -128,6 +131,110 @@ impl KubernetesBackend {
             KubernetesSandbox::new(Arc::clone(&self.settings), request.clone(), record.clone());
         (sandbox_id, record, reservation)
     }
+}
+
+impl KubernetesBackend {
+    fn objects_of(&self, record: &SandboxRecoveryRecord) -> Objects {
+        Objects::new(
+            self.settings.cluster.client.clone(),
+            &self.settings.namespace,
+            &self.settings.scope,
+            &record.sandbox_id,
+        )
+    }
+
+    /// Adopts nothing it cannot prove: another scope, configuration, image, cluster or
+    /// namespace is a conflict before anything is read; each recorded object is looked up under
+    /// the sandbox's name and counts only with the sandbox's labels and, once identified, its
+    /// recorded UID. An API server that does not answer is an error, never absence.
+    pub async fn reconcile(
+        &self,
+        record: &SandboxRecoveryRecord,
+    ) -> Result<Reconciled, OwnerError> {
+        if record.namespace != self.options.scope {
+            return Ok(Reconciled::Conflict(format!(
+                "the record belongs to scope {}, this backend owns scope {}",
+                record.namespace, self.options.scope
+            )));
+        }
+        if record.configuration_digest != self.settings.configuration_digest
+            || record.image_digest != image_digest(&self.options)
+        {
+            return Ok(Reconciled::Conflict(
+                "the record was written under another backend configuration or image".into(),
+            ));
+        }
+        match &record.authority {
+            Authority::Verified { backend_identity }
+                if *backend_identity != self.settings.backend_identity() =>
+            {
+                return Ok(Reconciled::Conflict(
+                    "the record was written against another cluster or namespace".into(),
+                ));
+            }
+            Authority::Unverified
+                if record
+                    .resources
+                    .iter()
+                    .any(|r| r.identity != Identity::Planned) =>
+            {
+                return Ok(Reconciled::Conflict(
+                    "an unverified record cannot own entered resources".into(),
+                ));
+            }
+            _ => {}
+        }
+        let objects = self.objects_of(record);
+        let (mut identified, mut creating) = (false, false);
+        for resource in &record.resources {
+            let recorded = match &resource.identity {
+                Identity::Planned => continue,
+                Identity::Creating => None,
+                Identity::Identified { id, fingerprint } => Some((id, fingerprint)),
+            };
+            match (objects.find(resource.role).await?, recorded) {
+                // Announced and not there: it may still be made by a request in flight.
+                (None, None) => creating = true,
+                (None, Some(_)) => {}
+                (Some((_, true)), None) => creating = true,
+                (Some((uid, true)), Some((id, fingerprint)))
+                    if uid == *id && *fingerprint == fingerprint_of(&uid) =>
+                {
+                    identified = true
+                }
+                (Some(_), _) => {
+                    return Ok(Reconciled::Conflict(format!(
+                        "the {} object {} exists but is not provably this record's (labels or UID differ)",
+                        resource.role.as_str(),
+                        objects.name
+                    )))
+                }
+            }
+        }
+        Ok(if creating {
+            Reconciled::Uncertain(record.clone())
+        } else if identified {
+            Reconciled::Matched(record.clone())
+        } else {
+            let mut absent = record.clone();
+            absent.phase = Phase::Destroyed;
+            Reconciled::Absent(absent)
+        })
+    }
+
+    /// Cleanup-only ownership of a reconciled record.
+    pub fn recovered(&self, record: SandboxRecoveryRecord) -> Arc<KubernetesRecovered> {
+        Arc::new(KubernetesRecovered {
+            objects: self.objects_of(&record),
+            record,
+        })
+    }
+}
+
+/// The image as records name it: the digest of the reference the options give (the cluster
+/// resolves the reference; a record pins the reference, not its content).
+fn image_digest(options: &KubernetesOptions) -> String {
+    crate::digest::sha256(format!("reference:{}", options.image).as_bytes())
 }
 
 fn planned(role: Role, name: String) -> Resource {

@@ -7,8 +7,10 @@
 pub mod backend;
 pub mod client;
 pub mod layout;
+pub mod objects;
 pub mod options;
 pub mod pod;
 pub mod quantity;
+pub mod recovered;
 pub mod sandbox;
 pub mod transfers;

@@ -20,13 +20,13 @@ use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
 use k8s_openapi::api::networking::v1::NetworkPolicy;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, AttachParams, AttachedProcess, DeleteParams, PostParams, Preconditions};
+use kube::api::{Api, AttachParams, AttachedProcess, PostParams};
 use session_frames::Spawn;
 use tokio::io::AsyncWriteExt;
 
 use super::client::{Cluster, REQUEST_TIMEOUT};
-use super::layout::{object_name, HELPER_CONTAINER, SANDBOX_CONTAINER};
+use super::layout::{HELPER_CONTAINER, SANDBOX_CONTAINER};
+use super::objects::{bounded, fingerprint_of, idempotent, located_in, Located, Objects, POLL};
 use super::pod::{deny_all, effective, pod, PodPlan};
 use super::transfers::{transfer_permits, Workspace};
 use crate::guest_layout::{with_fixed_environment, GUEST_ROOTS, WORKSPACE};
@@ -43,15 +43,11 @@ use crate::process::spec::SandboxProcessSpec;
 use crate::process::supervised::{frames_of, spawn_of, Chunks, Link};
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
 
-/// How often a pod's state is read while waiting for it.
-const POLL: Duration = Duration::from_millis(100);
 /// How long a stop waits for the supervisor's container to end before deleting the pod.
 const STOP_BOUND: Duration = Duration::from_secs(15);
 /// The attach streams' buffers: a connection's batches go as messages this large (kube-rs takes
 /// 1 KiB otherwise).
 const ATTACH_BUFFER: usize = 256 * 1024;
-/// How long a destroy waits for each object to be gone.
-const DESTROY_BOUND: Duration = Duration::from_secs(60);
 
 /// What every sandbox of one backend shares.
 pub struct Settings {
@@ -67,9 +63,23 @@ pub struct Settings {
     pub configuration_digest: String,
 }
 
+impl Settings {
+    /// The cluster and namespace a record's objects live in: a record written against another
+    /// is never adopted.
+    pub fn backend_identity(&self) -> String {
+        format!(
+            "kubernetes:{}/namespaces/{}",
+            self.cluster.server.trim_end_matches('/'),
+            self.namespace
+        )
+    }
+}
+
 pub struct KubernetesSandbox {
     settings: Arc<Settings>,
     request: SandboxRequest,
+    /// The pod and NetworkPolicy, under the one name they share.
+    objects: Objects,
     name: String,
     state: Mutex<State>,
     /// Set as a stop begins: no supervisor is made after it.
@@ -101,41 +111,23 @@ fn stopped() -> OwnerError {
     OwnerError::cancelled("the sandbox stopped: its session supervisor was ended")
 }
 
-fn api_error(what: &str, error: kube::Error) -> OwnerError {
-    OwnerError::driver(format!("{what}: {error}"))
-}
-
-fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-/// One API request, bounded.
-async fn bounded<T>(
-    what: &str,
-    request: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, OwnerError> {
-    tokio::time::timeout(REQUEST_TIMEOUT, request)
-        .await
-        .map_err(|_| {
-            OwnerError::driver(format!(
-                "{what}: the API server did not answer within {} s",
-                REQUEST_TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|e| api_error(what, e))
-}
-
 impl KubernetesSandbox {
     pub fn new(
         settings: Arc<Settings>,
         request: SandboxRequest,
         record: SandboxRecoveryRecord,
     ) -> Arc<Self> {
-        let name = object_name(&settings.scope, &record.sandbox_id);
+        let objects = Objects::new(
+            settings.cluster.client.clone(),
+            &settings.namespace,
+            &settings.scope,
+            &record.sandbox_id,
+        );
         Arc::new(Self {
+            name: objects.name.clone(),
+            objects,
             settings,
             request,
-            name,
             state: Mutex::new(State {
                 record,
                 pod_uid: None,
@@ -148,17 +140,11 @@ impl KubernetesSandbox {
     }
 
     fn pods(&self) -> Api<Pod> {
-        Api::namespaced(
-            self.settings.cluster.client.clone(),
-            &self.settings.namespace,
-        )
+        self.objects.pods.clone()
     }
 
     fn policies(&self) -> Api<NetworkPolicy> {
-        Api::namespaced(
-            self.settings.cluster.client.clone(),
-            &self.settings.namespace,
-        )
+        self.objects.policies.clone()
     }
 
     fn record(&self) -> SandboxRecoveryRecord {
@@ -203,11 +189,7 @@ impl KubernetesSandbox {
         let helper = crate::guest_helper::helper_for(Some(self.settings.architecture))?;
         let mut next = self.record();
         next.authority = Authority::Verified {
-            backend_identity: format!(
-                "kubernetes:{}/namespaces/{}",
-                self.settings.cluster.server.trim_end_matches('/'),
-                self.settings.namespace
-            ),
+            backend_identity: self.settings.backend_identity(),
         };
         next.phase = Phase::Starting;
         self.checkpoint(journal, next).await?;
@@ -245,8 +227,8 @@ impl KubernetesSandbox {
                 journal,
                 Role::Network,
                 Identity::Identified {
-                    id: uid.clone(),
-                    fingerprint: uid,
+                    fingerprint: fingerprint_of(&uid),
+                    id: uid,
                 },
             )
             .await?;
@@ -270,7 +252,7 @@ impl KubernetesSandbox {
             Role::Compute,
             Identity::Identified {
                 id: uid.clone(),
-                fingerprint: uid.clone(),
+                fingerprint: fingerprint_of(&uid),
             },
         )
         .await?;
@@ -278,10 +260,9 @@ impl KubernetesSandbox {
         self.wait_running(HELPER_CONTAINER, true, cancel).await?;
         self.write_helper(helper.bytes(), cancel).await?;
         self.wait_running(SANDBOX_CONTAINER, false, cancel).await?;
-        let stored = bounded(
-            "reading the sandbox's pod back",
-            self.pods().get(&self.name),
-        )
+        let stored = idempotent("reading the sandbox's pod back", || {
+            self.objects.pods.get(&self.name)
+        })
         .await?;
         self.check_uid(&stored)?;
         let effective = effective(&stored, pids, network)?;
@@ -302,10 +283,9 @@ impl KubernetesSandbox {
         if lock(&self.state).pod_uid.is_none() {
             return Err(OwnerError::state("a transfer needs a started sandbox"));
         }
-        let found = bounded(
-            "reading the sandbox's pod for a transfer",
-            self.pods().get_opt(&self.name),
-        )
+        let found = idempotent("reading the sandbox's pod for a transfer", || {
+            self.objects.pods.get_opt(&self.name)
+        })
         .await?;
         match found {
             Some(found) => self.check_uid(&found)?,
@@ -345,7 +325,10 @@ impl KubernetesSandbox {
     ) -> Result<(), OwnerError> {
         loop {
             cancel.check()?;
-            let found = bounded("reading the sandbox's pod", self.pods().get(&self.name)).await?;
+            let found = idempotent("reading the sandbox's pod", || {
+                self.objects.pods.get(&self.name)
+            })
+            .await?;
             self.check_uid(&found)?;
             let status = found.status.as_ref();
             let statuses = status.and_then(|s| {
@@ -575,183 +558,47 @@ impl KubernetesSandbox {
     async fn run_stop(self: Arc<Self>) -> Result<(), OwnerError> {
         self.stop_begun.store(true, Ordering::SeqCst);
         let live = self.link.lock().await.take();
-        let known = lock(&self.state).pod_uid.clone();
-        let uid = match known {
-            Some(uid) => uid,
+        let uid = match self.located(Role::Compute) {
+            Located::Identified(uid) => uid,
             // A start stopped while it made the pod: found by its name and labels, if made.
-            None if self.announced(Role::Compute) => {
-                let found = bounded(
-                    "looking for the sandbox's pod at stop",
-                    self.pods().get_opt(&self.name),
-                )
-                .await?;
-                match self.labelled_uid(found.map(|p| p.metadata), "compute") {
-                    Some(uid) => uid,
-                    None => return Ok(()),
-                }
-            }
-            None => return Ok(()),
+            Located::Announced => match self.objects.labelled_uid(Role::Compute).await? {
+                Some(uid) => uid,
+                None => return Ok(()),
+            },
+            Located::None => return Ok(()),
         };
         let Some(live) = live else {
             // No supervisor attached now (a start that failed or was cancelled, or a stop
             // again after one that failed): nothing of the guest's runs through it, and an
             // unattached supervisor's stdin would stay open for ever; the pod goes now.
-            return self.delete_pod(&uid).await;
+            return self.objects.delete(Role::Compute, &uid).await;
         };
         // Closing the link drops its end of the supervisor's stdin: the attach sends the stream's
         // close, the supervisor kills every command and exits, and the attach ends with it.
         live.link.close(stopped());
         let deadline = tokio::time::Instant::now() + STOP_BOUND;
         let _ = tokio::time::timeout_at(deadline, live.watcher).await;
-        loop {
-            let found = bounded(
-                "reading the sandbox's pod at stop",
-                self.pods().get_opt(&self.name),
-            )
-            .await?;
-            let Some(found) = found.filter(|p| p.metadata.uid.as_deref() == Some(uid.as_str()))
-            else {
-                return Ok(());
-            };
-            // The workspace container runs on (it holds the pod for exports): only the guest's
-            // containers must have ended.
-            let running = found
-                .status
-                .as_ref()
-                .and_then(|s| s.container_statuses.as_ref())
-                .into_iter()
-                .flatten()
-                .filter(|c| c.name == SANDBOX_CONTAINER)
-                .chain(
-                    found
-                        .status
-                        .as_ref()
-                        .and_then(|s| s.init_container_statuses.as_ref())
-                        .into_iter()
-                        .flatten(),
-                )
-                .any(|c| {
-                    c.state
-                        .as_ref()
-                        .is_none_or(|s| s.running.is_some() || s.waiting.is_some())
-                });
-            let phase = found.status.as_ref().and_then(|s| s.phase.as_deref());
-            if !running || matches!(phase, Some("Succeeded" | "Failed")) {
-                return Ok(());
-            }
-            if tokio::time::Instant::now() >= deadline {
-                // The supervisor did not end: the pod goes, and with it every process.
-                return self.delete_pod(&uid).await;
-            }
-            tokio::time::sleep(POLL).await;
-        }
-    }
-
-    async fn delete_pod(&self, uid: &str) -> Result<(), OwnerError> {
-        self.delete(self.pods(), "pod", uid).await
-    }
-
-    async fn delete_policy(&self, uid: &str) -> Result<(), OwnerError> {
-        self.delete(self.policies(), "NetworkPolicy", uid).await
-    }
-
-    /// Deletes the sandbox's object of `kind` by its UID (never another that took the name) and
-    /// waits until it is gone, within `DESTROY_BOUND`.
-    async fn delete<K>(&self, api: Api<K>, kind: &str, uid: &str) -> Result<(), OwnerError>
-    where
-        K: kube::Resource<DynamicType = ()>
-            + Clone
-            + std::fmt::Debug
-            + k8s_openapi::serde::de::DeserializeOwned
-            + Send
-            + Sync
-            + 'static,
-    {
-        let what = format!("deleting the sandbox's {kind}");
-        match tokio::time::timeout(REQUEST_TIMEOUT, api.delete(&self.name, &delete_params(uid)))
-            .await
-        {
-            Err(_) => return Err(OwnerError::driver(format!("{what}: no answer"))),
-            Ok(Err(e)) if is_not_found(&e) => return Ok(()),
-            Ok(Err(kube::Error::Api(status))) if status.code == 409 => return Ok(()),
-            Ok(Err(e)) => return Err(api_error(&what, e)),
-            Ok(Ok(_)) => {}
-        }
-        gone(&self.name, uid, DESTROY_BOUND, move |name| {
-            let api = api.clone();
-            async move {
-                api.get_opt(&name)
-                    .await
-                    .map(|found| found.and_then(|object| object.meta().uid.clone()))
-            }
-        })
-        .await
+        self.objects.guest_ended_by(&uid, deadline).await
     }
 
     async fn run_destroy(self: Arc<Self>) -> Result<(), OwnerError> {
-        let (pod_uid, policy_uid) = {
-            let state = lock(&self.state);
-            (state.pod_uid.clone(), state.policy_uid.clone())
-        };
-        // An object announced but never identified (a start that failed as it made it) is
-        // found by name and taken only with the sandbox's labels.
-        let announced = |role: Role| self.announced(role);
-        let pod_uid = match pod_uid {
-            Some(uid) => Some(uid),
-            None if announced(Role::Compute) => {
-                let found = bounded(
-                    "looking for the sandbox's pod",
-                    self.pods().get_opt(&self.name),
-                )
-                .await?;
-                self.labelled_uid(found.map(|p| p.metadata), "compute")
-            }
-            None => None,
-        };
-        if let Some(uid) = pod_uid {
-            self.delete_pod(&uid).await?;
-        }
-        let policy_uid = match policy_uid {
-            Some(uid) => Some(uid),
-            None if announced(Role::Network) => {
-                let found = bounded(
-                    "looking for the sandbox's NetworkPolicy",
-                    self.policies().get_opt(&self.name),
-                )
-                .await?;
-                self.labelled_uid(found.map(|p| p.metadata), "network")
-            }
-            None => None,
-        };
-        if let Some(uid) = policy_uid {
-            self.delete_policy(&uid).await?;
-        }
-        Ok(())
+        let (pod, policy) = (self.located(Role::Compute), self.located(Role::Network));
+        self.objects
+            .destroy([(Role::Compute, pod), (Role::Network, policy)])
+            .await
     }
 
-    /// Whether the record announced an object of `role` that was never identified.
-    fn announced(&self, role: Role) -> bool {
-        lock(&self.state)
-            .record
-            .resources
-            .iter()
-            .any(|r| r.role == role && r.identity == Identity::Creating)
-    }
-
-    /// The UID of the object found under the sandbox's name, when it carries the sandbox's
-    /// labels for `role`.
-    fn labelled_uid(&self, found: Option<ObjectMeta>, role: &str) -> Option<String> {
-        let record = self.record();
-        found.and_then(|meta| {
-            super::layout::labels_match(
-                meta.labels.as_ref(),
-                &self.settings.scope,
-                &record.sandbox_id,
-                role,
-            )
-            .then_some(meta.uid)
-            .flatten()
-        })
+    /// What the sandbox knows of its object of `role`.
+    fn located(&self, role: Role) -> Located {
+        let state = lock(&self.state);
+        let uid = match role {
+            Role::Network => state.policy_uid.clone(),
+            _ => state.pod_uid.clone(),
+        };
+        match uid {
+            Some(uid) => Located::Identified(uid),
+            None => located_in(&state.record, role),
+        }
     }
 }
 
@@ -863,42 +710,6 @@ fn chunks_of(
     mut received: tokio::sync::mpsc::Receiver<Result<(OutputStream, bytes::Bytes), OwnerError>>,
 ) -> Chunks {
     futures::stream::poll_fn(move |context| received.poll_recv(context)).boxed()
-}
-
-fn delete_params(uid: &str) -> DeleteParams {
-    DeleteParams {
-        grace_period_seconds: Some(0),
-        preconditions: Some(Preconditions {
-            uid: Some(uid.to_owned()),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    }
-}
-
-/// Waits until the object `name` is gone or is another object (another UID), within `bound`.
-async fn gone<F, Fut>(name: &str, uid: &str, bound: Duration, get: F) -> Result<(), OwnerError>
-where
-    F: Fn(String) -> Fut,
-    Fut: std::future::Future<Output = Result<Option<String>, kube::Error>>,
-{
-    let deadline = tokio::time::Instant::now() + bound;
-    loop {
-        match tokio::time::timeout(REQUEST_TIMEOUT, get(name.to_owned())).await {
-            Ok(Ok(None)) => return Ok(()),
-            Ok(Ok(Some(found))) if found != uid => return Ok(()),
-            Ok(Ok(Some(_))) => {}
-            Ok(Err(e)) => return Err(api_error(&format!("waiting for {name} to go"), e)),
-            Err(_) => {}
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(OwnerError::driver(format!(
-                "{name} was deleted but is still there after {} s",
-                bound.as_secs()
-            )));
-        }
-        tokio::time::sleep(POLL).await;
-    }
 }
 
 impl DriverReservation for KubernetesSandbox {

@@ -2,4 +2,5 @@
 
 pub mod continuation;
 pub mod policy;
+pub mod reconciled;
 pub mod record;
