@@ -12,5 +12,6 @@ pub mod options;
 pub mod pod;
 pub mod quantity;
 pub mod recovered;
+pub mod requests;
 pub mod sandbox;
 pub mod transfers;

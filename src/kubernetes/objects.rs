@@ -2,7 +2,8 @@
 //! found by name only with the sandbox's labels (an object a start announced but never
 //! identified), deleted only by UID (a precondition, so never another object that took the
 //! name) and waited for until gone, and the guest's end awaited. Shared by the live sandbox
-//! (`sandbox.rs`) and a reconciled one (`recovered.rs`); every API request is bounded.
+//! (`sandbox.rs`) and a reconciled one (`recovered.rs`); every API request is bounded
+//! (`requests.rs`).
 
 use std::time::Duration;
 
@@ -13,6 +14,7 @@ use kube::Client;
 
 use super::client::REQUEST_TIMEOUT;
 use super::layout::{labels_match, object_name, SANDBOX_CONTAINER};
+use super::requests::{api_error, idempotent, is_not_found, is_transport, retried, Retry};
 use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::{Identity, Role, SandboxRecoveryRecord};
 
@@ -21,82 +23,10 @@ pub const POLL: Duration = Duration::from_millis(100);
 /// How long a destroy waits for each object to be gone.
 const DESTROY_BOUND: Duration = Duration::from_secs(60);
 
-pub fn api_error(what: &str, error: kube::Error) -> OwnerError {
-    OwnerError::driver(format!("{what}: {error}"))
-}
-
-pub fn is_not_found(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Api(status) if status.code == 404)
-}
-
-/// One API request, bounded.
-pub async fn bounded<T>(
-    what: &str,
-    request: impl std::future::Future<Output = Result<T, kube::Error>>,
-) -> Result<T, OwnerError> {
-    tokio::time::timeout(REQUEST_TIMEOUT, request)
-        .await
-        .map_err(|_| {
-            OwnerError::driver(format!(
-                "{what}: the API server did not answer within {} s",
-                REQUEST_TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|e| api_error(what, e))
-}
-
 /// A record's fingerprint of the object `uid` (a record holds digests): the UID names one
 /// incarnation of an object for the cluster's life, so it proves the object alone.
 pub fn fingerprint_of(uid: &str) -> String {
     crate::digest::sha256(format!("kubernetes-uid:{uid}").as_bytes())
-}
-
-/// How long an idempotent request waits before it is tried again after its connection failed.
-const RETRY_PAUSE: Duration = Duration::from_millis(250);
-
-/// Whether `error` is the connection's, not the API server's answer: a pooled connection the
-/// server closed, or a server restarting or not answering yet.
-fn is_transport(error: &kube::Error) -> bool {
-    matches!(error, kube::Error::Service(_) | kube::Error::HyperError(_))
-}
-
-/// An idempotent request (a read, a delete by UID), tried again while its failure is the
-/// connection's, all within `REQUEST_TIMEOUT`: an API server restarting, or a pooled connection
-/// it closed, is ridden over; its answers (a refusal, an absence) are not. `Err(None)`: no
-/// answer within the bound.
-pub async fn retried<T, F, Fut>(request: F) -> Result<T, Option<kube::Error>>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, kube::Error>>,
-{
-    let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
-    loop {
-        match tokio::time::timeout_at(deadline, request()).await {
-            Err(_) => return Err(None),
-            Ok(Ok(answer)) => return Ok(answer),
-            Ok(Err(e))
-                if is_transport(&e) && tokio::time::Instant::now() + RETRY_PAUSE < deadline =>
-            {
-                tokio::time::sleep(RETRY_PAUSE).await;
-            }
-            Ok(Err(e)) => return Err(Some(e)),
-        }
-    }
-}
-
-/// `retried`, its failure an error saying `what` failed.
-pub async fn idempotent<T, F, Fut>(what: &str, request: F) -> Result<T, OwnerError>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, kube::Error>>,
-{
-    retried(request).await.map_err(|failure| match failure {
-        Some(e) => api_error(what, e),
-        None => OwnerError::driver(format!(
-            "{what}: the API server did not answer within {} s",
-            REQUEST_TIMEOUT.as_secs()
-        )),
-    })
 }
 
 /// The label value of an object of `role`.
@@ -305,7 +235,7 @@ where
 {
     let what = format!("deleting the sandbox's {kind}");
     let params = delete_params(uid);
-    match retried(|| api.delete(name, &params)).await {
+    match retried(Retry::Idempotent, || api.delete(name, &params)).await {
         Ok(_) => {}
         Err(None) => return Err(OwnerError::driver(format!("{what}: no answer"))),
         Err(Some(e)) if is_not_found(&e) => return Ok(()),

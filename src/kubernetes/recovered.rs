@@ -13,7 +13,8 @@ use tokio::io::AsyncWriteExt;
 
 use super::client::REQUEST_TIMEOUT;
 use super::layout::SANDBOX_CONTAINER;
-use super::objects::{bounded, located_in, Guest, Located, Objects};
+use super::objects::{located_in, Guest, Located, Objects};
+use super::requests::{requested, Retry};
 use crate::lifecycle::driver::RecoveredDriver;
 use crate::lifecycle::error::OwnerError;
 use crate::recovery::record::{Role, SandboxRecoveryRecord};
@@ -55,9 +56,10 @@ impl KubernetesRecovered {
             .stdin(true)
             .stdout(false)
             .stderr(false);
-        let mut attached = bounded(
+        let mut attached = requested(
             "attaching to the recovered sandbox's supervisor",
-            self.objects.pods.attach(&self.objects.name, &params),
+            Retry::NeverSent,
+            || self.objects.pods.attach(&self.objects.name, &params),
         )
         .await?;
         let _status = attached.take_status();

@@ -19,15 +19,15 @@ use std::time::Duration;
 use futures::future::{BoxFuture, FutureExt};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use k8s_openapi::api::networking::v1::NetworkPolicy;
 use kube::api::{Api, AttachParams, AttachedProcess, PostParams};
 use session_frames::Spawn;
 use tokio::io::AsyncWriteExt;
 
 use super::client::{Cluster, REQUEST_TIMEOUT};
 use super::layout::{HELPER_CONTAINER, SANDBOX_CONTAINER};
-use super::objects::{bounded, fingerprint_of, idempotent, located_in, Located, Objects, POLL};
+use super::objects::{fingerprint_of, located_in, Located, Objects, POLL};
 use super::pod::{deny_all, effective, pod, PodPlan};
+use super::requests::{idempotent, requested, Retry};
 use super::transfers::{transfer_permits, Workspace};
 use crate::guest_layout::{with_fixed_environment, GUEST_ROOTS, WORKSPACE};
 use crate::lifecycle::cancel::Cancel;
@@ -43,6 +43,11 @@ use crate::process::spec::SandboxProcessSpec;
 use crate::process::supervised::{frames_of, spawn_of, Chunks, Link};
 use crate::recovery::record::{Authority, Identity, Phase, Role, SandboxRecoveryRecord};
 
+/// How objects are created: plainly (no dry run, no field manager of its own).
+const CREATE: PostParams = PostParams {
+    dry_run: false,
+    field_manager: None,
+};
 /// How long a stop waits for the supervisor's container to end before deleting the pod.
 const STOP_BOUND: Duration = Duration::from_secs(15);
 /// The attach streams' buffers: a connection's batches go as messages this large (kube-rs takes
@@ -143,10 +148,6 @@ impl KubernetesSandbox {
         self.objects.pods.clone()
     }
 
-    fn policies(&self) -> Api<NetworkPolicy> {
-        self.objects.policies.clone()
-    }
-
     fn record(&self) -> SandboxRecoveryRecord {
         lock(&self.state).record.clone()
     }
@@ -214,9 +215,10 @@ impl KubernetesSandbox {
             self.announce(journal, Role::Network, Identity::Creating)
                 .await?;
             cancel.check()?;
-            let made = bounded(
+            let made = requested(
                 "creating the sandbox's NetworkPolicy",
-                self.policies().create(&PostParams::default(), &policy),
+                Retry::NeverSent,
+                || self.objects.policies.create(&CREATE, &policy),
             )
             .await?;
             let uid = made.metadata.uid.clone().ok_or_else(|| {
@@ -237,10 +239,9 @@ impl KubernetesSandbox {
         self.announce(journal, Role::Compute, Identity::Creating)
             .await?;
         cancel.check()?;
-        let made = bounded(
-            "creating the sandbox's pod",
-            self.pods().create(&PostParams::default(), &manifest),
-        )
+        let made = requested("creating the sandbox's pod", Retry::NeverSent, || {
+            self.objects.pods.create(&CREATE, &manifest)
+        })
         .await?;
         let uid =
             made.metadata.uid.clone().ok_or_else(|| {
@@ -400,9 +401,10 @@ impl KubernetesSandbox {
             .max_stdin_buf_size(ATTACH_BUFFER);
         let written = async {
             let pods = self.pods();
-            let mut attached = bounded(
+            let mut attached = requested(
                 "attaching to the sandbox's helper container",
-                pods.attach(&self.name, &params),
+                Retry::NeverSent,
+                || pods.attach(&self.name, &params),
             )
             .await?;
             // Taken first: the attach's task hands the server's closing status to it (and fails
@@ -456,9 +458,10 @@ impl KubernetesSandbox {
             .max_stdout_buf_size(ATTACH_BUFFER)
             .max_stderr_buf_size(ATTACH_BUFFER);
         let pods = self.pods();
-        let attaching = bounded(
+        let attaching = requested(
             "attaching to the sandbox's supervisor",
-            pods.attach(&self.name, &params),
+            Retry::NeverSent,
+            || pods.attach(&self.name, &params),
         );
         let mut attached = tokio::select! {
             reason = cancel.cancelled() => return Err(reason),

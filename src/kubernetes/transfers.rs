@@ -19,8 +19,8 @@ use kube::api::{Api, AttachParams, AttachedProcess};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 
-use super::client::REQUEST_TIMEOUT;
 use super::layout::{HELPER_PATH, WORKSPACE_CONTAINER};
+use super::requests::{requested, Retry};
 use crate::lifecycle::driver::{ArchiveDownload, ArchiveUpload};
 use crate::lifecycle::error::{OperationCode, OwnerError};
 
@@ -90,24 +90,15 @@ impl Workspace {
             .max_stdin_buf_size(EXEC_BUFFER)
             .max_stdout_buf_size(EXEC_BUFFER)
             .max_stderr_buf_size(EXEC_BUFFER);
-        let mut exec = tokio::time::timeout(
-            REQUEST_TIMEOUT,
-            self.pods.exec(&self.name, [HELPER_PATH], &params),
-        )
-        .await
-        .map_err(|_| {
-            OwnerError::driver(format!(
-                "{what}: the API server did not start the workspace helper in the pod {} within {} s",
-                self.name,
-                REQUEST_TIMEOUT.as_secs()
-            ))
-        })?
-        .map_err(|e| {
-            OwnerError::driver(format!(
-                "{what}: starting the workspace helper in the pod {}: {e}",
+        let mut exec = requested(
+            &format!(
+                "{what}: starting the workspace helper in the pod {}",
                 self.name
-            ))
-        })?;
+            ),
+            Retry::NeverSent,
+            || self.pods.exec(&self.name, [HELPER_PATH], &params),
+        )
+        .await?;
         let missing = || OwnerError::driver(format!("{what}: the helper's exec lacks a stream"));
         let status: Ended = exec.take_status().ok_or_else(missing)?.boxed().shared();
         let stdin = exec.stdin().ok_or_else(missing)?;
