@@ -300,6 +300,17 @@ describe('kubernetes: the least-privilege Role', () => {
         assert.equal(result.stdout.toString(), 'through-the-role\n');
         await sandbox.files.write('role.txt', 'ok');
         assert.equal((await sandbox.files.read('role.txt')).toString(), 'ok');
+        await sandbox.importTree([fileFromBytes('imported.txt', Buffer.from('in'))]);
+        await sandbox.stop();
+        const seen = new Map();
+        await sandbox.exportTree({ kind: 'files', paths: ['imported.txt', 'role.txt'] }, async (entry) => {
+          seen.set(entry.path, (await drained(entry.bytes)).toString());
+        });
+        assert.deepEqual(Object.fromEntries(seen), { 'imported.txt': 'in', 'role.txt': 'ok' });
+        // Reconcile reads each recorded object by name: the Role's get is enough.
+        const found = await limited.reconcile(sandbox.recoveryRecord);
+        assert.equal(found.kind, 'matched');
+        await found.owner.destroy();
       } finally {
         await sandbox.stop();
         await sandbox.destroy();

@@ -34,10 +34,12 @@ pub struct PodPlan<'a> {
     pub architecture: &'a str,
 }
 
-/// What the workspace container may use: the workspace helper of one transfer at a time (a
-/// few MiB of buffers) and its waiting entry. Outside the policy's amounts, which are the
-/// sandbox container's alone: these are the controller's, as a Docker sandbox's holder is.
-const WORKSPACE_CPU: &str = "250m";
+/// What the workspace container asks for and may use: the workspace helper of one transfer at a
+/// time (a few MiB of buffers) and its waiting entry. It asks little CPU (it waits between
+/// transfers) and may burst to the policy's CPUs, so a transfer goes as fast as the sandbox's
+/// own commands could; its memory is fixed. Outside the policy's amounts, which are the sandbox
+/// container's alone: these are the controller's, as a Docker sandbox's holder is.
+const WORKSPACE_CPU_REQUEST: &str = "50m";
 const WORKSPACE_MEMORY: &str = "64Mi";
 
 /// The sandbox's pod. The init container writes the helper it reads from stdin into a volume
@@ -69,10 +71,11 @@ pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerErr
     });
     let cpus = quantity::millicores(policy.resources.cpus);
     let memory = policy.resources.memory_bytes.to_string();
-    let limits = json!({ "cpu": cpus, "memory": memory });
+    let limits = json!({ "cpu": cpus.clone(), "memory": memory });
     // The init container needs little; its limits keep the pod's requests the sandbox's.
     let helper_limits = json!({ "cpu": "100m", "memory": "32Mi" });
-    let workspace_limits = json!({ "cpu": WORKSPACE_CPU, "memory": WORKSPACE_MEMORY });
+    let workspace_limits = json!({ "cpu": cpus, "memory": WORKSPACE_MEMORY });
+    let workspace_requests = json!({ "cpu": WORKSPACE_CPU_REQUEST, "memory": WORKSPACE_MEMORY });
     let mut spec = json!({
         "restartPolicy": "Never",
         "automountServiceAccountToken": false,
@@ -126,7 +129,7 @@ pub fn pod(plan: &PodPlan<'_>, request: &SandboxRequest) -> Result<Pod, OwnerErr
             "workingDir": WORKSPACE,
             "env": env,
             "securityContext": helper_user,
-            "resources": { "limits": workspace_limits, "requests": workspace_limits },
+            "resources": { "limits": workspace_limits, "requests": workspace_requests },
             "volumeMounts": [
                 { "name": "helper", "mountPath": HELPER_DIRECTORY, "readOnly": true },
                 { "name": "workspace", "mountPath": WORKSPACE },
