@@ -48,18 +48,21 @@ const kubectl = (...args) =>
 async function oursFirstByte(backend) {
   const start = process.hrtime.bigint();
   const sandbox = await backend.reserve({ policy }, { kind: 'in_process' }).start();
-  const streams = await sandbox.reserveProcess(ECHO).start();
-  streams.stdin.end();
-  await new Promise((resolve, reject) => {
-    streams.stdout.once('data', resolve);
-    streams.stdout.once('error', reject);
-  });
-  const elapsed = ms(start);
-  streams.stdout.resume();
-  streams.stderr.resume();
-  await streams.exit;
-  await sandbox.destroy();
-  return elapsed;
+  try {
+    const streams = await sandbox.reserveProcess(ECHO).start();
+    streams.stdin.end();
+    await new Promise((resolve, reject) => {
+      streams.stdout.once('data', resolve);
+      streams.stdout.once('error', reject);
+    });
+    const elapsed = ms(start);
+    streams.stdout.resume();
+    streams.stderr.resume();
+    await streams.exit;
+    return elapsed;
+  } finally {
+    await sandbox.destroy();
+  }
 }
 
 /** kubectl's: `kubectl run --rm -i` until its first stdout byte (then until it deleted the pod, untimed). */

@@ -178,6 +178,35 @@ describe('kubernetes: a sandbox is a pod', () => {
     assert.deepEqual(census(), EMPTY);
   });
 
+  it('an export abandoned midway has its helper stopped before the next transfer runs', async () => {
+    const sandbox = await started(backend, asked());
+    const size = 64 * MiB;
+    try {
+      await sandbox.run(sh(`head -c ${size} /dev/zero > big.bin`));
+      await sandbox.stop();
+      const abandoned = await sandbox
+        .exportTree({ kind: 'files', paths: ['big.bin'] }, async (entry) => {
+          for await (const piece of entry.bytes) if (piece.length > 0) throw new Error('enough');
+        })
+        .catch((e) => e);
+      assert.ok(abandoned instanceof Error, String(abandoned));
+      // The next run waits for the abandoned helper to be stopped, then gives every byte.
+      const lengths = [];
+      await sandbox.exportTree({ kind: 'files', paths: ['big.bin'] }, async (entry) => {
+        let length = 0;
+        for await (const piece of entry.bytes) length += piece.length;
+        lengths.push(length);
+      });
+      assert.deepEqual(lengths, [size]);
+      const pod = census().pods[0].replace('pod/', '');
+      const processes = kubectl('exec', '-n', NAMESPACE, pod, '-c', 'workspace', '--', 'ps').split('\n');
+      assert.deepEqual(processes.filter((line) => line.trim().endsWith('/native-sandbox/helper')), [], 'no transfer helper left running');
+    } finally {
+      await sandbox.destroy();
+    }
+    assert.deepEqual(census(), EMPTY);
+  });
+
   it('stop ends every command and everything it started, and nothing is admitted after it', async () => {
     const sandbox = await started(backend, asked());
     const sleeper = await sandbox.exec(sh('sleep 600 & sleep 600'), { stdin: false });

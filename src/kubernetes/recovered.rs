@@ -62,11 +62,16 @@ impl KubernetesRecovered {
             || self.objects.pods.attach(&self.objects.name, &params),
         )
         .await?;
-        let _status = attached.take_status();
+        let status = attached.take_status();
         if let Some(mut stdin) = attached.stdin() {
             let _ = stdin.shutdown().await;
         }
-        let _ = tokio::time::timeout(REQUEST_TIMEOUT, attached.join()).await;
+        // The server's last word ends the attach; without it within the bound, dropping the
+        // attach ends its task (a `join` given up on would leave it running).
+        if let Some(status) = status {
+            let _ = tokio::time::timeout(REQUEST_TIMEOUT, status).await;
+        }
+        drop(attached);
         Ok(())
     }
 }

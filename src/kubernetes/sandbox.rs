@@ -24,7 +24,7 @@ use session_frames::Spawn;
 use tokio::io::AsyncWriteExt;
 
 use super::client::{Cluster, REQUEST_TIMEOUT};
-use super::layout::{HELPER_CONTAINER, SANDBOX_CONTAINER};
+use super::layout::{HELPER_CONTAINER, SANDBOX_CONTAINER, WORKSPACE_CONTAINER};
 use super::objects::{fingerprint_of, located_in, Located, Objects, POLL};
 use super::pod::{deny_all, effective, pod, PodPlan};
 use super::requests::{idempotent, requested, Retry};
@@ -261,6 +261,9 @@ impl KubernetesSandbox {
         self.wait_running(HELPER_CONTAINER, true, cancel).await?;
         self.write_helper(helper.bytes(), cancel).await?;
         self.wait_running(SANDBOX_CONTAINER, false, cancel).await?;
+        // Transfers run in the workspace container: a sandbox is ready only once it runs too.
+        self.wait_running(WORKSPACE_CONTAINER, false, cancel)
+            .await?;
         let stored = idempotent("reading the sandbox's pod back", || {
             self.objects.pods.get(&self.name)
         })
@@ -281,9 +284,9 @@ impl KubernetesSandbox {
     /// Where the next transfer runs, once the pod under the sandbox's name is proven its own
     /// (by UID: never another pod that took the name).
     async fn workspace(&self) -> Result<Workspace, OwnerError> {
-        if lock(&self.state).pod_uid.is_none() {
+        let Some(uid) = lock(&self.state).pod_uid.clone() else {
             return Err(OwnerError::state("a transfer needs a started sandbox"));
-        }
+        };
         let found = idempotent("reading the sandbox's pod for a transfer", || {
             self.objects.pods.get_opt(&self.name)
         })
@@ -292,7 +295,7 @@ impl KubernetesSandbox {
             Some(found) => self.check_uid(&found)?,
             None => {
                 return Err(OwnerError::driver(format!(
-                    "the sandbox's pod {} is gone: someone deleted it",
+                    "the sandbox's pod {} is gone (deleted, or evicted)",
                     self.name
                 )))
             }
@@ -300,6 +303,7 @@ impl KubernetesSandbox {
         Ok(Workspace {
             pods: self.pods(),
             name: self.name.clone(),
+            uid,
             permits: Arc::clone(&self.transfer_permits),
         })
     }
@@ -310,7 +314,7 @@ impl KubernetesSandbox {
             return Ok(());
         }
         Err(OwnerError::driver(format!(
-            "the pod {} is no longer the sandbox's (its UID changed): someone deleted it",
+            "the pod {} is no longer the sandbox's (its UID changed): it was deleted or evicted",
             self.name
         )))
     }

@@ -4,8 +4,11 @@
 //! the first command and after a stop. Every entry is still validated on the host, as for any
 //! driver (`transfer/`); the helper only extracts and walks without following a link. Every body
 //! goes inline (`/tree-inline`, no marker in an import): the cluster has no second path to a
-//! file. One run at a time per sandbox; an abandoned run's exec is dropped, which ends the
-//! helper (its stdin ends, or its stdout breaks) with every mode it widened put back.
+//! file. One run at a time per sandbox: a run whose helper's exit was not heard (abandoned, or
+//! its exec lost) keeps the next waiting until the helper's `--stop-transfers` mode, run by exec
+//! too, stopped it (the cluster does not end an exec's process when its client goes), every mode
+//! it widened put back. A run also ends when the pod is no longer there to serve it (deleted,
+//! evicted, its workspace container ended): an exec into a pod that went may stay open, silent.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,6 +43,12 @@ const IMPORT_REQUEST: &[u8] = b"/import\0";
 const TREE_INLINE_REQUEST: &str = "/tree-inline";
 /// The helper's last word after an import: the whole archive is extracted.
 const DONE: u8 = b'D';
+/// How often a run checks that its pod still serves it.
+const POD_CHECK: Duration = Duration::from_secs(5);
+/// The grace `--stop-transfers` gives an abandoned helper before SIGKILL, in milliseconds.
+const STOP_GRACE_MS: u64 = 2_000;
+/// How long stopping an abandoned helper may take before the next run goes ahead anyway.
+const STOP_BOUND: Duration = Duration::from_secs(15);
 /// How long a pipe of an exec that ended may take to end too. kube-rs closes the pipes right
 /// after the server's last word, but not when the connection failed: then this bounds the read.
 const DRAIN: Duration = Duration::from_secs(1);
@@ -50,9 +59,12 @@ const DRAIN: Duration = Duration::from_secs(1);
 type Ended = futures::future::Shared<futures::future::BoxFuture<'static, Option<Status>>>;
 
 /// Where a sandbox's transfers run: its pod's workspace container.
+#[derive(Clone)]
 pub struct Workspace {
     pub pods: Api<Pod>,
     pub name: String,
+    /// The pod's UID: a run ends when the pod under the name is no longer this one.
+    pub uid: String,
     pub permits: Arc<Semaphore>,
 }
 
@@ -68,7 +80,35 @@ struct Run {
     stdin: tokio::io::WriteHalf<tokio::io::SimplexStream>,
     stderr: tokio::task::JoinHandle<Vec<u8>>,
     status: Ended,
-    _permit: OwnedSemaphorePermit,
+    turn: Turn,
+}
+
+/// A run's turn at the workspace: released when the run is over. Dropped before the helper's
+/// exit was heard, it first has the helper stopped (bounded), so the next run never meets it.
+struct Turn {
+    permit: Option<OwnedSemaphorePermit>,
+    workspace: Workspace,
+    /// The helper's exit was heard: nothing to stop.
+    exited: bool,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        let Some(permit) = self.permit.take() else {
+            return;
+        };
+        if self.exited {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let workspace = self.workspace.clone();
+        runtime.spawn(async move {
+            let _ = tokio::time::timeout(STOP_BOUND, workspace.stop_transfers()).await;
+            drop(permit);
+        });
+    }
 }
 
 impl Workspace {
@@ -99,8 +139,23 @@ impl Workspace {
             || self.pods.exec(&self.name, [HELPER_PATH], &params),
         )
         .await?;
+        let turn = Turn {
+            permit: Some(permit),
+            workspace: self.clone(),
+            exited: false,
+        };
         let missing = || OwnerError::driver(format!("{what}: the helper's exec lacks a stream"));
-        let status: Ended = exec.take_status().ok_or_else(missing)?.boxed().shared();
+        let status = exec.take_status().ok_or_else(missing)?;
+        let lost = self.clone().lost();
+        // The exec's own end, or the pod's, whichever comes first.
+        let status: Ended = async move {
+            tokio::select! {
+                status = status => status,
+                gone = lost => Some(gone),
+            }
+        }
+        .boxed()
+        .shared();
         let stdin = exec.stdin().ok_or_else(missing)?;
         let stdout = exec.stdout().ok_or_else(missing)?;
         let stderr = exec.stderr().ok_or_else(missing)?;
@@ -110,8 +165,64 @@ impl Workspace {
             stdin,
             stderr: tokio::spawn(kept(stderr, status.clone())),
             status,
-            _permit: permit,
+            turn,
         })
+    }
+
+    /// Settles once the pod no longer serves transfers: gone, another pod under the name, or
+    /// its workspace container not running; as the failure status a run reports.
+    async fn lost(self) -> Status {
+        loop {
+            tokio::time::sleep(POD_CHECK).await;
+            let found = match self.pods.get_opt(&self.name).await {
+                Ok(found) => found,
+                // Unanswered: the exec's own end decides (an API server away ends it too).
+                Err(_) => continue,
+            };
+            let serving = found.as_ref().is_some_and(|pod| {
+                pod.metadata.uid.as_deref() == Some(self.uid.as_str())
+                    && pod
+                        .status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .into_iter()
+                        .flatten()
+                        .any(|c| {
+                            c.name == WORKSPACE_CONTAINER
+                                && c.state.as_ref().is_some_and(|s| s.running.is_some())
+                        })
+            });
+            if !serving {
+                return Status {
+                    status: Some("Failure".into()),
+                    message: Some(format!(
+                        "the sandbox's pod {} no longer serves transfers (deleted, evicted, or its workspace container ended)",
+                        self.name
+                    )),
+                    ..Status::default()
+                };
+            }
+        }
+    }
+
+    /// Stops a helper left running by an abandoned run (`helper --stop-transfers`, as the
+    /// sandbox user): SIGTERM, then SIGKILL after the grace; done once none is left.
+    async fn stop_transfers(&self) {
+        let params = AttachParams::default()
+            .container(WORKSPACE_CONTAINER)
+            .stdin(false)
+            .stdout(true)
+            .stderr(true);
+        let grace = STOP_GRACE_MS.to_string();
+        let command = [HELPER_PATH, "--stop-transfers", grace.as_str()];
+        let Ok(mut exec) = self.pods.exec(&self.name, command, &params).await else {
+            return;
+        };
+        let status = exec.take_status();
+        if let Some(status) = status {
+            let _ = status.await;
+        }
+        drop(exec);
     }
 
     /// An upload into the workspace: the archive's pieces go to the helper's stdin after the
@@ -260,9 +371,12 @@ impl Run {
             exec,
             stderr,
             status,
+            mut turn,
             ..
         } = self;
         let status = tokio::time::timeout(EXIT_WAIT, status).await;
+        // An exit status is the helper's own: it is over. Anything else may have left it running.
+        turn.exited = matches!(&status, Ok(Some(status)) if status.details.is_some() || status.status.as_deref() == Some("Success"));
         let said = match tokio::time::timeout(EXIT_WAIT, stderr).await {
             Ok(Ok(said)) => String::from_utf8_lossy(&said).trim().to_owned(),
             _ => String::new(),
@@ -326,6 +440,10 @@ async fn import(mut run: Run, mut pieces: mpsc::Receiver<Bytes>) -> Result<(), O
                 biased;
                 read = read_some(&mut run.stdout, &mut said, &run.status), if !output_ended => {
                     output_ended = !matches!(read, Ok(n) if n > 0);
+                    if output_ended {
+                        // It answers only after the archive's end: it ended (or its exec did).
+                        return Err("the workspace helper ended before the import archive did".into());
+                    }
                     continue;
                 }
                 piece = pieces.recv() => piece,
