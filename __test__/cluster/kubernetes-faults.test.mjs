@@ -16,12 +16,13 @@ const RESTART = fileURLToPath(new URL('../../scripts/cluster/restart-apiserver.s
 const SETTLE_MS = 90_000;
 const scope = scopeFor('f');
 const backend = await createKubernetesSandboxBackend({ kubeconfig: KUBECONFIG, namespace: NAMESPACE, scope, image: IMAGE, imagePullPolicy: 'Never', podPidsLimit: 256 });
-const asked = () =>
+const asked = (edit = () => {}) =>
   request((policy) => {
     policy.resources.pids = 256;
     policy.resources.cpus = 0.25;
     policy.network = { kind: 'outbound' };
     policy.deadlines.startupMs = 60_000;
+    edit(policy);
   });
 const sh = (script) => ({ executable: '/bin/sh', args: ['-c', script], env: {}, cwd: KUBERNETES_SANDBOX_GUEST.workspace });
 /** Kills the API server and starts it again; resolves with how long it was away (ms). */
@@ -31,11 +32,24 @@ const restart = () =>
 const settled = (what, promise, ms = SETTLE_MS) =>
   Promise.race([promise.then((value) => ({ value }), (error) => ({ error })), new Promise((_, reject) => setTimeout(() => reject(new Error(`${what} did not settle within ${ms} ms`)), ms).unref())]);
 
-after(() => {
+after(async () => {
   try {
     assert.deepEqual(census(scope), EMPTY);
   } finally {
     sweep(scope);
+  }
+  // After a restart the scheduler and kubelet may take tens of seconds to take up new pods:
+  // the suites after this one start once a sandbox starts again.
+  for (let attempt = 1; ; attempt += 1) {
+    try {
+      const probe = await backend.reserve(asked(), { kind: 'in_process' }).start();
+      await probe.destroy();
+      return;
+    } catch (error) {
+      await error.owner?.stop().catch(() => {});
+      await error.owner?.destroy().catch(() => {});
+      if (attempt === 3) throw error;
+    }
   }
 });
 
