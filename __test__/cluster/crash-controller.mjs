@@ -23,6 +23,8 @@ const asked = request((policy) => {
   policy.resources.pids = 256;
   policy.resources.cpus = 0.25;
   policy.network = { kind: 'outbound' };
+  // The contract's longest: a cluster slow to take up pods is not the crash under test.
+  policy.deadlines.startupMs = 60_000;
 });
 const sandbox = await backend.reserve(asked, { kind: 'persisted', persist }).start();
 if (phase === 'importing') {
