@@ -64,6 +64,7 @@ pub fn support(runtime: Option<&str>) -> SandboxSupport {
 }
 
 pub use crate::recovery::reconciled::Reconciled;
+use crate::recovery::reconciled::{authority_conflict, verdict};
 
 impl DockerBackend {
     /// Connects without waiting on the engine: an image ID is pinned at once, a reference
@@ -211,23 +212,8 @@ impl DockerBackend {
             )
         })?;
         let engine = format!("docker-engine:{}", info.id.unwrap_or_default());
-        match &record.authority {
-            Authority::Verified { backend_identity } if *backend_identity != engine => {
-                return Ok(Reconciled::Conflict(
-                    "the record was written against another engine".into(),
-                ));
-            }
-            Authority::Unverified
-                if record
-                    .resources
-                    .iter()
-                    .any(|r| r.identity != Identity::Planned) =>
-            {
-                return Ok(Reconciled::Conflict(
-                    "an unverified record cannot own entered resources".into(),
-                ));
-            }
-            _ => {}
+        if let Some(conflict) = authority_conflict(record, &engine, "engine") {
+            return Ok(conflict);
         }
         let mut found_creating = false;
         let mut found_identified = false;
@@ -243,15 +229,11 @@ impl DockerBackend {
                 Observation::CreatingNotFound => pending_creating = true,
             }
         }
-        Ok(if found_creating || pending_creating {
-            Reconciled::Uncertain(record.clone())
-        } else if found_identified {
-            Reconciled::Matched(record.clone())
-        } else {
-            let mut absent = record.clone();
-            absent.phase = Phase::Destroyed;
-            Reconciled::Absent(absent)
-        })
+        Ok(verdict(
+            record,
+            found_creating || pending_creating,
+            found_identified,
+        ))
     }
 
     async fn observe(

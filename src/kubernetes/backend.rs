@@ -16,7 +16,7 @@ use crate::lifecycle::error::OwnerError;
 use crate::policy::network::NetworkKind;
 use crate::policy::request::SandboxRequest;
 use crate::policy::support::SandboxSupport;
-use crate::recovery::reconciled::Reconciled;
+use crate::recovery::reconciled::{authority_conflict, verdict, Reconciled};
 use crate::recovery::record::{Authority, Identity, Phase, Resource, Role, SandboxRecoveryRecord};
 
 pub struct KubernetesBackend {
@@ -164,25 +164,9 @@ impl KubernetesBackend {
                 "the record was written under another backend configuration or image".into(),
             ));
         }
-        match &record.authority {
-            Authority::Verified { backend_identity }
-                if *backend_identity != self.settings.backend_identity() =>
-            {
-                return Ok(Reconciled::Conflict(
-                    "the record was written against another cluster or namespace".into(),
-                ));
-            }
-            Authority::Unverified
-                if record
-                    .resources
-                    .iter()
-                    .any(|r| r.identity != Identity::Planned) =>
-            {
-                return Ok(Reconciled::Conflict(
-                    "an unverified record cannot own entered resources".into(),
-                ));
-            }
-            _ => {}
+        let ours = self.settings.backend_identity();
+        if let Some(conflict) = authority_conflict(record, &ours, "cluster or namespace") {
+            return Ok(conflict);
         }
         let objects = self.objects_of(record);
         let (mut identified, mut creating) = (false, false);
@@ -211,15 +195,7 @@ impl KubernetesBackend {
                 }
             }
         }
-        Ok(if creating {
-            Reconciled::Uncertain(record.clone())
-        } else if identified {
-            Reconciled::Matched(record.clone())
-        } else {
-            let mut absent = record.clone();
-            absent.phase = Phase::Destroyed;
-            Reconciled::Absent(absent)
-        })
+        Ok(verdict(record, creating, identified))
     }
 
     /// Cleanup-only ownership of a reconciled record.
